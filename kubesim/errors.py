@@ -1,0 +1,99 @@
+"""API errors as kube-apiserver reports them: a ``meta.k8s.io/v1 Status`` body and an HTTP code.
+
+Layer: kubesim (imports nothing from batchd). Raised by the store, the strategies and the HTTP
+handlers; the server turns every :class:`ApiError` into its Status response in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One ``details.causes`` entry: the field path, the reason type and a message."""
+
+    field: str
+    reason: str  # FieldValueInvalid, FieldValueRequired, FieldValueNotSupported, FieldValueForbidden, ...
+    message: str
+
+
+@dataclass
+class ApiError(Exception):
+    """An error with the code, reason and details kube-apiserver would send."""
+
+    code: int
+    reason: str
+    message: str
+    kind: str | None = None
+    name: str | None = None
+    group: str | None = None
+    causes: list[Cause] = field(default_factory=list)
+    retry_after_seconds: int | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def status(self) -> dict[str, Any]:
+        """Return the ``Status`` object body for this error."""
+        details: dict[str, Any] = {}
+        if self.name is not None:
+            details["name"] = self.name
+        if self.group is not None:
+            details["group"] = self.group
+        if self.kind is not None:
+            details["kind"] = self.kind
+        if self.causes:
+            details["causes"] = [
+                {"reason": c.reason, "message": c.message, "field": c.field} for c in self.causes
+            ]
+        if self.retry_after_seconds is not None:
+            details["retryAfterSeconds"] = self.retry_after_seconds
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if details:
+            body["details"] = details
+        return body
+
+
+def not_found(resource: str, name: str, group: str = "") -> ApiError:
+    """404, as ``jobs.batch "x" not found``."""
+    qual = f"{resource}.{group}" if group else resource
+    return ApiError(404, "NotFound", f'{qual} "{name}" not found', kind=resource, name=name, group=group or None)
+
+
+def already_exists(resource: str, name: str, group: str = "") -> ApiError:
+    """409 AlreadyExists on create of an existing name."""
+    qual = f"{resource}.{group}" if group else resource
+    return ApiError(409, "AlreadyExists", f'{qual} "{name}" already exists', kind=resource, name=name, group=group or None)
+
+
+def conflict(resource: str, name: str, detail: str, group: str = "") -> ApiError:
+    """409 Conflict (stale resourceVersion, failed precondition)."""
+    qual = f"{resource}.{group}" if group else resource
+    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {qual} "{name}": {detail}', kind=resource, name=name, group=group or None)
+
+
+def invalid(kind: str, name: str, causes: list[Cause], group: str = "") -> ApiError:
+    """422 Invalid with one cause per offending field, message as kube-apiserver words it."""
+    qual = f"{kind}.{group}" if group else kind
+    listed = ", ".join(f"{c.field}: {c.message}" for c in causes)
+    return ApiError(422, "Invalid", f'{qual} "{name}" is invalid: {listed}', kind=kind, name=name, group=group or None, causes=causes)
+
+
+def bad_request(message: str) -> ApiError:
+    """400 BadRequest."""
+    return ApiError(400, "BadRequest", message)
+
+
+def gone(message: str) -> ApiError:
+    """410 Gone (watch or continue token from a compacted resourceVersion)."""
+    return ApiError(410, "Expired", message)
