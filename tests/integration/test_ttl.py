@@ -1,0 +1,219 @@
+"""Tier 3: TTL-after-finished end to end — kubesim over HTTP, the real dev server, worker + bridge.
+
+Durations are real but short (TTLs of 1–6 s). Every assertion reads observable state: objects in
+the API, workflow results, search attributes and timer summaries in Temporal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from activities.kube import Kube
+from tests.conftest import eventually, running, utcnow
+from tests.k8s import create_job, finish_job, pod_manifest, second
+from workflows.identity import ttl_workflow_id
+from workflows.models import TTLResult
+from workflows.ttl import TTLAfterFinishedWorkflow
+
+
+def wf_id(kind: str, ns: str, obj: dict) -> str:
+    return ttl_workflow_id(kind, ns, obj["metadata"]["name"], obj["metadata"]["uid"])
+
+
+async def result_of(client: Client, wid: str, timeout: float = 30) -> TTLResult:
+    handle = client.get_workflow_handle_for(TTLAfterFinishedWorkflow.run, wid)
+    await eventually(lambda: _exists(client, wid), what=f"workflow {wid} started")
+    return await asyncio.wait_for(handle.result(), timeout)
+
+
+async def _exists(client: Client, wid: str) -> bool:
+    try:
+        await client.get_workflow_handle(wid).describe()
+        return True
+    except Exception:
+        return False
+
+
+async def test_finished_job_is_deleted_once_its_ttl_expires_and_not_before(client, kube: Kube, namespace, task_queue):
+    # spec A6, A12
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "etl", ttl=2)
+        finished = second(utcnow())
+        finish_job(kube, namespace, "etl", finished)
+        res = await result_of(client, wf_id("Job", namespace, job))
+    assert res.outcome == "deleted"
+    assert res.expire_at == finished + timedelta(seconds=2)
+    assert res.deleted_at is not None and res.deleted_at >= res.expire_at
+    await eventually(lambda: kube.get("Job", namespace, "etl") is None, what="job gone")
+
+
+async def test_failed_job_with_ttl_zero_is_deleted_right_after_finishing(client, kube, namespace, task_queue):
+    # spec A15
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "zero", ttl=0)
+        finish_job(kube, namespace, "zero", second(utcnow()), failed=True)
+        res = await result_of(client, wf_id("Job", namespace, job), timeout=10)
+    assert res.outcome == "deleted"
+
+
+async def test_raising_the_ttl_of_a_sleeping_workflow_defers_deletion(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "later", ttl=2)
+        finished = second(utcnow())
+        finish_job(kube, namespace, "later", finished)
+        wid = wf_id("Job", namespace, job)
+        await eventually(lambda: _exists(client, wid))
+        kube.patch("Job", namespace, "later", {"spec": {"ttlSecondsAfterFinished": 6}})
+        # past the old expiry the Job must still be there
+        await asyncio.sleep(max(0.0, (finished + timedelta(seconds=3) - utcnow()).total_seconds()))
+        assert kube.get("Job", namespace, "later") is not None
+        res = await result_of(client, wid)
+    assert res.outcome == "deleted"
+    assert res.expire_at == finished + timedelta(seconds=6)
+    assert res.deleted_at is not None and res.deleted_at >= finished + timedelta(seconds=6)
+
+
+async def test_lowering_the_ttl_rearms_the_timer_at_once(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "sooner", ttl=3600)
+        finished = second(utcnow())
+        finish_job(kube, namespace, "sooner", finished)
+        wid = wf_id("Job", namespace, job)
+        await eventually(lambda: _exists(client, wid))
+        kube.patch("Job", namespace, "sooner", {"spec": {"ttlSecondsAfterFinished": 1}})
+        res = await result_of(client, wid, timeout=15)
+    assert res.outcome == "deleted"
+    assert res.expire_at == finished + timedelta(seconds=1)
+
+
+async def test_removing_the_ttl_ends_the_workflow_and_keeps_the_job(client, kube, namespace, task_queue):
+    # spec A16: no TTL, never deleted
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "keep", ttl=3600)
+        finish_job(kube, namespace, "keep", second(utcnow()))
+        wid = wf_id("Job", namespace, job)
+        await eventually(lambda: _exists(client, wid))
+        kube.patch("Job", namespace, "keep", {"spec": {"ttlSecondsAfterFinished": None}})
+        res = await result_of(client, wid)
+    assert res.outcome == "not_needed"
+    assert kube.get("Job", namespace, "keep") is not None
+
+
+async def test_a_job_already_being_deleted_is_left_alone(client, kube, namespace, task_queue):
+    # spec A10: deletionTimestamp set (a finalizer holds the Job) -> the workflow ends without deleting
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "held", ttl=3600, finalizers=["test.batchd.io/hold"])
+        finish_job(kube, namespace, "held", second(utcnow()))
+        wid = wf_id("Job", namespace, job)
+        await eventually(lambda: _exists(client, wid))
+        kube.delete("Job", namespace, "held", propagation="Background")
+        res = await result_of(client, wid)
+        assert res.outcome == "not_needed"
+        held = kube.get("Job", namespace, "held")
+        assert held is not None and held["metadata"].get("deletionTimestamp")
+        kube.patch("Job", namespace, "held", {"metadata": {"finalizers": None}})
+
+
+async def test_a_recreated_namesake_is_never_deleted_by_the_old_workflow(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        old = create_job(kube, namespace, "same", ttl=3)
+        finish_job(kube, namespace, "same", second(utcnow()))
+        old_wid = wf_id("Job", namespace, old)
+        await eventually(lambda: _exists(client, old_wid))
+        kube.delete("Job", namespace, "same", propagation="Background")
+        await eventually(lambda: kube.get("Job", namespace, "same") is None)
+        new = create_job(kube, namespace, "same", ttl=3600)
+        finish_job(kube, namespace, "same", second(utcnow()))
+        res = await result_of(client, old_wid)
+        assert res.outcome == "gone"
+        await asyncio.sleep(1)  # well past the old object's 3 s expiry
+        fresh = kube.get("Job", namespace, "same")
+        assert fresh is not None and fresh["metadata"]["uid"] == new["metadata"]["uid"]
+        new_wid = wf_id("Job", namespace, new)
+        desc = await client.get_workflow_handle(new_wid).describe()
+        assert desc.status == WorkflowExecutionStatus.RUNNING
+
+
+async def test_foreground_deletion_removes_the_jobs_pods_first(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "fg", ttl=1)
+        kube.create("Pod", namespace, pod_manifest("fg-pod", owner=job, finalizers=["test.batchd.io/hold"]))
+        finish_job(kube, namespace, "fg", second(utcnow()))
+        res = await result_of(client, wf_id("Job", namespace, job))
+        assert res.outcome == "deleted"
+        # Foreground: the Job waits, with deletionTimestamp, until its blocking Pod is gone
+        held = await eventually(lambda: kube.get("Job", namespace, "fg"))
+        assert held["metadata"].get("deletionTimestamp")
+        assert "foregroundDeletion" in held["metadata"].get("finalizers", [])
+        pod = await eventually(lambda: (p := kube.get("Pod", namespace, "fg-pod")) and p["metadata"].get("deletionTimestamp") and p)
+        assert pod is not None
+        kube.patch("Pod", namespace, "fg-pod", {"metadata": {"finalizers": None}})
+        await eventually(lambda: kube.get("Pod", namespace, "fg-pod") is None, what="pod gone")
+        await eventually(lambda: kube.get("Job", namespace, "fg") is None, what="job gone after its pods")
+
+
+async def test_jobs_outside_the_ttl_scope_are_left_to_the_builtin_controller(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "builtin", ttl=0, managed=False)
+        finish_job(kube, namespace, "builtin", second(utcnow()))
+        await asyncio.sleep(2)
+        assert kube.get("Job", namespace, "builtin") is not None
+        assert not await _exists(client, wf_id("Job", namespace, job))
+
+
+async def test_ttl_scope_all_takes_every_job(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace, ttl_scope="all"):
+        job = create_job(kube, namespace, "anyjob", ttl=0, managed=False)
+        finish_job(kube, namespace, "anyjob", second(utcnow()))
+        res = await result_of(client, wf_id("Job", namespace, job), timeout=10)
+    assert res.outcome == "deleted"
+
+
+async def test_labelled_pod_is_deleted_its_ttl_after_it_finished(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        pod = kube.create("Pod", namespace, pod_manifest("lone", ttl_label="1", run_seconds=0.3))
+        res = await result_of(client, wf_id("Pod", namespace, pod))
+    assert res.outcome == "deleted"
+    assert res.deleted_at is not None and res.expire_at is not None and res.deleted_at >= res.expire_at
+    await eventually(lambda: kube.get("Pod", namespace, "lone") is None)
+
+
+async def test_labelled_pod_owned_by_a_job_gets_a_warning_and_is_kept(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "owner")
+        pod = kube.create("Pod", namespace, pod_manifest("owned", ttl_label="0", owner=job, run_seconds=0.2))
+        events = await eventually(lambda: [
+            e for e in kube.list("Event", namespace).get("items", [])
+            if e["involvedObject"]["uid"] == pod["metadata"]["uid"] and e["reason"] == "TTLNotApplied"
+        ], what="warning event")
+        assert events[0]["type"] == "Warning" and "Job owner" in events[0]["message"]
+        await eventually(lambda: (kube.get("Pod", namespace, "owned") or {}).get("status", {}).get("phase") == "Succeeded")
+        await asyncio.sleep(1)
+        assert kube.get("Pod", namespace, "owned") is not None
+        assert not await _exists(client, wf_id("Pod", namespace, pod))
+
+
+async def test_pending_expiry_is_visible_in_search_attributes_and_the_timer_summary(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "visible", ttl=3600)
+        finished = second(utcnow())
+        finish_job(kube, namespace, "visible", finished)
+        wid = wf_id("Job", namespace, job)
+        expires = finished + timedelta(seconds=3600)
+        query = (f'K8sKind = "Job" AND K8sNamespace = "{namespace}" AND K8sName = "visible" '
+                 f'AND ExpiresAt <= "{(expires + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")}"')
+        found = await eventually(lambda: _list_ids(client, query), what="visibility row")
+        assert found == [wid]
+        history = await client.get_workflow_handle(wid).fetch_history()
+        decode = client.data_converter.payload_converter.from_payload
+        summaries = [decode(ev.user_metadata.summary, str)
+                     for ev in history.events if ev.HasField("timer_started_event_attributes")]
+        assert f"TTL of Job {namespace}/visible expires {expires.strftime('%Y-%m-%dT%H:%M:%SZ')}" in summaries
+        await client.get_workflow_handle(wid).terminate("test done")
+
+
+async def _list_ids(client: Client, query: str) -> list[str]:
+    return [w.id async for w in client.list_workflows(query)]

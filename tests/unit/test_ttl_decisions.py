@@ -1,0 +1,143 @@
+"""Tier 1: the TTL-after-finished decisions (KEP-592) as tables over pure functions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from workflows.models import Job, Pod, TTLObservation, time_left
+
+NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
+
+
+def make_job(*, ttl: int | None = 10, conditions: list[dict[str, Any]] | None = None,
+             deleting: bool = False, managed_by: str | None = None) -> Job:
+    raw: dict[str, Any] = {
+        "metadata": {"name": "etl", "namespace": "team-a", "uid": "u1", "resourceVersion": "7"},
+        "spec": {"ttlSecondsAfterFinished": ttl, "managedBy": managed_by},
+        "status": {"conditions": conditions or []},
+    }
+    if deleting:
+        raw["metadata"]["deletionTimestamp"] = "2026-11-22T09:00:00Z"
+    return Job.model_validate(raw)
+
+
+def cond(type_: str, status: str = "True", at: datetime | None = NOW) -> dict[str, Any]:
+    return {"type": type_, "status": status, "lastTransitionTime": at.isoformat() if at else None}
+
+
+def ago(seconds: float) -> datetime:
+    return NOW - timedelta(seconds=seconds)
+
+
+NEEDS_CLEANUP = [
+    ("complete job with ttl", make_job(conditions=[cond("Complete")]), True),
+    ("failed job with ttl", make_job(conditions=[cond("Failed")]), True),
+    ("running job", make_job(conditions=[]), False),
+    ("no ttl", make_job(ttl=None, conditions=[cond("Complete")]), False),
+    ("being deleted", make_job(conditions=[cond("Complete")], deleting=True), False),  # spec A10
+    ("FailureTarget is not finished", make_job(conditions=[cond("FailureTarget")]), False),  # spec A3
+    ("SuccessCriteriaMet is not finished", make_job(conditions=[cond("SuccessCriteriaMet")]), False),  # spec A3
+    ("Complete=False is not finished", make_job(conditions=[cond("Complete", "False")]), False),  # spec A3
+    ("Suspended is not finished", make_job(conditions=[cond("Suspended")]), False),
+]
+
+
+@pytest.mark.parametrize("job,expected", [r[1:] for r in NEEDS_CLEANUP], ids=[r[0] for r in NEEDS_CLEANUP])
+def test_needs_cleanup(job: Job, expected: bool) -> None:
+    assert TTLObservation.of_job(job).needs_cleanup() is expected
+
+
+TIME_LEFT = [
+    # name, conditions, ttl, expected remaining (s)
+    ("Job completed 10s ago, 15s TTL", [cond("Complete", at=ago(10))], 15, 5.0),
+    ("Job failed 10s ago, 15s TTL", [cond("Failed", at=ago(10))], 15, 5.0),
+    ("Job completed 10s ago, 10s TTL: expires now", [cond("Complete", at=ago(10))], 10, 0.0),
+    ("Job completed 20s ago, 10s TTL: expired 10s ago", [cond("Complete", at=ago(20))], 10, -10.0),
+    ("TTL 0 expires at the finish time", [cond("Complete", at=ago(3))], 0, -3.0),  # spec A15
+    ("huge TTL (int32 max) stays far in the future", [cond("Complete", at=NOW)], 2**31 - 1, float(2**31 - 1)),
+    ("clock skew: finished 30s in the future", [cond("Complete", at=NOW + timedelta(seconds=30))], 10, 40.0),  # spec A8
+    ("first finished condition wins", [cond("FailureTarget", at=ago(99)), cond("Failed", at=ago(4)),
+                                       cond("Complete", at=ago(50))], 10, 6.0),  # spec A4
+]
+
+
+@pytest.mark.parametrize("conditions,ttl,remaining", [r[1:] for r in TIME_LEFT], ids=[r[0] for r in TIME_LEFT])
+def test_time_left(conditions: list[dict[str, Any]], ttl: int, remaining: float) -> None:
+    left = time_left(TTLObservation.of_job(make_job(ttl=ttl, conditions=conditions)), NOW)
+    assert left is not None
+    assert left.remaining.total_seconds() == remaining
+    assert left.expired is (remaining <= 0)
+    assert left.expire_at == NOW + timedelta(seconds=remaining)
+
+
+def test_clock_skew_is_flagged_so_the_workflow_can_warn() -> None:  # spec A8
+    job = make_job(conditions=[cond("Complete", at=NOW + timedelta(seconds=1))])
+    left = time_left(TTLObservation.of_job(job), NOW)
+    assert left is not None and left.finish_in_future and not left.expired
+
+
+def test_finished_without_transition_time_has_no_expiry() -> None:  # spec A5
+    assert time_left(TTLObservation.of_job(make_job(conditions=[cond("Complete", at=None)])), NOW) is None
+
+
+@pytest.mark.parametrize("bad", [make_job(ttl=None, conditions=[cond("Complete")]), make_job(conditions=[])],
+                         ids=["no ttl", "not finished"])
+def test_time_left_refuses_objects_that_need_no_cleanup(bad: Job) -> None:
+    with pytest.raises(ValueError):
+        time_left(TTLObservation.of_job(bad), NOW)
+
+
+def test_time_left_refuses_a_naive_now() -> None:
+    with pytest.raises(ValueError):
+        time_left(TTLObservation.of_job(make_job(conditions=[cond("Complete")])), NOW.replace(tzinfo=None))
+
+
+def make_pod(*, label: str | None = "30", phase: str = "Succeeded", restart: str | None = "Never",
+             finished: list[datetime | None] | None = None, owner_kind: str | None = None) -> Pod:
+    raw: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "pu", "labels": {}},
+        "spec": {"restartPolicy": restart},
+        "status": {"phase": phase, "containerStatuses": [
+            {"name": f"c{i}", "state": {"terminated": {"exitCode": 0, "finishedAt": t.isoformat() if t else None}}}
+            for i, t in enumerate(finished if finished is not None else [ago(5)])
+        ]},
+    }
+    if label is not None:
+        raw["metadata"]["labels"]["batchd.io/ttl-seconds-after-finished"] = label
+    if owner_kind:
+        raw["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": owner_kind, "name": "o",
+                                               "uid": "ou", "controller": True}]
+    return Pod.model_validate(raw)
+
+
+POD_CASES = [
+    # name, pod, needs cleanup, remaining (s) or None, problem expected
+    ("succeeded pod, 30s TTL, finished 5s ago", make_pod(), True, 25.0, False),
+    ("failed pod counts as finished", make_pod(phase="Failed"), True, 25.0, False),
+    ("running pod waits", make_pod(phase="Running", finished=[]), False, None, False),
+    ("latest container finish wins", make_pod(finished=[ago(50), ago(5), ago(20)]), True, 25.0, False),
+    ("OnFailure pods qualify", make_pod(restart="OnFailure"), True, 25.0, False),
+    ("restartPolicy Always is refused with a reason", make_pod(restart="Always"), False, None, True),
+    ("Pods owned by a Job are the Job's business", make_pod(owner_kind="Job"), False, None, True),
+    ("Pods owned by a ReplicaSet still qualify", make_pod(owner_kind="ReplicaSet"), True, 25.0, False),
+    ("non-numeric label is refused with a reason", make_pod(label="soon"), False, None, True),
+    ("negative label is refused with a reason", make_pod(label="-5"), False, None, True),
+    ("unlabelled pod is ignored", make_pod(label=None), False, None, False),
+]
+
+
+@pytest.mark.parametrize("pod,needs,remaining,problem", [r[1:] for r in POD_CASES], ids=[r[0] for r in POD_CASES])
+def test_pod_ttl(pod: Pod, needs: bool, remaining: float | None, problem: bool) -> None:
+    obs = TTLObservation.of_pod(pod)
+    assert obs.needs_cleanup() is needs
+    assert (obs.problem is not None) is problem
+    if remaining is not None:
+        left = time_left(obs, NOW)
+        assert left is not None and left.remaining.total_seconds() == remaining
+
+
+def test_terminal_pod_without_finish_times_has_no_expiry() -> None:
+    assert time_left(TTLObservation.of_pod(make_pod(finished=[None])), NOW) is None

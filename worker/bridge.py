@@ -1,0 +1,301 @@
+"""The bridge: list+watch Kubernetes objects and signal-with-start their workflows.
+
+Layer: worker. Started by worker/app.py beside the Temporal worker. For each event it computes
+the object's desired workflow and signals it by a deterministic ID (workflows/identity.py).
+It is level-triggered and idempotent: a replayed event, a relist after ``410 Gone``, a periodic
+resync or a second bridge in another replica sends the same observation to the same workflow
+ID, which changes nothing. Nothing here decides *when* to act; the workflows do.
+
+Threads: each :class:`Informer` runs list+watch in a thread with the official (synchronous)
+client and hands events to the asyncio loop; dispatch runs on the loop in a few shards keyed by
+object, so events of one object stay in order while different objects proceed in parallel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import metrics
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.errors import KubeError
+from activities.kube import Clock, Kube, SystemClock
+from workflows.identity import (
+    K8S_KIND,
+    K8S_NAME,
+    K8S_NAMESPACE,
+    K8S_UID,
+    TASK_QUEUE,
+    ttl_workflow_id,
+)
+from workflows.models import JOB_MANAGED_BY, POD_TTL_LABEL, Job, Pod, TTLInput, TTLObservation
+from workflows.ttl import TTLAfterFinishedWorkflow
+
+log = logging.getLogger("batchd.bridge")
+
+_meter = metrics.get_meter("batchd.bridge")
+EVENTS = _meter.create_counter("batchd_bridge_events", description="Watch events received, by kind and type")
+DISPATCH_SECONDS = _meter.create_histogram(
+    "batchd_bridge_dispatch_seconds", unit="s", description="Bridge lag: watch event received → workflow signalled"
+)
+
+Handler = Callable[[str, dict[str, Any]], None]
+
+
+class Informer:
+    """List+watch one kind in one namespace (or all), resuming from the last resourceVersion.
+
+    A watch that ends is resumed from the last seen version (bookmarks keep it fresh); an
+    ``ERROR`` event or ``410 Gone`` forces a relist, which also reports objects deleted while
+    the watch was down as ``DELETED``. Every ``resync_seconds`` a relist re-delivers everything.
+    """
+
+    def __init__(self, kube: Kube, kind: str, namespace: str | None, handler: Handler, *,
+                 label_selector: str | None = None, resync_seconds: float = 600.0,
+                 watch_timeout_seconds: int = 300) -> None:
+        self.kube, self.kind, self.namespace, self.handler = kube, kind, namespace, handler
+        self.label_selector = label_selector
+        self.resync_seconds = resync_seconds
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.synced = threading.Event()
+        self._stop = threading.Event()
+        self._known: dict[str, dict[str, Any]] = {}  # uid -> last object, to detect deletions across relists
+        self._thread = threading.Thread(target=self._run, name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        backoff = 1.0
+        while not self._stop.is_set():
+            try:
+                rv = self._relist()
+                backoff = 1.0
+                self._watch_until_resync(rv)
+            except KubeError as err:
+                log.warning("informer %s: %s; retrying in %.0fs", self._thread.name, err, backoff,
+                            extra={"kind": self.kind, "namespace": self.namespace or ""})
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+            except Exception:  # a bug must not silently kill the informer thread
+                log.exception("informer %s crashed; restarting", self._thread.name)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    def _relist(self) -> str:
+        seen: dict[str, dict[str, Any]] = {}
+        cont: str | None = None
+        while True:
+            page = self.kube.list(self.kind, self.namespace, label_selector=self.label_selector, limit=500, continue_=cont)
+            for obj in page.get("items") or []:
+                obj.setdefault("kind", self.kind)
+                seen[obj["metadata"]["uid"]] = obj
+            cont = (page.get("metadata") or {}).get("continue") or None
+            if not cont:
+                rv = str((page.get("metadata") or {}).get("resourceVersion") or "")
+                break
+        for uid, old in self._known.items():
+            if uid not in seen:
+                self.handler("DELETED", old)
+        self._known = seen
+        for obj in seen.values():
+            self.handler("SYNC", obj)
+        self.synced.set()
+        return rv
+
+    def _watch_until_resync(self, rv: str) -> None:
+        deadline = time.monotonic() + self.resync_seconds
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            timeout = max(1, min(self.watch_timeout_seconds, int(deadline - time.monotonic())))
+            for ev in self.kube.watch(self.kind, self.namespace, resource_version=rv,
+                                      label_selector=self.label_selector, timeout_seconds=timeout):
+                if self._stop.is_set():
+                    return
+                etype, obj = ev.get("type"), ev.get("object") or {}
+                if etype == "ERROR":
+                    log.info("informer %s: watch error %s; relisting", self._thread.name, obj.get("message", ""))
+                    return
+                rv = str(obj.get("metadata", {}).get("resourceVersion") or rv)
+                if etype == "BOOKMARK":
+                    continue
+                obj.setdefault("kind", self.kind)
+                uid = obj.get("metadata", {}).get("uid", "")
+                if etype == "DELETED":
+                    self._known.pop(uid, None)
+                else:
+                    self._known[uid] = obj
+                self.handler(str(etype), obj)
+
+
+@dataclass(frozen=True)
+class BridgeSettings:
+    """Which objects the bridge watches and hands to workflows."""
+
+    namespaces: tuple[str, ...] = ()  # empty: all namespaces
+    ttl_scope: str = "managed"  # "managed": Jobs with spec.managedBy batchd; "all": every Job
+    task_queue: str = TASK_QUEUE
+    resync_seconds: float = 600.0
+    shards: int = 8
+
+
+class Bridge:
+    """Watches Jobs and TTL-labelled Pods; starts and signals their TTL workflows."""
+
+    def __init__(self, client: Client, kube: Kube, settings: BridgeSettings, *, clock: Clock | None = None) -> None:
+        self.client, self.kube, self.settings = client, kube, settings
+        self.clock = clock or SystemClock()
+        self._queues: list[asyncio.Queue[tuple[float, str, dict[str, Any]]]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._informers: list[Informer] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dispatched: dict[str, str] = {}  # workflow id -> resourceVersion last sent
+        self._warned: set[tuple[str, str]] = set()  # (uid, problem) already reported as an Event
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._queues = [asyncio.Queue() for _ in range(self.settings.shards)]
+        self._tasks = [asyncio.create_task(self._consume(q), name=f"bridge-shard-{i}") for i, q in enumerate(self._queues)]
+        for ns in self.settings.namespaces or (None,):
+            self._informers.append(Informer(self.kube, "Job", ns, self._enqueue, resync_seconds=self.settings.resync_seconds))
+            self._informers.append(Informer(self.kube, "Pod", ns, self._enqueue, label_selector=POD_TTL_LABEL,
+                                            resync_seconds=self.settings.resync_seconds))
+        for inf in self._informers:
+            inf.start()
+
+    @property
+    def synced(self) -> bool:
+        """True once every informer has listed at least once (readiness)."""
+        return bool(self._informers) and all(i.synced.is_set() for i in self._informers)
+
+    async def stop(self, drain_timeout: float = 10.0) -> None:
+        """Stop watching, then let queued events finish dispatching (bounded)."""
+        for inf in self._informers:
+            inf.stop()
+        try:
+            await asyncio.wait_for(asyncio.gather(*(q.join() for q in self._queues)), drain_timeout)
+        except TimeoutError:
+            log.warning("bridge: %d events not dispatched at shutdown; the next start relists them",
+                        sum(q.qsize() for q in self._queues))
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- events --------------------------------------------------------------------------
+
+    def _enqueue(self, etype: str, obj: dict[str, Any]) -> None:
+        """Called from informer threads; hands the event to its shard on the loop."""
+        assert self._loop is not None
+        meta = obj.get("metadata", {})
+        shard = zlib.crc32(f"{meta.get('namespace')}/{meta.get('name')}".encode()) % len(self._queues)
+        self._loop.call_soon_threadsafe(self._queues[shard].put_nowait, (time.monotonic(), etype, obj))
+
+    async def _consume(self, queue: asyncio.Queue[tuple[float, str, dict[str, Any]]]) -> None:
+        while True:
+            received, etype, obj = await queue.get()
+            try:
+                await self.handle(etype, obj)
+                DISPATCH_SECONDS.record(time.monotonic() - received, {"kind": obj.get("kind", "")})
+            except Exception:  # one bad object must not stop the shard; the next resync retries it
+                meta = obj.get("metadata", {})
+                log.exception("bridge: failed to dispatch %s %s/%s", etype, meta.get("namespace"), meta.get("name"))
+            finally:
+                queue.task_done()
+
+    async def handle(self, etype: str, obj: dict[str, Any]) -> None:
+        """Route one event by kind (public so tests can replay events directly)."""
+        kind = obj.get("kind")
+        meta = obj.get("metadata", {})
+        EVENTS.add(1, {"kind": str(kind), "type": etype})
+        log.info("%s %s %s/%s", etype, kind, meta.get("namespace"), meta.get("name"),
+                 extra={"rv": meta.get("resourceVersion", ""), "uid": meta.get("uid", "")})
+        if kind == "Job":
+            job = Job.model_validate(obj)
+            if self.settings.ttl_scope == "all" or job.spec.managed_by == JOB_MANAGED_BY:
+                await self.ttl(etype, TTLObservation.of_job(job))
+        elif kind == "Pod":
+            await self.ttl(etype, TTLObservation.of_pod(Pod.model_validate(obj)))
+
+    async def ttl(self, etype: str, obs: TTLObservation) -> None:
+        """Start or inform the TTL workflow of one object."""
+        ref = obs.ref
+        wid = ttl_workflow_id(ref.kind, ref.namespace, ref.name, ref.uid)
+        if obs.problem and (ref.uid, obs.problem) not in self._warned:
+            self._warned.add((ref.uid, obs.problem))
+            await self._warn(obs)
+        if etype == "DELETED":
+            if self._dispatched.pop(wid, None) is not None or (obs.ttl_seconds is not None and obs.finished):
+                await self._signal(wid, obs.model_copy(update={"gone": True}))
+            return
+        if self._dispatched.get(wid) == obs.resource_version:
+            return  # already sent this version (resync or replay)
+        if obs.needs_cleanup():
+            await self._signal_with_start(wid, obs)
+            self._dispatched[wid] = obs.resource_version
+        elif wid in self._dispatched:
+            await self._signal(wid, obs)  # TTL removed or deletion began: the workflow re-checks
+            self._dispatched[wid] = obs.resource_version
+
+    async def _signal_with_start(self, wid: str, obs: TTLObservation) -> None:
+        ref = obs.ref
+        await _retry(lambda: self.client.start_workflow(
+            TTLAfterFinishedWorkflow.run,
+            TTLInput(observation=obs),
+            id=wid,
+            task_queue=self.settings.task_queue,
+            start_signal="observe",
+            start_signal_args=[obs],
+            search_attributes=TypedSearchAttributes([
+                SearchAttributePair(K8S_KIND, ref.kind),
+                SearchAttributePair(K8S_NAMESPACE, ref.namespace),
+                SearchAttributePair(K8S_NAME, ref.name),
+                SearchAttributePair(K8S_UID, ref.uid),
+            ]),
+            static_summary=f"TTL-after-finished of {ref.kind} {ref.key()}",
+        ))
+
+    async def _signal(self, wid: str, obs: TTLObservation) -> None:
+        handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(wid)
+        try:
+            await _retry(lambda: handle.signal("observe", obs))
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise  # NOT_FOUND: no workflow or it already ended; nothing to tell
+
+    async def _warn(self, obs: TTLObservation) -> None:
+        log.warning("%s %s: %s", obs.ref.kind, obs.ref.key(), obs.problem)
+        try:
+            await asyncio.to_thread(
+                self.kube.record_event, obs.ref, type="Warning", reason="TTLNotApplied",
+                message=str(obs.problem), component="batchd-ttl-after-finished", now=self.clock.now(),
+            )
+        except KubeError as err:
+            log.warning("could not record Event on %s %s: %s", obs.ref.kind, obs.ref.key(), err)
+
+
+async def _retry(call: Callable[[], Any], attempts: int = 5) -> Any:
+    """Retry a Temporal RPC on transient failures (unavailable, throttled) with backoff."""
+    delay = 0.2
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except RPCError as err:
+            transient = err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.RESOURCE_EXHAUSTED,
+                                       RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.INTERNAL)
+            if not transient or attempt == attempts - 1:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)

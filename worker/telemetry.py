@@ -1,0 +1,104 @@
+"""Logs, metrics and traces for the worker process.
+
+Layer: worker. Called once at start-up by worker/app.py (and the dev environment). Metrics all
+flow through OpenTelemetry: batchd's own instruments (activities, bridge) use the global meter
+provider; the Temporal SDK's metrics (and ``workflow.metric_meter()`` / ``activity.metric_meter()``)
+are buffered by the Temporal ``Runtime`` and forwarded into the same provider. One Prometheus
+registry serves them all on ``/metrics``. Traces use the SDK's OpenTelemetry interceptor and are
+exported over OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set and the exporter is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.resources import Resource
+from prometheus_client import CollectorRegistry
+from temporalio.contrib.opentelemetry import MetricsExporter, TracingInterceptor
+from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
+
+_RESERVED = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+class _Formatter(logging.Formatter):
+    """One event per line: ``ts level logger message key=value…`` or one JSON object."""
+
+    def __init__(self, fmt: str) -> None:
+        super().__init__()
+        self.json = fmt == "json"
+
+    def format(self, record: logging.LogRecord) -> str:
+        extra = {k: v for k, v in record.__dict__.items() if k not in _RESERVED and not k.startswith("_")}
+        ts = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        msg = record.getMessage()
+        if record.exc_info:
+            msg += "\n" + self.formatException(record.exc_info)
+        if self.json:
+            doc: dict[str, Any] = {"ts": ts, "level": record.levelname.lower(), "logger": record.name, "msg": msg}
+            doc.update({k: v if isinstance(v, str | int | float | bool) or v is None else str(v) for k, v in extra.items()})
+            return json.dumps(doc)
+        pairs = " ".join(f"{k}={v}" for k, v in extra.items() if not isinstance(v, dict))
+        return f"{ts} {record.levelname:<7} {record.name}: {msg}" + (f" {pairs}" if pairs else "")
+
+
+def setup_logging(fmt: str = "text", level: str = "INFO") -> None:
+    """Route all logging to stderr in ``fmt`` ("text" or "json")."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter(fmt))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("urllib3", "aiohttp.access", "kubernetes"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+@dataclass
+class Telemetry:
+    """What the worker wires together: the Prometheus registry, the Temporal runtime, interceptors."""
+
+    registry: CollectorRegistry
+    runtime: Runtime
+    exporter: MetricsExporter
+    interceptors: list[Any]
+
+
+def install(service: str = "batchd") -> Telemetry:
+    """Install the global meter (and tracer) provider and build a Temporal runtime feeding it.
+
+    Call once per process, before any client is created.
+    """
+    registry = CollectorRegistry()
+    resource = Resource.create({"service.name": service})
+    provider = MeterProvider(resource=resource, metric_readers=[PrometheusMetricReader(registry=registry)])
+    metrics.set_meter_provider(provider)
+    _install_tracing(resource)
+    buffer = MetricBuffer(100_000)
+    runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer, global_tags={"service": service}))
+    exporter = MetricsExporter(buffer, provider, poll_interval=timedelta(seconds=1))
+    return Telemetry(registry=registry, runtime=runtime, exporter=exporter, interceptors=[TracingInterceptor()])
+
+
+def _install_tracing(resource: Resource) -> None:
+    if not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        return
+    try:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        logging.getLogger(__name__).warning(
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set but opentelemetry-exporter-otlp is not installed; traces are not exported"
+        )
+        return
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)

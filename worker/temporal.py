@@ -1,0 +1,128 @@
+"""The one place that builds Temporal clients and workers (tests, ``batchd dev`` and production share it).
+
+Layer: worker. Callers: worker/app.py, worker/cli.py, worker/dev.py, tests/conftest.py.
+Every client uses the pydantic data converter; the worker registers every batchd workflow and
+activity on the ``batchd`` task queue (tests pass a unique queue).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import Client, TLSConfig
+from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+from activities.kube import Clock, Kube
+from activities.ttl import TTLActivities
+from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE
+from workflows.ttl import TTLAfterFinishedWorkflow
+
+log = logging.getLogger(__name__)
+
+WORKFLOWS: list[type] = [TTLAfterFinishedWorkflow]
+
+
+@dataclass(frozen=True)
+class TemporalSettings:
+    """How to reach Temporal. TLS: ``tls`` alone for server TLS; add client cert+key for mTLS."""
+
+    address: str = "localhost:7233"
+    namespace: str = "default"
+    api_key: str | None = None
+    tls: bool = False
+    tls_ca: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_server_name: str | None = None
+    interceptors: Sequence[Any] = field(default_factory=tuple)
+
+    def tls_config(self) -> TLSConfig | bool:
+        if not (self.tls or self.tls_ca or self.tls_cert or self.api_key):
+            return False
+
+        def read(p: Path | None) -> bytes | None:
+            return p.read_bytes() if p else None
+
+        return TLSConfig(
+            server_root_ca_cert=read(self.tls_ca),
+            client_cert=read(self.tls_cert),
+            client_private_key=read(self.tls_key),
+            domain=self.tls_server_name,
+        )
+
+
+async def connect(settings: TemporalSettings, *, runtime: Runtime | None = None) -> Client:
+    """Connect a client with batchd's data converter and interceptors."""
+    return await Client.connect(
+        settings.address,
+        namespace=settings.namespace,
+        api_key=settings.api_key,
+        tls=settings.tls_config(),
+        data_converter=pydantic_data_converter,
+        interceptors=list(settings.interceptors),
+        runtime=runtime,
+    )
+
+
+_INDEXED = {
+    SearchAttributeIndexedValueType.KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    SearchAttributeIndexedValueType.DATETIME: IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
+}
+
+
+async def ensure_search_attributes(client: Client, keys: Sequence[SearchAttributeKey[Any]] = SEARCH_ATTRIBUTES) -> None:
+    """Register batchd's custom search attributes if the server lacks them (idempotent).
+
+    A workflow that upserts an unregistered attribute fails its task forever, so the worker
+    checks before it polls. Servers that refuse the operator API (Temporal Cloud) need the
+    attributes created out of band; the worker then only logs.
+    """
+    try:
+        existing = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=client.namespace)
+        )
+        missing = {k.name: _INDEXED[k.indexed_value_type] for k in keys if k.name not in existing.custom_attributes}
+        if missing:
+            await client.operator_service.add_search_attributes(
+                AddSearchAttributesRequest(namespace=client.namespace, search_attributes=missing)
+            )
+            log.info("registered search attributes %s", ", ".join(sorted(missing)))
+    except RPCError as err:
+        log.warning("could not check or register search attributes (%s); create them out of band: %s",
+                    err.status.name, ", ".join(k.name for k in keys))
+
+
+def build_worker(
+    client: Client,
+    kube: Kube,
+    *,
+    task_queue: str = TASK_QUEUE,
+    clock: Clock | None = None,
+    max_concurrent_activities: int = 64,
+    **options: Any,
+) -> Worker:
+    """A worker with every batchd workflow and activity; sync activities run in a thread pool."""
+    ttl = TTLActivities(kube, clock)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=WORKFLOWS,
+        activities=[*ttl.all()],
+        activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="activity"),
+        max_concurrent_activities=max_concurrent_activities,
+        **options,
+    )

@@ -1,0 +1,1 @@
+"""batchd workflows: pure decisions and durable timers (deterministic; no I/O)."""

@@ -1,0 +1,37 @@
+"""batchd's public identities: task queue, workflow IDs and search attributes (see README).
+
+Layer: workflows (pure). Callers: the bridge (starts and signals workflows by these IDs), the
+workflows (upsert the attributes), the CLI (lists and describes by them), the harness
+(registers the attributes on a server).
+"""
+
+from __future__ import annotations
+
+from temporalio.common import SearchAttributeKey
+
+TASK_QUEUE = "batchd"
+
+K8S_KIND = SearchAttributeKey.for_keyword("K8sKind")
+K8S_NAMESPACE = SearchAttributeKey.for_keyword("K8sNamespace")
+K8S_NAME = SearchAttributeKey.for_keyword("K8sName")
+K8S_UID = SearchAttributeKey.for_keyword("K8sUID")
+EXPIRES_AT = SearchAttributeKey.for_datetime("ExpiresAt")
+NEXT_SCHEDULE_TIME = SearchAttributeKey.for_datetime("NextScheduleTime")
+
+#: Every custom search attribute batchd writes; a server must have them registered.
+SEARCH_ATTRIBUTES = (K8S_KIND, K8S_NAMESPACE, K8S_NAME, K8S_UID, EXPIRES_AT, NEXT_SCHEDULE_TIME)
+
+
+def ttl_workflow_id(kind: str, namespace: str, name: str, uid: str) -> str:
+    """``job-ttl/{ns}/{name}/{uid}`` or ``pod-ttl/{ns}/{name}/{uid}``."""
+    return f"{kind.lower()}-ttl/{namespace}/{name}/{uid}"
+
+
+def cronjob_workflow_id(namespace: str, name: str) -> str:
+    """``cronjob/{ns}/{name}``: one workflow per CronJob name, across recreations."""
+    return f"cronjob/{namespace}/{name}"
+
+
+def job_workflow_id(namespace: str, name: str, uid: str) -> str:
+    """``job/{ns}/{name}/{uid}``: the Job controller workflow of one Job instance."""
+    return f"job/{namespace}/{name}/{uid}"

@@ -1,0 +1,296 @@
+"""The contract between workflows and activities: pydantic models and the pure TTL decisions.
+
+Layer: workflows (pure; imported by workflows/, activities/ and worker/). Holds
+
+* subset models of the Kubernetes objects batchd reads (only the fields it uses; unknown
+  fields are ignored so any server version parses),
+* the inputs and results of every workflow, signal, update and activity (one model in, one
+  out, frozen, new fields only with defaults),
+* the TTL-after-finished decisions of KEP-592 (``needs_cleanup``, ``time_left``), pure over a
+  model plus ``now`` so the workflow and the delete activity's fresh re-check share them.
+
+Spec references are to ``shared/spec/cronjob-and-ttl.md`` (A*).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+#: Label (Pods) and value of ``spec.managedBy`` (Jobs) that hand an object to batchd.
+POD_TTL_LABEL = "batchd.io/ttl-seconds-after-finished"
+JOB_MANAGED_BY = "batchd.io/job-controller"
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+
+
+class _K8s(BaseModel):
+    """Base of the Kubernetes subset models: camelCase on the wire, unknown fields ignored."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="ignore",
+        populate_by_name=True,
+        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
+    )
+
+
+class OwnerReference(_K8s):
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+
+
+class ObjectMeta(_K8s):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generation: int | None = None
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    owner_references: list[OwnerReference] = Field(default_factory=list)
+    finalizers: list[str] = Field(default_factory=list)
+
+    def controller_ref(self) -> OwnerReference | None:
+        """The owner reference with ``controller: true``, if any."""
+        return next((o for o in self.owner_references if o.controller), None)
+
+
+class Condition(_K8s):
+    type: str
+    status: str
+    last_transition_time: datetime | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class JobSpec(_K8s):
+    ttl_seconds_after_finished: int | None = None
+    managed_by: str | None = None
+    suspend: bool | None = None
+
+
+class JobStatus(_K8s):
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class Job(_K8s):
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: JobSpec = Field(default_factory=JobSpec)
+    status: JobStatus = Field(default_factory=JobStatus)
+
+
+class ContainerStateTerminated(_K8s):
+    exit_code: int | None = None
+    finished_at: datetime | None = None
+
+
+class ContainerState(_K8s):
+    terminated: ContainerStateTerminated | None = None
+
+
+class ContainerStatus(_K8s):
+    name: str = ""
+    state: ContainerState = Field(default_factory=ContainerState)
+
+
+class PodSpec(_K8s):
+    restart_policy: str | None = None
+
+
+class PodStatus(_K8s):
+    phase: str | None = None
+    container_statuses: list[ContainerStatus] = Field(default_factory=list)
+    init_container_statuses: list[ContainerStatus] = Field(default_factory=list)
+
+
+class Pod(_K8s):
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PodSpec = Field(default_factory=PodSpec)
+    status: PodStatus = Field(default_factory=PodStatus)
+
+
+# --------------------------------------------------------------------------------------------
+# TTL-after-finished (KEP-592): what the decision reads, and the decision itself.
+
+TTLKind = Literal["Job", "Pod"]
+
+
+class ObjectRef(_K8s):
+    """Names one object instance; ``uid`` pins it, so a recreated namesake is another object."""
+
+    kind: TTLKind
+    namespace: str
+    name: str
+    uid: str
+
+    def key(self) -> str:
+        """``namespace/name``, as logs and Events write it."""
+        return f"{self.namespace}/{self.name}"
+
+
+class TTLObservation(_K8s):
+    """The part of a Job or Pod the TTL decision reads, as seen at ``resource_version``.
+
+    ``gone`` marks an object that no longer exists (404, or its name now has another uid).
+    ``finished`` with a ``None`` ``finish_time`` is the state upstream treats as an error
+    (A5): the object finished but carries no time to count from.
+    ``problem`` names why the object is outside TTL control although it asks for a TTL (a Pod
+    owned by a Job, a Pod that restarts Always, an unparseable label); the bridge turns it into
+    a Warning Event.
+    """
+
+    ref: ObjectRef
+    resource_version: str = ""
+    ttl_seconds: int | None = None
+    finished: bool = False
+    finish_time: datetime | None = None
+    deleting: bool = False
+    gone: bool = False
+    problem: str | None = None
+
+    @classmethod
+    def of_job(cls, job: Job) -> TTLObservation:
+        """Observe a Job (A3, A4: the first Complete/Failed=True condition's transition time)."""
+        finished = next(
+            (c for c in job.status.conditions if c.type in ("Complete", "Failed") and c.status == "True"),
+            None,
+        )
+        meta = job.metadata
+        return cls(
+            ref=ObjectRef(kind="Job", namespace=meta.namespace, name=meta.name, uid=meta.uid),
+            resource_version=meta.resource_version,
+            ttl_seconds=job.spec.ttl_seconds_after_finished,
+            finished=finished is not None,
+            finish_time=finished.last_transition_time if finished else None,
+            deleting=meta.deletion_timestamp is not None,
+        )
+
+    @classmethod
+    def of_pod(cls, pod: Pod) -> TTLObservation:
+        """Observe a Pod labelled ``batchd.io/ttl-seconds-after-finished`` (the KEP's future work).
+
+        The Pod's finish time is its latest container ``terminated.finishedAt``.
+        """
+        meta = pod.metadata
+        ttl: int | None = None
+        problem: str | None = None
+        raw = meta.labels.get(POD_TTL_LABEL)
+        if raw is not None:
+            if raw.isdigit():
+                ttl = int(raw)
+            else:
+                problem = f"label {POD_TTL_LABEL}={raw!r} is not a non-negative integer number of seconds"
+        owner = meta.controller_ref()
+        if ttl is not None and owner is not None and owner.kind == "Job":
+            problem = f"Pod is owned by Job {owner.name}; the Job's ttlSecondsAfterFinished governs it"
+        elif ttl is not None and pod.spec.restart_policy not in ("OnFailure", "Never"):
+            problem = f"restartPolicy {pod.spec.restart_policy or 'Always'} Pods never finish; the TTL label needs OnFailure or Never"
+        if problem is not None:
+            ttl = None
+        finished = pod.status.phase in ("Succeeded", "Failed")
+        finish_times = [
+            s.state.terminated.finished_at
+            for s in (*pod.status.container_statuses, *pod.status.init_container_statuses)
+            if s.state.terminated is not None and s.state.terminated.finished_at is not None
+        ]
+        return cls(
+            ref=ObjectRef(kind="Pod", namespace=meta.namespace, name=meta.name, uid=meta.uid),
+            resource_version=meta.resource_version,
+            ttl_seconds=ttl,
+            finished=finished,
+            finish_time=max(finish_times) if finished and finish_times else None,
+            deleting=meta.deletion_timestamp is not None,
+            problem=problem,
+        )
+
+    def needs_cleanup(self) -> bool:
+        """Whether TTL cleanup applies at all (A2, A10): a TTL, finished, not being deleted."""
+        return not self.gone and not self.deleting and self.ttl_seconds is not None and self.finished
+
+
+class TimeLeft(_K8s):
+    """Result of :func:`time_left`: how long until expiry, and the expiry instant."""
+
+    remaining: timedelta
+    expire_at: datetime
+    finish_in_future: bool = False
+
+    @property
+    def expired(self) -> bool:
+        """A6: expired when nothing remains."""
+        return self.remaining <= timedelta(0)
+
+
+def time_left(obs: TTLObservation, now: datetime) -> TimeLeft | None:
+    """Expiry of an object that needs cleanup (A6–A8, A15); ``None`` when it has no finish time (A5).
+
+    A finish time later than ``now`` is clock skew between the API server and the worker: the
+    formula stays the same, which defers cleanup (A8); the flag lets the caller log a warning.
+
+    Raises:
+        ValueError: if ``now`` is naive or the object does not need cleanup.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    if not obs.needs_cleanup() or obs.ttl_seconds is None:
+        raise ValueError(f"{obs.ref.kind} {obs.ref.key()} does not need cleanup")
+    if obs.finish_time is None:
+        return None
+    expire_at = obs.finish_time + timedelta(seconds=obs.ttl_seconds)
+    return TimeLeft(remaining=expire_at - now, expire_at=expire_at, finish_in_future=obs.finish_time > now)
+
+
+class TTLInput(_K8s):
+    """Start argument of the TTL workflow; the bridge's signal carries the same observation."""
+
+    observation: TTLObservation
+
+
+TTLOutcome = Literal["deleted", "gone", "not_needed"]
+
+
+class TTLResult(_K8s):
+    """How a TTL workflow ended."""
+
+    outcome: TTLOutcome
+    expire_at: datetime | None = None
+    deleted_at: datetime | None = None
+
+
+class DeleteExpiredInput(_K8s):
+    """Delete ``ref`` if a fresh read still shows it expired (A11, A12)."""
+
+    ref: ObjectRef
+
+
+class DeleteExpiredResult(_K8s):
+    """What the delete activity found: ``deleted`` (with the fresh expiry), or a fresh observation."""
+
+    deleted: bool
+    observation: TTLObservation
+    expire_at: datetime | None = None
+    deleted_at: datetime | None = None
+
+
+class ObserveInput(_K8s):
+    """Read ``ref`` fresh."""
+
+    ref: ObjectRef
+
+
+class EventInput(_K8s):
+    """A Kubernetes Event on an object; identical Events are aggregated into one with a count."""
+
+    ref: ObjectRef
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+    component: str

@@ -1,0 +1,166 @@
+"""TTL-after-finished (KEP-592) as one durable workflow per finished Job or Pod.
+
+Layer: workflows (deterministic). Started and signalled by the bridge (worker/bridge.py) with
+signal-with-start on ``job-ttl/{ns}/{name}/{uid}`` or ``pod-ttl/{ns}/{name}/{uid}``; calls the
+activities ``read_ttl_object`` and ``delete_expired`` (activities/k8s.py) by name.
+
+The flow mirrors upstream's ``processJob`` / ``processTTL`` with the workqueue's in-memory
+``AddAfter`` replaced by a durable timer that survives worker restarts:
+
+1. ``process_ttl``: decide from the latest observation (signal or fresh read) whether the
+   object needs cleanup at all, and when it expires.
+2. Sleep until the expiry on a timer whose summary names the object and the instant; a new
+   observation (TTL patched, object deleted) wakes it at once and the decision is re-made.
+3. At expiry, ``delete_expired`` re-reads the object, re-runs the decision on the fresh copy,
+   and deletes with a uid precondition and Foreground propagation (A11, A12); if the fresh
+   copy expires later, the loop sleeps again.
+
+The workflow ends only on authoritative facts: a deletion, a 404 or uid change, a DELETED watch
+event, or a fresh read that shows cleanup no longer applies (TTL removed, deletion under way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import UTC, datetime
+
+from temporalio import workflow
+
+from workflows.identity import EXPIRES_AT
+from workflows.models import (
+    DeleteExpiredInput,
+    DeleteExpiredResult,
+    ObserveInput,
+    TTLInput,
+    TTLObservation,
+    TTLResult,
+    time_left,
+)
+from workflows.policies import K8S_CALL_TIMEOUT, K8S_RETRY
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+@workflow.defn(name="TTLAfterFinished")
+class TTLAfterFinishedWorkflow:
+    """Deletes one Job or Pod once its TTL after finishing has expired."""
+
+    @workflow.init
+    def __init__(self, inp: TTLInput) -> None:
+        self._obs = inp.observation
+        self._changed = False
+        self._expire_at: datetime | None = None
+
+    @workflow.signal(name="observe")
+    def observe(self, obs: TTLObservation) -> None:
+        """The bridge saw the object change (or disappear). Only updates state; ``run`` decides."""
+        if obs.ref.uid != self._obs.ref.uid:
+            return  # a namesake with another uid is another object, never ours
+        self._obs = obs
+        self._changed = True
+
+    @workflow.query(name="describe")
+    def describe(self) -> dict[str, object]:
+        """The latest observation and the pending expiry, for ``batchd describe``."""
+        return {
+            "observation": self._obs.model_dump(mode="json", by_alias=False),
+            "expireAt": _iso(self._expire_at) if self._expire_at else None,
+        }
+
+    @workflow.run
+    async def run(self, inp: TTLInput) -> TTLResult:
+        while True:
+            result = await self.process_ttl()
+            if result is not None:
+                return result
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(TTLInput(observation=self._obs))
+
+    async def process_ttl(self) -> TTLResult | None:
+        """One pass of the decision; returns the final result, or None to decide again."""
+        obs = self._take()
+        if obs.gone:
+            return TTLResult(outcome="gone", expire_at=self._expire_at)
+        if not obs.needs_cleanup():
+            return await self.confirm_not_needed()
+        left = time_left(obs, workflow.now())
+        if left is None:
+            workflow.logger.warning(
+                "finished %s %s has no finish time; waiting for a change", obs.ref.kind, obs.ref.key()
+            )
+            await workflow.wait_condition(lambda: self._changed)
+            return None
+        self._set_expiry(left.expire_at)
+        if not left.expired:
+            if left.finish_in_future:
+                workflow.logger.warning(
+                    "%s %s finished in the future (clock skew?); cleanup deferred to %s",
+                    obs.ref.kind, obs.ref.key(), _iso(left.expire_at),
+                )
+            # The timer re-arms from scratch on every change: a raised TTL sleeps longer, a
+            # lowered one wakes at once, and the loop decides again either way.
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self._changed,
+                    timeout=left.remaining,
+                    timeout_summary=f"TTL of {obs.ref.kind} {obs.ref.key()} expires {_iso(left.expire_at)}",
+                )
+            return None
+        return await self.delete_expired(obs)
+
+    async def delete_expired(self, obs: TTLObservation) -> TTLResult | None:
+        """At expiry: fresh GET, re-check, delete (A11–A13)."""
+        res: DeleteExpiredResult = await workflow.execute_activity(
+            "delete_expired",
+            DeleteExpiredInput(ref=obs.ref),
+            result_type=DeleteExpiredResult,
+            start_to_close_timeout=K8S_CALL_TIMEOUT,
+            retry_policy=K8S_RETRY,
+            summary=f"delete {obs.ref.kind} {obs.ref.key()} if expired",
+        )
+        if res.deleted:
+            workflow.logger.info("deleted %s %s", obs.ref.kind, obs.ref.key())
+            return TTLResult(outcome="deleted", expire_at=res.expire_at, deleted_at=res.deleted_at)
+        self._replace(res.observation)
+        if res.observation.gone:
+            return TTLResult(outcome="gone", expire_at=self._expire_at)
+        if not res.observation.needs_cleanup():
+            return TTLResult(outcome="not_needed", expire_at=self._expire_at)
+        return None  # the fresh copy expires later (TTL raised): sleep again
+
+    async def confirm_not_needed(self) -> TTLResult | None:
+        """A signal said cleanup no longer applies; a stale signal must not end us, so re-read."""
+        fresh: TTLObservation = await workflow.execute_activity(
+            "read_ttl_object",
+            ObserveInput(ref=self._obs.ref),
+            result_type=TTLObservation,
+            start_to_close_timeout=K8S_CALL_TIMEOUT,
+            retry_policy=K8S_RETRY,
+            summary=f"read {self._obs.ref.kind} {self._obs.ref.key()}",
+        )
+        self._replace(fresh)
+        if fresh.needs_cleanup():
+            return None
+        if self._expire_at is not None:
+            workflow.upsert_search_attributes([EXPIRES_AT.value_unset()])
+        return TTLResult(outcome="gone" if fresh.gone else "not_needed", expire_at=self._expire_at)
+
+    def _take(self) -> TTLObservation:
+        self._changed = False
+        return self._obs
+
+    def _replace(self, obs: TTLObservation) -> None:
+        # A signal that arrived while the activity ran is newer than the activity's read.
+        if not self._changed:
+            self._obs = obs
+
+    def _set_expiry(self, expire_at: datetime) -> None:
+        if expire_at == self._expire_at:
+            return
+        self._expire_at = expire_at
+        workflow.upsert_search_attributes([EXPIRES_AT.value_set(expire_at)])
+        ref = self._obs.ref
+        workflow.set_current_details(f"TTL of {ref.kind} {ref.key()} (uid {ref.uid}) expires {_iso(expire_at)}")
