@@ -1,0 +1,226 @@
+"""The registry of resources kubesim serves: one :class:`Resource` per group/version/plural.
+
+Layer: kubesim (imports nothing from batchd). Read by the server (routing, discovery), the
+store (storage keys, scope) and the garbage collector (default propagation policy).
+
+core/v1 ``events`` and events.k8s.io/v1 ``events`` share one storage key: an Event is stored
+once (in its core/v1 shape, which is a superset) and converted for the other view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+NS_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
+SUB_VERBS = ("get", "patch", "update")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One served resource, with what discovery says about it."""
+
+    group: str
+    version: str
+    plural: str
+    singular: str
+    kind: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    # Where objects live; two views of one kind (events) share it.
+    storage: tuple[str, str] = ("", "")
+    # kube-apiserver's DefaultGarbageCollectionPolicy: batch/v1 jobs keep Orphan for
+    # backwards compatibility, everything else is Background.
+    default_propagation: str = "Background"
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_version(self) -> str:
+        return self.api_version
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def qualified(self) -> str:
+        """``jobs.batch`` / ``pods``: the name used in error messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+def _r(group: str, version: str, plural: str, singular: str, kind: str, namespaced: bool, **kw: object) -> Resource:
+    storage = kw.pop("storage", (group, plural))
+    return Resource(group, version, plural, singular, kind, namespaced, storage=storage, **kw)  # type: ignore[arg-type]
+
+
+RESOURCES: tuple[Resource, ...] = (
+    _r("", "v1", "namespaces", "namespace", "Namespace", False, short_names=("ns",),
+       subresources=("status",), verbs=NS_VERBS),
+    _r("", "v1", "pods", "pod", "Pod", True, short_names=("po",), categories=("all",),
+       subresources=("status",)),
+    _r("", "v1", "events", "event", "Event", True, short_names=("ev",), storage=("", "events")),
+    _r("events.k8s.io", "v1", "events", "event", "Event", True, short_names=("ev",),
+       storage=("", "events")),
+    _r("batch", "v1", "jobs", "job", "Job", True, categories=("all",), subresources=("status",),
+       default_propagation="Orphan"),
+    _r("batch", "v1", "cronjobs", "cronjob", "CronJob", True, short_names=("cj",),
+       categories=("all",), subresources=("status",)),
+)
+
+# (group, version, plural) -> Resource
+BY_GVR: dict[tuple[str, str, str], Resource] = {(r.group, r.version, r.plural): r for r in RESOURCES}
+# (group, plural) -> Resource; one version per group here.
+BY_GR: dict[tuple[str, str], Resource] = {(r.group, r.plural): r for r in RESOURCES}
+# (apiVersion, kind) -> Resource; for ownerReferences and bodies.
+BY_KIND: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in RESOURCES}
+# Storage key -> the resource whose shape is stored (the core one for events).
+STORAGE_OWNER: dict[tuple[str, str], Resource] = {}
+for _res in RESOURCES:
+    STORAGE_OWNER.setdefault(_res.storage, _res)
+
+GROUP_VERSIONS: dict[str, list[str]] = {}
+for _res in RESOURCES:
+    versions = GROUP_VERSIONS.setdefault(_res.group, [])
+    if _res.version not in versions:
+        versions.append(_res.version)
+
+
+def lookup(group: str, version: str, plural: str) -> Resource | None:
+    """The resource served at ``group/version/plural``, or None."""
+    return BY_GVR.get((group, version, plural))
+
+
+def resource_list(group: str, version: str) -> dict[str, object] | None:
+    """The ``APIResourceList`` discovery body for one group version, or None if not served."""
+    served = [r for r in RESOURCES if r.group == group and r.version == version]
+    if not served:
+        return None
+    entries: list[dict[str, object]] = []
+    for r in served:
+        entry: dict[str, object] = {
+            "name": r.plural,
+            "singularName": r.singular,
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": list(r.verbs),
+            "storageVersionHash": "",
+        }
+        if r.short_names:
+            entry["shortNames"] = list(r.short_names)
+        if r.categories:
+            entry["categories"] = list(r.categories)
+        entries.append(entry)
+        for sub in r.subresources:
+            entries.append({
+                "name": f"{r.plural}/{sub}",
+                "singularName": "",
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": list(SUB_VERBS),
+            })
+    gv = f"{group}/{version}" if group else version
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": entries}
+
+
+def api_group_list() -> dict[str, object]:
+    """The ``APIGroupList`` body of ``GET /apis``."""
+    groups = []
+    for group, versions in GROUP_VERSIONS.items():
+        if not group:
+            continue
+        vs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        groups.append({"name": group, "versions": vs, "preferredVersion": vs[0]})
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def api_group(group: str) -> dict[str, object] | None:
+    """The ``APIGroup`` body of ``GET /apis/<group>``."""
+    versions = GROUP_VERSIONS.get(group)
+    if not group or not versions:
+        return None
+    vs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": vs, "preferredVersion": vs[0]}
+
+
+def api_versions() -> dict[str, object]:
+    """The ``APIVersions`` body of ``GET /api``."""
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+    }
+
+
+# --- the two views of an Event ------------------------------------------------------------------
+# Stored shape: core/v1 Event. Field pairs (core, events.k8s.io) from
+# k8s.io/kubernetes/pkg/apis/events/v1/conversion.go.
+_EVENT_FIELDS = (
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("reportingComponent", "reportingController"),
+    ("reportingInstance", "reportingInstance"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+    ("reason", "reason"),
+    ("type", "type"),
+    ("action", "action"),
+    ("related", "related"),
+    ("series", "series"),
+    ("eventTime", "eventTime"),
+)
+
+
+def core_event_to_v1(obj: dict[str, Any]) -> dict[str, Any]:
+    """Stored core/v1 Event -> events.k8s.io/v1 Event."""
+    out: dict[str, Any] = {"kind": "Event", "apiVersion": "events.k8s.io/v1", "metadata": obj["metadata"]}
+    for core, v1 in _EVENT_FIELDS:
+        value = obj.get(core)
+        if value is not None and value != "" and value != {}:
+            out[v1] = value
+    if "series" in out:
+        series = out["series"]
+        out["series"] = {"count": series.get("count", 0), "lastObservedTime": series.get("lastObservedTime")}
+    out.setdefault("eventTime", None)
+    return out
+
+
+def v1_event_to_core(obj: dict[str, Any]) -> dict[str, Any]:
+    """events.k8s.io/v1 Event -> the stored core/v1 Event."""
+    out: dict[str, Any] = {"kind": "Event", "apiVersion": "v1", "metadata": obj.get("metadata") or {}}
+    for core, v1 in _EVENT_FIELDS:
+        value = obj.get(v1)
+        if value is not None:
+            out[core] = value
+    out.setdefault("involvedObject", {})
+    out.setdefault("source", {})
+    return out
+
+
+def to_view(res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    """The stored object as ``res`` serves it."""
+    if res.group == "events.k8s.io":
+        return core_event_to_v1(obj)
+    return obj
+
+
+def from_view(res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    """An object in ``res``'s shape, converted to the stored shape."""
+    if res.group == "events.k8s.io":
+        return v1_event_to_core(obj)
+    return obj
+
+
+def view_function(res: Resource) -> Any:
+    """``to_view`` bound to ``res``, or None when the view is the stored shape."""
+    if res.group == "events.k8s.io":
+        return core_event_to_v1
+    return None

@@ -1,0 +1,685 @@
+"""kubesim's HTTP layer: routing, discovery, verbs, Status errors, fault injection, audit,
+admin endpoints and watch streaming.
+
+Layer: kubesim (imports nothing from batchd). Built and served by :class:`kubesim.KubeSim`;
+all handlers run on one event loop together with the garbage collector and the kubelet, so
+store access needs no locks.
+
+A request to ``/api`` or ``/apis`` is parsed into a :class:`Route` (resource, namespace,
+name, subresource, RBAC verb), recorded in the audit, possibly faulted, then dispatched. Every
+:class:`~kubesim.errors.ApiError` becomes its Status response in :meth:`ApiServer.handle`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import secrets
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import yaml
+from aiohttp import web
+
+from kubesim import patch as patches
+from kubesim import resources
+from kubesim.errors import (
+    ApiError,
+    Cause,
+    already_exists,
+    bad_request,
+    conflict,
+    invalid,
+    not_found,
+)
+from kubesim.gc import NAMESPACES, Lifecycle, is_deleting
+from kubesim.resources import Resource
+from kubesim.store import (
+    CLOSE,
+    Clock,
+    Filter,
+    Obj,
+    Store,
+    dumps,
+    parse_field_selector,
+    parse_label_selector,
+    timestamp,
+)
+
+try:  # the strategy/schema layer is written in parallel; run without it until it lands
+    from kubesim import strategy as _strategy
+except ImportError:  # pragma: no cover
+    _strategy = None  # type: ignore[assignment]
+try:
+    from kubesim import schema as _schema
+except ImportError:  # pragma: no cover
+    _schema = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+GIT_VERSION = "v1.32.0"
+VERSION_INFO = {
+    "major": "1", "minor": "32", "gitVersion": GIT_VERSION, "gitCommit": "kubesim",
+    "gitTreeState": "clean", "buildDate": "2024-12-11T00:00:00Z", "goVersion": "go1.23.3",
+    "compiler": "gc", "platform": "linux/amd64",
+}
+# kube-apiserver's generateName suffix alphabet (no vowels, no confusable digits).
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+# DELETE returns the object itself for these (ReturnDeletedObject in their registries).
+RETURNS_DELETED_OBJECT = frozenset({("", "pods"), ("", "namespaces")})
+
+
+class AuditKey(NamedTuple):
+    """One audited request shape, in RBAC terms."""
+
+    verb: str
+    group: str
+    resource: str
+    subresource: str
+
+
+@dataclass
+class Faults:
+    """Injected failures. Set from any thread; read by the request handler."""
+
+    error_rate: float = 0.0
+    codes: tuple[int, ...] = (500,)
+    retry_after_seconds: int = 1
+    latency_seconds: float = 0.0
+
+    def set(
+        self,
+        error_rate: float = 0.0,
+        codes: tuple[int, ...] | list[int] = (500, 429),
+        retry_after_seconds: int = 1,
+        latency_seconds: float = 0.0,
+    ) -> None:
+        if not 0.0 <= error_rate <= 1.0:
+            raise ValueError("error_rate must be within [0, 1]")
+        if not codes or any(c not in (429, 500, 502, 503, 504) for c in codes):
+            raise ValueError("codes must be among 429, 500, 502, 503, 504")
+        self.codes = tuple(int(c) for c in codes)
+        self.retry_after_seconds = int(retry_after_seconds)
+        self.latency_seconds = float(latency_seconds)
+        self.error_rate = float(error_rate)
+
+    def clear(self) -> None:
+        self.error_rate = 0.0
+        self.latency_seconds = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"error_rate": self.error_rate, "codes": list(self.codes),
+                "retry_after_seconds": self.retry_after_seconds, "latency_seconds": self.latency_seconds}
+
+    def error(self) -> ApiError | None:
+        """The fault to answer with for this request, if any."""
+        if self.error_rate <= 0.0 or random.random() >= self.error_rate:
+            return None
+        code = random.choice(self.codes)
+        if code == 429:
+            return ApiError(429, "TooManyRequests",
+                            "the server has received too many requests and has asked us to try again later",
+                            retry_after_seconds=self.retry_after_seconds)
+        reasons = {500: "InternalError", 502: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
+        return ApiError(code, reasons[code], "Internal error occurred: kubesim injected fault")
+
+
+@dataclass(frozen=True)
+class Route:
+    """A parsed resource request."""
+
+    res: Resource
+    namespace: str | None  # None: all namespaces (or cluster-scoped)
+    name: str | None
+    subresource: str | None
+    verb: str
+
+
+class _Bookmark:
+    """Queued into a watcher to send a BOOKMARK at the rv current when it was queued."""
+
+    __slots__ = ("rv",)
+
+    def __init__(self, rv: int) -> None:
+        self.rv = rv
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").lower() in ("1", "true", "yes")
+
+
+def _response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=dumps(body), status=status, content_type=JSON)
+
+
+def _error_response(err: ApiError) -> web.Response:
+    resp = _response(err.status(), err.code)
+    if err.retry_after_seconds is not None:
+        resp.headers["Retry-After"] = str(err.retry_after_seconds)
+    return resp
+
+
+class ApiServer:
+    """The aiohttp application and every verb's semantics."""
+
+    def __init__(self, store: Store, lifecycle: Lifecycle, clock: Clock, faults: Faults,
+                 bookmark_interval: float = 1.0) -> None:
+        self.store = store
+        self.lifecycle = lifecycle
+        self.clock = clock
+        self.faults = faults
+        self.bookmark_interval = bookmark_interval
+        self.audit: Counter[AuditKey] = Counter()
+        self.app = web.Application(client_max_size=64 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self.handle)
+
+    # -- entry point ----------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        try:
+            if path.startswith("/api/") or path.startswith("/apis/") or path in ("/api", "/apis"):
+                return await self._api(request)
+            if path.startswith("/kubesim/"):
+                return await self._admin(request)
+            if path == "/version" or path == "/version/":
+                return _response(VERSION_INFO)
+            if path in ("/healthz", "/readyz", "/livez") or path.startswith(("/healthz/", "/readyz/", "/livez/")):
+                return web.Response(text="ok", content_type="text/plain")
+            if path.startswith("/openapi/v3"):
+                return self._openapi(path)
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        except ApiError as err:
+            return _error_response(err)
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as e:  # a kubesim bug must still answer like an apiserver
+            log.exception("kubesim internal error on %s %s", request.method, path)
+            return _error_response(ApiError(500, "InternalError", f"Internal error occurred: {e!r}"))
+
+    def _openapi(self, path: str) -> web.Response:
+        rest = path[len("/openapi/v3"):].strip("/")
+        if _schema is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if not rest:
+            return _response(_schema.openapi_v3_index())
+        doc = _schema.openapi_v3_document(rest)
+        if doc is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return _response(doc)
+
+    # -- admin ----------------------------------------------------------------------------
+
+    async def _admin(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/")
+        if path == "/kubesim/faults":
+            if request.method == "GET":
+                return _response(self.faults.as_dict())
+            if request.method == "DELETE":
+                self.faults.clear()
+                return _response(self.faults.as_dict())
+            if request.method == "POST":
+                body = await request.json() if request.can_read_body else {}
+                if not body:
+                    self.faults.clear()
+                else:
+                    try:
+                        self.faults.set(**body)
+                    except (TypeError, ValueError) as e:
+                        raise bad_request(str(e)) from e
+                return _response(self.faults.as_dict())
+        if path == "/kubesim/disconnect-watches" and request.method == "POST":
+            return _response({"disconnected": self.disconnect_watches()})
+        if path == "/kubesim/audit" and request.method == "GET":
+            return _response({"requests": self.audit_rows()})
+        if path == "/kubesim/audit" and request.method == "DELETE":
+            self.audit.clear()
+            return _response({"requests": []})
+        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def audit_rows(self) -> list[dict[str, Any]]:
+        return [
+            {"verb": k.verb, "group": k.group, "resource": k.resource, "subresource": k.subresource, "count": n}
+            for k, n in sorted(self.audit.items())
+        ]
+
+    def disconnect_watches(self) -> int:
+        """End every open watch stream (clients see a clean EOF and must re-watch)."""
+        watchers = self.store.all_watchers()
+        for w in watchers:
+            w.close()
+        return len(watchers)
+
+    # -- routing --------------------------------------------------------------------------
+
+    async def _api(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        discovery = self._discovery(parts)
+        if discovery is not None:
+            return _response(discovery)
+        route = self._route(parts, request)
+        self.audit[AuditKey(route.verb, route.res.group, route.res.plural, route.subresource or "")] += 1
+        faults = self.faults
+        if faults.latency_seconds > 0:
+            await asyncio.sleep(faults.latency_seconds)
+        fault = faults.error()
+        if fault is not None:
+            return _error_response(fault)
+        verb = route.verb
+        if verb == "get":
+            return self._get(route)
+        if verb == "list":
+            return self._list(route, request)
+        if verb == "watch":
+            return await self._watch(route, request)
+        if verb == "create":
+            return self._create(route, await self._body(request), request)
+        if verb == "update":
+            return self._update(route, await self._body(request))
+        if verb == "patch":
+            return await self._patch(route, request)
+        if verb == "delete":
+            return await self._delete(route, request)
+        if verb == "deletecollection":
+            return await self._deletecollection(route, request)
+        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+
+    def _discovery(self, parts: list[str]) -> dict[str, Any] | None:
+        if parts == ["api"]:
+            return resources.api_versions()
+        if parts == ["apis"]:
+            return resources.api_group_list()
+        if parts[0] == "api" and len(parts) == 2:
+            found = resources.resource_list("", parts[1])
+            if found is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return found
+        if parts[0] == "apis" and len(parts) == 2:
+            group = resources.api_group(parts[1])
+            if group is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return group
+        if parts[0] == "apis" and len(parts) == 3:
+            found = resources.resource_list(parts[1], parts[2])
+            if found is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return found
+        return None
+
+    def _route(self, parts: list[str], request: web.Request) -> Route:
+        if parts[0] == "api":
+            group, version, rest = "", parts[1], parts[2:]
+        else:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        watch = _truthy(request.query.get("watch"))
+        if rest and rest[0] == "watch":  # legacy /watch/ paths
+            watch, rest = True, rest[1:]
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and not (
+            len(rest) == 3 and rest[2] in ("status", "finalize")
+        ):
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        res = resources.lookup(group, version, rest[0])
+        if res is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub is not None and sub not in res.subresources:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if res.namespaced and name is not None and namespace is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if not res.namespaced and namespace is not None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        method = request.method
+        if name is None:
+            verbs = {"GET": "watch" if watch else "list", "POST": "create", "DELETE": "deletecollection"}
+        else:
+            verbs = {"GET": "watch" if watch else "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+        verb = verbs.get(method)
+        if verb is None or (sub is not None and verb not in ("get", "update", "patch")):
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        if name is None and namespace is None and res.namespaced and verb == "create":
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if verb not in res.verbs and sub is None:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        return Route(res, namespace, name, sub, verb)
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw:
+            return None
+        ctype = request.content_type
+        try:
+            if "yaml" in ctype:
+                return yaml.safe_load(raw)
+            return json.loads(raw)
+        except (ValueError, yaml.YAMLError) as e:
+            raise bad_request(f"the body of the request was in an unknown format: {e}") from e
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _current(self, route: Route) -> Obj:
+        assert route.name is not None
+        obj = self.store.get(route.res.storage, route.namespace or "", route.name)
+        if obj is None:
+            raise not_found(route.res.plural, route.name, route.res.group)
+        return obj
+
+    def _view(self, res: Resource, obj: Obj) -> Obj:
+        return resources.to_view(res, obj)
+
+    def _filter(self, route: Route, request: web.Request) -> Filter:
+        q = request.query
+        return Filter(
+            namespace=route.namespace if route.res.namespaced else None,
+            labels=tuple(parse_label_selector(q.get("labelSelector"))),
+            fields=tuple(parse_field_selector(q.get("fieldSelector"))),
+            view=resources.view_function(route.res),
+        )
+
+    def _check_kind(self, res: Resource, body: Any) -> Obj:
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml")
+        api_version = body.get("apiVersion")
+        kind = body.get("kind")
+        if api_version and api_version != res.api_version:
+            raise bad_request(f"the API version in the data ({api_version}) does not match the expected API version ({res.api_version})")
+        if kind and kind != res.kind:
+            raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({res.kind})")
+        body["apiVersion"] = res.api_version
+        body["kind"] = res.kind
+        meta = body.get("metadata")
+        if meta is None:
+            body["metadata"] = meta = {}
+        elif not isinstance(meta, dict):
+            raise bad_request("metadata must be an object")
+        return body
+
+    # -- read verbs -----------------------------------------------------------------------
+
+    def _get(self, route: Route) -> web.Response:
+        return _response(self._view(route.res, self._current(route)))
+
+    def _list(self, route: Route, request: web.Request) -> web.Response:
+        q = request.query
+        flt = self._filter(route, request)
+        try:
+            limit = int(q.get("limit") or 0)
+        except ValueError as e:
+            raise bad_request(f"invalid limit {q.get('limit')!r}") from e
+        items, token, remaining = self.store.list(route.res.storage, flt, max(0, limit), q.get("continue"))
+        res = route.res
+        if flt.view is not None:
+            items = [flt.view(o) for o in items]
+        meta: dict[str, Any] = {"resourceVersion": str(self.store.rv)}
+        if token:
+            meta["continue"] = token
+            meta["remainingItemCount"] = remaining
+        return _response({"kind": res.list_kind, "apiVersion": res.api_version, "metadata": meta, "items": items})
+
+    async def _watch(self, route: Route, request: web.Request) -> web.StreamResponse:
+        q = request.query
+        res = route.res
+        flt = self._filter(route, request)
+        rv_param = q.get("resourceVersion")
+        since: int | None = None
+        if rv_param not in (None, "", "0"):
+            try:
+                since = int(rv_param)  # type: ignore[arg-type]
+            except ValueError as e:
+                raise bad_request(f"invalid resourceVersion {rv_param!r}") from e
+        timeout: float | None = None
+        if q.get("timeoutSeconds"):
+            try:
+                timeout = float(q["timeoutSeconds"])
+            except ValueError as e:
+                raise bad_request("invalid timeoutSeconds") from e
+        bookmarks = _truthy(q.get("allowWatchBookmarks"))
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
+        resp.enable_chunked_encoding()
+        try:
+            watcher, initial = self.store.watch(res.storage, flt, since)
+        except ApiError as err:
+            # As kube-apiserver: the watch opens, then a single ERROR event carries the Status.
+            await resp.prepare(request)
+            await resp.write(b'{"type":"ERROR","object":' + dumps(err.status()) + b"}\n")
+            await resp.write_eof()
+            return resp
+        view_name = res.api_version
+        view = flt.view
+        loop = asyncio.get_running_loop()
+        handles: list[asyncio.TimerHandle] = []
+        queue = watcher.queue
+        if timeout is not None:
+            handles.append(loop.call_later(max(0.0, timeout), watcher.close))
+        if bookmarks and self.bookmark_interval > 0:
+            def bookmark() -> None:
+                queue.put_nowait(_Bookmark(self.store.rv))
+                handles.append(loop.call_later(self.bookmark_interval, bookmark))
+            handles.append(loop.call_later(self.bookmark_interval, bookmark))
+        try:
+            await resp.prepare(request)
+            if initial:
+                await resp.write(b"".join(e.line(view_name, view) for e in initial))
+            else:
+                await resp.write(b"")
+            closed = False
+            while not closed:
+                item = await queue.get()
+                chunks: list[bytes] = []
+                while True:
+                    if item is CLOSE:
+                        closed = True
+                        break
+                    if isinstance(item, _Bookmark):
+                        chunks.append(self._bookmark_line(res, item.rv))
+                    else:
+                        chunks.append(item.line(view_name, view))
+                    if queue.empty():
+                        break
+                    item = queue.get_nowait()
+                if chunks:
+                    await resp.write(b"".join(chunks))
+            await resp.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            pass
+        finally:
+            self.store.unwatch(watcher)
+            for h in handles:
+                h.cancel()
+        return resp
+
+    def _bookmark_line(self, res: Resource, rv: int) -> bytes:
+        obj = {"kind": res.kind, "apiVersion": res.api_version, "metadata": {"resourceVersion": str(rv)}}
+        return b'{"type":"BOOKMARK","object":' + dumps(obj) + b"}\n"
+
+    # -- create ---------------------------------------------------------------------------
+
+    def _create(self, route: Route, body: Any, request: web.Request | None = None) -> web.Response:
+        obj = self.create_object(route.res, route.namespace, body)
+        return _response(self._view(route.res, obj), 201)
+
+    def create_object(self, res: Resource, namespace: str | None, body: Any) -> Obj:
+        """Create semantics (also used to bootstrap the initial namespaces); returns stored obj."""
+        obj = self._check_kind(res, body)
+        meta = obj["metadata"]
+        if res.namespaced:
+            if meta.get("namespace") and meta["namespace"] != namespace:
+                raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        name = meta.get("name")
+        if not name and meta.get("generateName"):
+            name = meta["generateName"] + "".join(secrets.choice(NAME_ALPHABET) for _ in range(5))
+            meta["name"] = name
+        if not name:
+            raise invalid(res.kind, "", [Cause("metadata.name", "FieldValueRequired", "Required value: name or generateName is required")], res.group)
+        if meta.get("resourceVersion"):
+            raise bad_request("resourceVersion should not be set on objects to be created")
+        if res.namespaced:
+            self._check_namespace(res, namespace or "", name)
+        if self.store.get(res.storage, namespace or "", name) is not None:
+            raise already_exists(res.plural, name, res.group)
+        now = self.clock.now()
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = timestamp(now)
+        meta["generation"] = 1
+        for system in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"):
+            meta.pop(system, None)
+        if _strategy is not None:
+            obj = _strategy.prepare_create(res.group, res.plural, obj, now=now)
+        obj = resources.from_view(res, obj)
+        if res.storage == NAMESPACES:
+            obj["spec"] = {**(obj.get("spec") or {}), "finalizers": ["kubernetes"]}
+            obj["status"] = {"phase": "Active"}
+            labels = obj["metadata"].setdefault("labels", {})
+            labels["kubernetes.io/metadata.name"] = name
+        return self.store.create(res.storage, obj)
+
+    def _check_namespace(self, res: Resource, namespace: str, name: str) -> None:
+        ns = self.store.get(NAMESPACES, "", namespace)
+        if ns is None:
+            raise not_found("namespaces", namespace)
+        if is_deleting(ns):
+            raise ApiError(
+                403, "Forbidden",
+                f'{res.qualified} "{name}" is forbidden: unable to create new content in namespace {namespace} because it is being terminated',
+                kind=res.plural, name=name, group=res.group or None,
+                causes=[Cause("metadata.namespace", "NamespaceTerminating", f"namespace {namespace} is being terminated")],
+            )
+
+    # -- update and patch -----------------------------------------------------------------
+
+    def _update(self, route: Route, body: Any) -> web.Response:
+        old = self._current(route)
+        new = self._check_kind(route.res, body)
+        result = self.update_object(route, old, new)
+        return _response(self._view(route.res, result))
+
+    def update_object(self, route: Route, old: Obj, new: Obj) -> Obj:
+        """PUT semantics on ``new`` (in the route's view shape) against stored ``old``."""
+        res = route.res
+        meta = new["metadata"]
+        old_meta = old["metadata"]
+        name = old_meta["name"]
+        if meta.get("name") and meta["name"] != name:
+            raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+        if res.namespaced and meta.get("namespace") and meta["namespace"] != old_meta.get("namespace"):
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        rv = meta.get("resourceVersion")
+        if rv and rv != old_meta["resourceVersion"]:
+            raise conflict(res.plural, name, "the object has been modified; please apply your changes to the latest version and try again", res.group)
+        if meta.get("uid") and meta["uid"] != old_meta["uid"]:
+            raise conflict(res.plural, name, f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: {old_meta['uid']}", res.group)
+        # System fields the client cannot change through an update.
+        for system in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
+                       "deletionGracePeriodSeconds", "generation", "resourceVersion"):
+            if system in old_meta:
+                meta[system] = old_meta[system]
+            else:
+                meta.pop(system, None)
+        meta.pop("managedFields", None)
+        meta.pop("selfLink", None)
+        if old_meta.get("deletionTimestamp"):
+            added = [f for f in meta.get("finalizers") or [] if f not in (old_meta.get("finalizers") or [])]
+            if added:
+                listed = ", ".join(f'"{f}"' for f in added)
+                raise invalid(res.kind, name, [Cause(
+                    "metadata.finalizers", "FieldValueForbidden",
+                    f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{listed}}}",
+                )], res.group)
+        if res.storage == NAMESPACES:
+            new["status"] = new.get("status") if route.subresource == "status" else old.get("status")
+        if _strategy is not None:
+            new = _strategy.prepare_update(
+                res.group, res.plural, resources.to_view(res, old), new,
+                subresource=route.subresource, now=self.clock.now(),
+            )
+        new = resources.from_view(res, new)
+        if new == old:
+            return old  # a no-op update writes nothing and sends no event, as upstream
+        stored, _ = self.lifecycle.write(res.storage, new)
+        return stored
+
+    async def _patch(self, route: Route, request: web.Request) -> web.Response:
+        ctype = request.content_type
+        if ctype not in (patches.MERGE_PATCH, patches.STRATEGIC_MERGE_PATCH, patches.JSON_PATCH):
+            raise ApiError(
+                415, "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"{patches.JSON_PATCH}, {patches.MERGE_PATCH}, {patches.STRATEGIC_MERGE_PATCH}",
+            )
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError as e:
+            raise bad_request(f"error decoding patch: {e}") from e
+        if body is None:
+            raise bad_request("empty patch")
+        old = self._current(route)
+        current = resources.to_view(route.res, old)
+        base = json.loads(dumps(current))  # the patch must not touch the stored snapshot
+        new = patches.apply(ctype, base, body)
+        new = self._check_kind(route.res, new)
+        result = self.update_object(route, old, new)
+        return _response(self._view(route.res, result))
+
+    # -- delete ---------------------------------------------------------------------------
+
+    async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        raw = await request.read()
+        if raw:
+            try:
+                parsed = json.loads(raw)
+            except ValueError as e:
+                raise bad_request(f"invalid DeleteOptions: {e}") from e
+            if isinstance(parsed, dict):
+                options.update(parsed)
+        q = request.query
+        if q.get("propagationPolicy"):
+            options["propagationPolicy"] = q["propagationPolicy"]
+        if q.get("gracePeriodSeconds"):
+            options["gracePeriodSeconds"] = q["gracePeriodSeconds"]
+        if q.get("orphanDependents"):
+            options["orphanDependents"] = _truthy(q["orphanDependents"])
+        return options
+
+    async def _delete(self, route: Route, request: web.Request) -> web.Response:
+        options = await self._delete_options(request)
+        obj = self._current(route)
+        result, removed = self.lifecycle.delete(route.res, obj, options)
+        res = route.res
+        if removed and res.storage not in RETURNS_DELETED_OBJECT:
+            meta = result["metadata"]
+            return _response({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": meta["name"], "group": res.group, "kind": res.plural, "uid": meta["uid"]},
+            })
+        status = 202 if not removed and options.get("orphanDependents") is False else 200
+        return _response(self._view(res, result), status)
+
+    async def _deletecollection(self, route: Route, request: web.Request) -> web.Response:
+        options = await self._delete_options(request)
+        flt = self._filter(route, request)
+        items, _, _ = self.store.list(route.res.storage, flt)
+        deleted = []
+        for obj in items:
+            try:
+                result, _ = self.lifecycle.delete(route.res, obj, options)
+            except ApiError as e:
+                if e.code == 404:
+                    continue
+                raise
+            deleted.append(self._view(route.res, result))
+        res = route.res
+        return _response({"kind": res.list_kind, "apiVersion": res.api_version,
+                          "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted})

@@ -1,0 +1,465 @@
+"""Object storage for kubesim: objects, the global resourceVersion, watch fan-out with event
+history, label and field selectors, and list pagination.
+
+Layer: kubesim (imports nothing from batchd). Called by the HTTP handlers (server.py), the
+deletion logic and garbage collector (gc.py) and the fake kubelet (kubelet.py), all on the
+server's event loop, so no locking is needed.
+
+Stored objects are never mutated in place: every write stores a new dict. Watch events and the
+event history hold references to those snapshots, so fan-out costs no copies, and each event's
+JSON encoding is computed once per view and shared by every watcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubesim.errors import bad_request, gone
+
+Obj = dict[str, Any]
+StorageKey = tuple[str, str]  # (group, plural) of the stored shape
+ObjKey = tuple[str, str]  # (namespace or "", name)
+
+
+class Clock(Protocol):
+    """Where kubesim reads time; tests inject a fake one."""
+
+    def now(self) -> datetime:  # UTC-aware
+        ...
+
+
+class RealClock:
+    """The wall clock, UTC-aware."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)  # noqa: TID251 - kubesim is the wall-clock boundary
+
+
+def timestamp(t: datetime) -> str:
+    """RFC 3339 at second precision with ``Z``, as metav1.Time marshals."""
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def micro_timestamp(t: datetime) -> str:
+    """RFC 3339 with microseconds, as metav1.MicroTime marshals (events' eventTime)."""
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_timestamp(value: str) -> datetime:
+    """Parse a metav1.Time / MicroTime string to an aware datetime."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON, the one encoder every response goes through."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def clone(obj: Obj) -> Obj:
+    """Deep copy of a JSON object; a JSON round trip is faster than copy.deepcopy."""
+    result: Obj = json.loads(json.dumps(obj))
+    return result
+
+
+# --- selectors --------------------------------------------------------------------------------
+
+_KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
+_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
+_SET_RE = re.compile(rf"^\s*(?P<key>{_KEY})\s+(?P<op>in|notin)\s*\((?P<values>[^)]*)\)\s*$")
+_CMP_RE = re.compile(rf"^\s*(?P<key>{_KEY})\s*(?P<op>==|=|!=)\s*(?P<value>{_VALUE})\s*$")
+_EXISTS_RE = re.compile(rf"^\s*(?P<neg>!?)\s*(?P<key>{_KEY})\s*$")
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One label selector requirement (operator in ``in notin = != exists !``)."""
+
+    key: str
+    op: str
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        if self.op == "exists":
+            return self.key in labels
+        if self.op == "!":
+            return self.key not in labels
+        if self.op == "in":
+            return self.key in labels and labels[self.key] in self.values
+        # notin and != match objects without the label, as upstream.
+        return labels.get(self.key) not in self.values if self.key in labels else True
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside parentheses (``a in (x,y),b`` is two requirements)."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+def parse_label_selector(text: str | None) -> list[Requirement]:
+    """Parse ``labelSelector``; a malformed one is a 400 as kube-apiserver answers."""
+    if not text or not text.strip():
+        return []
+    reqs: list[Requirement] = []
+    for part in _split_top(text):
+        if not part.strip():
+            raise bad_request(f'unable to parse requirement: found \'\', expected: identifier in "{text}"')
+        m = _SET_RE.match(part)
+        if m:
+            values = frozenset(v.strip() for v in m["values"].split(",") if v.strip())
+            op = "in" if m["op"] == "in" else "notin"
+            reqs.append(Requirement(m["key"], op, values))
+            continue
+        m = _CMP_RE.match(part)
+        if m:
+            op = "notin" if m["op"] == "!=" else "in"
+            reqs.append(Requirement(m["key"], op, frozenset({m["value"] or ""})))
+            continue
+        m = _EXISTS_RE.match(part)
+        if m:
+            reqs.append(Requirement(m["key"], "!" if m["neg"] else "exists"))
+            continue
+        raise bad_request(f"unable to parse requirement: {part.strip()!r} in label selector {text!r}")
+    return reqs
+
+
+@dataclass(frozen=True)
+class FieldRequirement:
+    """``path=value`` or ``path!=value`` on a dotted field path."""
+
+    path: tuple[str, ...]
+    value: str
+    negate: bool
+
+    def matches(self, obj: Obj) -> bool:
+        return (field_value(obj, self.path) == self.value) != self.negate
+
+
+def field_value(obj: Obj, path: tuple[str, ...]) -> str:
+    """The string form of a field for field selectors; a missing field is ``""``."""
+    node: Any = obj
+    for part in path:
+        if not isinstance(node, dict):
+            return ""
+        node = node.get(part)
+        if node is None:
+            return ""
+    if isinstance(node, bool):
+        return "true" if node else "false"
+    if isinstance(node, (dict, list)):
+        return ""
+    return str(node)
+
+
+def parse_field_selector(text: str | None) -> list[FieldRequirement]:
+    """Parse ``fieldSelector`` (``=``, ``==``, ``!=``, comma-joined)."""
+    if not text or not text.strip():
+        return []
+    reqs: list[FieldRequirement] = []
+    for part in text.split(","):
+        part = part.strip()
+        for op in ("!=", "==", "="):
+            if op in part:
+                path, value = part.split(op, 1)
+                if not path.strip():
+                    break
+                reqs.append(FieldRequirement(tuple(path.strip().split(".")), value.strip(), op == "!="))
+                break
+        else:
+            raise bad_request(f'invalid selector: \'{part}\'; can\'t understand \'{part}\'')
+    return reqs
+
+
+@dataclass(frozen=True)
+class Filter:
+    """What a list or watch asks for: namespace, label and field selectors, and the view.
+
+    ``view`` converts a stored object to the shape the client asked for (events.k8s.io events)
+    before field selectors see it, so ``regarding.name`` works on that view.
+    """
+
+    namespace: str | None = None
+    labels: tuple[Requirement, ...] = ()
+    fields: tuple[FieldRequirement, ...] = ()
+    view: Callable[[Obj], Obj] | None = None
+
+    def matches(self, obj: Obj) -> bool:
+        meta = obj["metadata"]
+        if self.namespace is not None and meta.get("namespace", "") != self.namespace:
+            return False
+        if self.labels:
+            labels = meta.get("labels") or {}
+            if not all(r.matches(labels) for r in self.labels):
+                return False
+        if self.fields:
+            shaped = self.view(obj) if self.view else obj
+            if not all(r.matches(shaped) for r in self.fields):
+                return False
+        return True
+
+
+# --- events and watchers ----------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class WatchEvent:
+    """One change: type (ADDED, MODIFIED, DELETED), the object snapshot and its storage key."""
+
+    type: str
+    obj: Obj
+    key: StorageKey
+    rv: int
+    # Encoded ``{"type":..,"object":..}\n`` lines per view name, computed on first use.
+    lines: dict[str, bytes] = field(default_factory=dict)
+
+    def line(self, view_name: str, view: Callable[[Obj], Obj] | None) -> bytes:
+        cached = self.lines.get(view_name)
+        if cached is None:
+            body = view(self.obj) if view else self.obj
+            cached = b'{"type":"' + self.type.encode() + b'","object":' + dumps(body) + b"}\n"
+            self.lines[view_name] = cached
+        return cached
+
+
+CLOSE = object()  # sentinel pushed to a watcher's queue to end its stream
+BOOKMARK = object()  # sentinel asking the stream to send a bookmark now
+
+
+class Watcher:
+    """One open watch: a filter and a queue the store fans matching events into."""
+
+    def __init__(self, key: StorageKey, flt: Filter) -> None:
+        self.key = key
+        self.filter = flt
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    def offer(self, event: WatchEvent) -> None:
+        if self.filter.matches(event.obj):
+            self.queue.put_nowait(event)
+
+    def close(self) -> None:
+        self.queue.put_nowait(CLOSE)
+
+
+Listener = Callable[[WatchEvent], None]
+
+
+# --- the store --------------------------------------------------------------------------------
+
+
+class Store:
+    """All objects, keyed by storage key then (namespace, name), plus the watch machinery."""
+
+    def __init__(self, watch_window: int = 20_000) -> None:
+        self.rv = 0
+        self._objects: dict[StorageKey, dict[ObjKey, Obj]] = {}
+        self._history: deque[WatchEvent] = deque(maxlen=max(1, watch_window))
+        # The rv of the newest event dropped from the history: a watch from an older rv
+        # would miss it, so it gets 410 Gone.
+        self.compacted_rv = 0
+        self._watchers: dict[StorageKey, set[Watcher]] = {}
+        self._listeners: list[Listener] = []
+        # uid -> (storage key, namespace, name), for owner lookups by the garbage collector.
+        self.by_uid: dict[str, tuple[StorageKey, str, str]] = {}
+        # owner uid -> uids of objects whose ownerReferences name it.
+        self.dependents: dict[str, set[str]] = {}
+
+    # -- reads --
+
+    def get(self, key: StorageKey, namespace: str, name: str) -> Obj | None:
+        bucket = self._objects.get(key)
+        return bucket.get((namespace, name)) if bucket else None
+
+    def get_by_uid(self, uid: str) -> tuple[StorageKey, Obj] | None:
+        where = self.by_uid.get(uid)
+        if where is None:
+            return None
+        obj = self.get(where[0], where[1], where[2])
+        return (where[0], obj) if obj is not None else None
+
+    def iter(self, key: StorageKey, namespace: str | None = None) -> Iterator[Obj]:
+        bucket = self._objects.get(key, {})
+        if namespace is None:
+            return iter(list(bucket.values()))
+        return iter([o for (ns, _), o in bucket.items() if ns == namespace])
+
+    def keys(self) -> Iterable[StorageKey]:
+        return list(self._objects)
+
+    def count(self) -> int:
+        return sum(len(b) for b in self._objects.values())
+
+    def list(
+        self, key: StorageKey, flt: Filter, limit: int = 0, continue_token: str | None = None
+    ) -> tuple[list[Obj], str | None, int | None]:
+        """Matching objects sorted by (namespace, name), a continue token, remaining count."""
+        bucket = self._objects.get(key, {})
+        start: ObjKey | None = None
+        if continue_token:
+            start = self._decode_continue(continue_token)
+        names = sorted(bucket) if flt.namespace is None else sorted(k for k in bucket if k[0] == flt.namespace)
+        items: list[Obj] = []
+        last: ObjKey | None = None
+        remaining = 0
+        for k in names:
+            if start is not None and k <= start:
+                continue
+            obj = bucket[k]
+            if not flt.matches(obj):
+                continue
+            if limit and len(items) >= limit:
+                remaining += 1
+                continue
+            items.append(obj)
+            last = k
+        if limit and remaining and last is not None:
+            return items, self._encode_continue(last), remaining
+        return items, None, None
+
+    def _encode_continue(self, last: ObjKey) -> str:
+        raw = json.dumps({"v": "meta.k8s.io/v1", "rv": self.rv, "start": list(last)})
+        return base64.urlsafe_b64encode(raw.encode()).decode()
+
+    def _decode_continue(self, token: str) -> ObjKey:
+        try:
+            data = json.loads(base64.urlsafe_b64decode(token.encode()))
+            rv = int(data["rv"])
+            ns, name = data["start"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise bad_request(f"continue key is not valid: {e}") from e
+        if rv < self.compacted_rv:
+            raise gone(
+                "The provided continue parameter is too old to display a consistent list result. "
+                "You can start a new list without the continue parameter."
+            )
+        return (str(ns), str(name))
+
+    # -- writes (each bumps the global resourceVersion and emits one event) --
+
+    def _next_rv(self) -> int:
+        self.rv += 1
+        return self.rv
+
+    def create(self, key: StorageKey, obj: Obj) -> Obj:
+        """Store a new object (caller checked it is new); sets resourceVersion, emits ADDED."""
+        meta = obj["metadata"]
+        rv = self._next_rv()
+        meta["resourceVersion"] = str(rv)
+        self._objects.setdefault(key, {})[(meta.get("namespace", ""), meta["name"])] = obj
+        self._index(key, obj, None)
+        self._emit(WatchEvent("ADDED", obj, key, rv))
+        return obj
+
+    def replace(self, key: StorageKey, obj: Obj) -> Obj:
+        """Store a new version of an existing object; sets resourceVersion, emits MODIFIED."""
+        meta = obj["metadata"]
+        okey = (meta.get("namespace", ""), meta["name"])
+        bucket = self._objects[key]
+        old = bucket[okey]
+        rv = self._next_rv()
+        meta["resourceVersion"] = str(rv)
+        bucket[okey] = obj
+        self._index(key, obj, old)
+        self._emit(WatchEvent("MODIFIED", obj, key, rv))
+        return obj
+
+    def remove(self, key: StorageKey, obj: Obj) -> Obj:
+        """Remove an object; the DELETED event carries ``obj`` (its last state) at a new rv."""
+        meta = obj["metadata"]
+        okey = (meta.get("namespace", ""), meta["name"])
+        old = self._objects[key].pop(okey)
+        rv = self._next_rv()
+        # ``obj`` may be the stored snapshot other events still reference: copy, don't mutate.
+        obj = {**obj, "metadata": {**meta, "resourceVersion": str(rv)}}
+        self._unindex(old)
+        self._emit(WatchEvent("DELETED", obj, key, rv))
+        return obj
+
+    def _index(self, key: StorageKey, obj: Obj, old: Obj | None) -> None:
+        meta = obj["metadata"]
+        uid = meta["uid"]
+        self.by_uid[uid] = (key, meta.get("namespace", ""), meta["name"])
+        new_owners = {r.get("uid") for r in meta.get("ownerReferences") or ()}
+        old_owners = {r.get("uid") for r in (old["metadata"].get("ownerReferences") or ())} if old else set()
+        for owner in old_owners - new_owners:
+            deps = self.dependents.get(owner)
+            if deps is not None:
+                deps.discard(uid)
+                if not deps:
+                    del self.dependents[owner]
+        for owner in new_owners - old_owners:
+            if owner:
+                self.dependents.setdefault(owner, set()).add(uid)
+
+    def _unindex(self, obj: Obj) -> None:
+        meta = obj["metadata"]
+        uid = meta["uid"]
+        self.by_uid.pop(uid, None)
+        for ref in meta.get("ownerReferences") or ():
+            deps = self.dependents.get(ref.get("uid"))
+            if deps is not None:
+                deps.discard(uid)
+                if not deps:
+                    del self.dependents[ref.get("uid")]
+
+    def _emit(self, event: WatchEvent) -> None:
+        if len(self._history) == self._history.maxlen:
+            self.compacted_rv = self._history[0].rv
+        self._history.append(event)
+        for watcher in self._watchers.get(event.key, ()):
+            watcher.offer(event)
+        for listener in self._listeners:
+            listener(event)
+
+    # -- watch --
+
+    def add_listener(self, listener: Listener) -> None:
+        """In-process subscribers (garbage collector, kubelet): called synchronously per event."""
+        self._listeners.append(listener)
+
+    def watch(self, key: StorageKey, flt: Filter, since: int | None) -> tuple[Watcher, list[WatchEvent]]:
+        """Open a watch; returns the watcher and the events to send first.
+
+        ``since`` None: synthetic ADDED for every matching object. Otherwise the retained
+        events after ``since``; 410 Gone if some of them were already dropped.
+        """
+        if since is not None and since < self.compacted_rv:
+            raise gone(f"too old resource version: {since} ({self.compacted_rv + 1})")
+        watcher = Watcher(key, flt)
+        if since is None:
+            initial = [
+                WatchEvent("ADDED", o, key, int(o["metadata"]["resourceVersion"]))
+                for o in sorted(
+                    self._objects.get(key, {}).values(),
+                    key=lambda o: int(o["metadata"]["resourceVersion"]),
+                )
+                if flt.matches(o)
+            ]
+        else:
+            initial = [e for e in self._history if e.rv > since and e.key == key and flt.matches(e.obj)]
+        self._watchers.setdefault(key, set()).add(watcher)
+        return watcher, initial
+
+    def unwatch(self, watcher: Watcher) -> None:
+        self._watchers.get(watcher.key, set()).discard(watcher)
+
+    def all_watchers(self) -> list[Watcher]:
+        return [w for ws in self._watchers.values() for w in ws]
