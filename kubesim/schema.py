@@ -1,0 +1,555 @@
+"""The types kubesim serves, read from the official ``kubernetes`` Python client's models.
+
+Layer: kubesim (imports nothing from batchd). :func:`prune` is called by
+:mod:`kubesim.strategy` on every write, so unknown fields in a built-in kind's body are dropped
+as the real server's typed decoding drops them. :func:`openapi_v3_index` and
+:func:`openapi_v3_document` are served by the kubesim server at ``/openapi/v3`` so that
+``kubectl apply``/``create`` (client-side validation) and ``kubectl explain`` work.
+
+Every client model class carries ``openapi_types`` (python attribute → type string such as
+``'str'``, ``'List[V1Container]'``, ``'Dict[str, str]'``) and ``attribute_map`` (python attribute
+→ JSON name). Those are the generated form of upstream's OpenAPI definitions, so walking them
+reproduces the schemas. The built documents are cached: the only module-level mutable state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import re
+from functools import cache
+from typing import Any
+
+import kubernetes.client as k8s
+
+from kubesim.errors import ApiError, bad_request
+
+__all__ = ["prune", "openapi_v3_index", "openapi_v3_document", "model_for", "definition_name"]
+
+# (group, plural) → (client model name, group-version path, kind)
+_ROOT_MODELS: dict[tuple[str, str], tuple[str, str]] = {
+    ("batch", "jobs"): ("V1Job", "apis/batch/v1"),
+    ("batch", "cronjobs"): ("V1CronJob", "apis/batch/v1"),
+    ("", "pods"): ("V1Pod", "api/v1"),
+    ("", "namespaces"): ("V1Namespace", "api/v1"),
+    ("", "events"): ("CoreV1Event", "api/v1"),
+    ("events.k8s.io", "events"): ("EventsV1Event", "apis/events.k8s.io/v1"),
+}
+
+# Types of apimachinery's meta/v1 package (the client names them V1...).
+_META_TYPES = frozenset(
+    {
+        "ObjectMeta",
+        "ListMeta",
+        "ManagedFieldsEntry",
+        "OwnerReference",
+        "LabelSelector",
+        "LabelSelectorRequirement",
+        "Status",
+        "StatusDetails",
+        "StatusCause",
+        "DeleteOptions",
+        "Preconditions",
+        "Condition",
+    }
+)
+# Types of the batch/v1 package; every other V1 type reachable from our kinds is core/v1.
+_BATCH_TYPES = frozenset(
+    {
+        "Job",
+        "JobList",
+        "JobSpec",
+        "JobStatus",
+        "JobCondition",
+        "JobTemplateSpec",
+        "CronJob",
+        "CronJobList",
+        "CronJobSpec",
+        "CronJobStatus",
+        "PodFailurePolicy",
+        "PodFailurePolicyRule",
+        "PodFailurePolicyOnExitCodesRequirement",
+        "PodFailurePolicyOnPodConditionsPattern",
+        "SuccessPolicy",
+        "SuccessPolicyRule",
+        "UncountedTerminatedPods",
+        "JobSchedulingConfiguration",
+    }
+)
+_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
+_MICRO_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
+_QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+_INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+_FIELDS_V1 = "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1"
+
+# Which client 'str' / 'Dict[str, str]' fields are resource.Quantity upstream (the client
+# flattens Quantity to a string; the server accepts numbers there too).
+_QUANTITY_FIELDS = frozenset(
+    {
+        ("V1ResourceRequirements", "limits"),
+        ("V1ResourceRequirements", "requests"),
+        ("V1VolumeResourceRequirements", "limits"),
+        ("V1VolumeResourceRequirements", "requests"),
+        ("V1ContainerStatus", "allocated_resources"),
+        ("V1PodSpec", "overhead"),
+        ("V1EmptyDirVolumeSource", "size_limit"),
+        ("V1ResourceFieldSelector", "divisor"),
+        ("V1NodeStatus", "capacity"),
+        ("V1NodeStatus", "allocatable"),
+    }
+)
+# 'object' fields that are intstr.IntOrString upstream; the other 'object' fields are free-form.
+_INT_OR_STRING_FIELDS = frozenset({"port", "target_port", "max_unavailable", "min_available", "max_surge"})
+# EventTime fields are MicroTime upstream.
+_MICRO_TIME_FIELDS = frozenset({("CoreV1Event", "event_time"), ("EventsV1Event", "event_time")})
+
+# Strategic-merge metadata kubectl reads from the schema to compute apply patches:
+# (model, python attribute) → (patch strategy, merge key).
+_PATCH_META: dict[tuple[str, str], tuple[str, str | None]] = {
+    ("V1ObjectMeta", "finalizers"): ("merge", None),
+    ("V1ObjectMeta", "owner_references"): ("merge", "uid"),
+    ("V1PodSpec", "containers"): ("merge", "name"),
+    ("V1PodSpec", "init_containers"): ("merge", "name"),
+    ("V1PodSpec", "ephemeral_containers"): ("merge", "name"),
+    ("V1PodSpec", "volumes"): ("merge,retainKeys", "name"),
+    ("V1PodSpec", "image_pull_secrets"): ("merge", "name"),
+    ("V1PodSpec", "host_aliases"): ("merge", "ip"),
+    ("V1PodSpec", "scheduling_gates"): ("merge", "name"),
+    ("V1PodSpec", "resource_claims"): ("merge,retainKeys", "name"),
+    ("V1Container", "env"): ("merge", "name"),
+    ("V1Container", "ports"): ("merge", "containerPort"),
+    ("V1Container", "volume_mounts"): ("merge", "mountPath"),
+    ("V1Container", "volume_devices"): ("merge", "devicePath"),
+    ("V1EphemeralContainer", "env"): ("merge", "name"),
+    ("V1EphemeralContainer", "volume_mounts"): ("merge", "mountPath"),
+    ("V1PodStatus", "conditions"): ("merge", "type"),
+    ("V1JobStatus", "conditions"): ("merge", "type"),
+    ("V1CronJobStatus", "active"): ("merge", None),
+    ("V1NamespaceStatus", "conditions"): ("merge", "type"),
+}
+
+_LIST_RE = re.compile(r"^(?:List|list)\[(.+)\]$")
+_DICT_RE = re.compile(r"^(?:Dict|dict)\((?:str), *(.+)\)$|^(?:Dict|dict)\[str, *(.+)\]$")
+
+
+def definition_name(model: str) -> str:
+    """Upstream's OpenAPI definition name for a client model class name."""
+    if model.startswith("CoreV1"):
+        return "io.k8s.api.core.v1." + model[len("CoreV1") :]
+    if model.startswith("EventsV1"):
+        return "io.k8s.api.events.v1." + model[len("EventsV1") :]
+    m = re.match(r"^V1(.+)$", model)
+    if not m:
+        raise KeyError(model)
+    name = m.group(1)
+    if name in _META_TYPES:
+        return "io.k8s.apimachinery.pkg.apis.meta.v1." + name
+    if name in _BATCH_TYPES:
+        return "io.k8s.api.batch.v1." + name
+    return "io.k8s.api.core.v1." + name
+
+
+def model_for(group: str, plural: str) -> type | None:
+    """The client model class of a served resource, or None for kinds kubesim does not type."""
+    entry = _ROOT_MODELS.get((group, plural))
+    return getattr(k8s, entry[0]) if entry else None
+
+
+def _model(name: str) -> type | None:
+    cls = getattr(k8s, name, None)
+    return cls if cls is not None and hasattr(cls, "openapi_types") else None
+
+
+@cache
+def _json_fields(model: str) -> dict[str, tuple[str, str]]:
+    """JSON field name → (python attribute, client type string) of a model."""
+    cls = _model(model)
+    assert cls is not None, model
+    types: dict[str, str] = cls.openapi_types  # type: ignore[attr-defined]
+    amap: dict[str, str] = cls.attribute_map  # type: ignore[attr-defined]
+    return {amap[attr]: (attr, t) for attr, t in types.items()}
+
+
+@cache
+def _required(model: str) -> tuple[str, ...]:
+    """JSON names of required fields (the client's pydantic models mark exactly those)."""
+    cls = _model(model)
+    assert cls is not None
+    fields = getattr(cls, "model_fields", {})
+    amap: dict[str, str] = cls.attribute_map  # type: ignore[attr-defined]
+    return tuple(amap[a] for a in cls.openapi_types if a in fields and fields[a].is_required())  # type: ignore[attr-defined]
+
+
+def _description(model: str, attr: str | None = None) -> str:
+    """The upstream field or type description the client carries."""
+    cls = _model(model)
+    if cls is None:
+        return ""
+    if attr is None:
+        doc = inspect.getdoc(cls) or ""
+        return doc.split("\n\n")[0].strip() if not doc.startswith("Attributes:") else ""
+    f = getattr(cls, "model_fields", {}).get(attr)
+    return (f.description or "") if f is not None else ""
+
+
+# --------------------------------------------------------------------------------------------
+# Pruning
+# --------------------------------------------------------------------------------------------
+
+
+def _type_error(path: str, value: Any, want: str) -> ApiError:
+    got = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}.get(
+        type(value), "value"
+    )
+    return bad_request(f"json: cannot unmarshal {got} into Go struct field {path} of type {want}")
+
+
+def _prune_value(value: Any, type_str: str, owner: str, attr: str, path: str) -> Any:
+    if value is None:
+        return None
+    m = _LIST_RE.match(type_str)
+    if m:
+        if not isinstance(value, list):
+            raise _type_error(path, value, "[]" + m.group(1))
+        items = [_prune_value(v, m.group(1), owner, attr, path) for v in value]
+        return [v for v in items if v is not None]
+    m = _DICT_RE.match(type_str)
+    if m:
+        if not isinstance(value, dict):
+            raise _type_error(path, value, "map[string]" + (m.group(1) or m.group(2)))
+        inner = m.group(1) or m.group(2)
+        if (owner, attr) in _QUANTITY_FIELDS:
+            return value  # Quantity: strings or numbers
+        return {
+            k: v
+            for k, v in ((k, _prune_value(v, inner, owner, attr, path)) for k, v in value.items())
+            if v is not None
+        }
+    if type_str == "str":
+        if (owner, attr) in _QUANTITY_FIELDS:
+            return value
+        if not isinstance(value, str):
+            raise _type_error(path, value, "string")
+        return value
+    if type_str == "int":
+        if isinstance(value, bool) or not (
+            isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        ):
+            raise _type_error(path, value, "int")
+        return int(value)
+    if type_str == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _type_error(path, value, "float64")
+        return value
+    if type_str == "bool":
+        if not isinstance(value, bool):
+            raise _type_error(path, value, "bool")
+        return value
+    if type_str == "datetime":
+        if not isinstance(value, str):
+            raise _type_error(path, value, "metav1.Time")
+        return value
+    if type_str in ("object", "bytes", "date"):
+        return value
+    if _model(type_str) is not None:
+        if not isinstance(value, dict):
+            raise _type_error(path, value, type_str)
+        return _prune_model(value, type_str, path)
+    return value
+
+
+def _prune_model(obj: dict[str, Any], model: str, path: str) -> dict[str, Any]:
+    fields = _json_fields(model)
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        if key not in fields:
+            continue  # unknown field: dropped, as the typed decoder drops it
+        attr, t = fields[key]
+        pruned = _prune_value(value, t, model, attr, f"{path}.{key}" if path else key)
+        if pruned is not None:
+            out[key] = pruned
+    return out
+
+
+def prune(group: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """Drop unknown fields recursively, as kube-apiserver's decoding does for built-in kinds.
+
+    Free-form maps (labels, annotations, nodeSelector, resource limits…) keep all their keys;
+    ``null`` values are dropped (a nil pointer is not serialised). A value of the wrong JSON
+    type raises ``400 BadRequest`` as the real decoder does. Unknown kinds come back unchanged.
+    """
+    entry = _ROOT_MODELS.get((group, plural))
+    if entry is None:
+        return obj
+    out = _prune_model(obj, entry[0], "")
+    # apiVersion and kind identify the object even when the body left them out.
+    for key in ("apiVersion", "kind"):
+        if key in obj and key not in out:
+            out[key] = obj[key]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAPI v3
+# --------------------------------------------------------------------------------------------
+
+# group-version path → [(group, version, kind, plural, namespaced, subresources, client model)]
+_GV_RESOURCES: dict[str, list[tuple[str, str, str, str, bool, tuple[str, ...], str]]] = {
+    "api/v1": [
+        ("", "v1", "Pod", "pods", True, ("status",), "V1Pod"),
+        ("", "v1", "Namespace", "namespaces", False, ("status",), "V1Namespace"),
+        ("", "v1", "Event", "events", True, (), "CoreV1Event"),
+    ],
+    "apis/batch/v1": [
+        ("batch", "v1", "Job", "jobs", True, ("status",), "V1Job"),
+        ("batch", "v1", "CronJob", "cronjobs", True, ("status",), "V1CronJob"),
+    ],
+    "apis/events.k8s.io/v1": [
+        ("events.k8s.io", "v1", "Event", "events", True, (), "EventsV1Event"),
+    ],
+}
+_LIST_MODELS = {"V1Pod": "V1PodList", "V1Namespace": "V1NamespaceList", "CoreV1Event": "CoreV1EventList",
+                "V1Job": "V1JobList", "V1CronJob": "V1CronJobList", "EventsV1Event": "EventsV1EventList"}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": "#/components/schemas/" + name}
+
+
+def _field_schema(type_str: str, owner: str, attr: str, pending: list[str]) -> dict[str, Any]:
+    m = _LIST_RE.match(type_str)
+    if m:
+        return {"type": "array", "items": _field_schema(m.group(1), owner, attr, pending)}
+    m = _DICT_RE.match(type_str)
+    if m:
+        inner = m.group(1) or m.group(2)
+        if (owner, attr) in _QUANTITY_FIELDS:
+            return {"type": "object", "additionalProperties": _ref(_QUANTITY)}
+        return {"type": "object", "additionalProperties": _field_schema(inner, owner, attr, pending)}
+    if type_str == "str":
+        if (owner, attr) in _QUANTITY_FIELDS:
+            return _ref(_QUANTITY)
+        return {"type": "string"}
+    if type_str == "int":
+        return {"type": "integer", "format": "int32"}
+    if type_str == "float":
+        return {"type": "number", "format": "double"}
+    if type_str == "bool":
+        return {"type": "boolean"}
+    if type_str == "bytes":
+        return {"type": "string", "format": "byte"}
+    if type_str == "datetime":
+        return _ref(_MICRO_TIME if (owner, attr) in _MICRO_TIME_FIELDS else _TIME)
+    if type_str == "object":
+        if attr in _INT_OR_STRING_FIELDS:
+            return _ref(_INT_OR_STRING)
+        if attr == "fields_v1":
+            return _ref(_FIELDS_V1)
+        return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    if _model(type_str) is not None:
+        pending.append(type_str)
+        return _ref(definition_name(type_str))
+    return {}
+
+
+def _model_schema(model: str, pending: list[str]) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    for json_name, (attr, t) in _json_fields(model).items():
+        s = _field_schema(t, model, attr, pending)
+        pm = _PATCH_META.get((model, attr))
+        if pm is not None:
+            s = dict(s)
+            s["x-kubernetes-patch-strategy"] = pm[0]
+            if pm[1]:
+                s["x-kubernetes-patch-merge-key"] = pm[1]
+                s["x-kubernetes-list-type"] = "map"
+                s["x-kubernetes-list-map-keys"] = [pm[1]]
+        desc = _description(model, attr)
+        if desc:
+            s = dict(s)
+            s["description"] = desc
+        if "$ref" in s and len(s) > 1:
+            # OpenAPI 3.0 ignores siblings of $ref; upstream wraps the reference in allOf.
+            ref = s.pop("$ref")
+            s = {"allOf": [{"$ref": ref}], **s}
+        props[json_name] = s
+    schema: dict[str, Any] = {"type": "object", "properties": props}
+    doc = _description(model)
+    if doc:
+        schema["description"] = doc
+    required = _required(model)
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+_SCALARS: dict[str, dict[str, Any]] = {
+    _TIME: {"type": "string", "format": "date-time", "description": "Time is a wrapper around time.Time which supports correct marshaling to YAML and JSON."},
+    _MICRO_TIME: {"type": "string", "format": "date-time", "description": "MicroTime is version of Time with microsecond level precision."},
+    _QUANTITY: {
+        "description": "Quantity is a fixed-point representation of a number.",
+        "oneOf": [{"type": "string"}, {"type": "number"}],
+    },
+    _INT_OR_STRING: {
+        "description": "IntOrString is a type that can hold an int32 or a string.",
+        "format": "int-or-string",
+        "oneOf": [{"type": "integer"}, {"type": "string"}],
+        "x-kubernetes-int-or-string": True,
+    },
+    _FIELDS_V1: {"type": "object", "description": "FieldsV1 stores a set of fields in a data structure like a Trie, in JSON format."},
+}
+
+
+def _schemas_for(models: list[str]) -> dict[str, Any]:
+    schemas: dict[str, Any] = {}
+    pending = list(models)
+    seen: set[str] = set()
+    while pending:
+        model = pending.pop()
+        if model in seen:
+            continue
+        seen.add(model)
+        schemas[definition_name(model)] = _model_schema(model, pending)
+    for name, s in _SCALARS.items():
+        schemas[name] = s
+    return schemas
+
+
+def _gvk(group: str, version: str, kind: str) -> list[dict[str, str]]:
+    return [{"group": group, "kind": kind, "version": version}]
+
+
+def _param(name: str, where: str, description: str, required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": where, "description": description, "required": required, "schema": {"type": "string", "uniqueItems": True}}
+
+
+def _op(action: str, gvk: dict[str, str], op_id: str, body_ref: str | None, resp_ref: str, patch: bool = False) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "operationId": op_id,
+        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": _ref(resp_ref)}}}},
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": gvk,
+    }
+    params = [_param("dryRun", "query", "When present, indicates that modifications should not be persisted.")]
+    if action in ("post", "put", "patch"):
+        params.append(_param("fieldManager", "query", "fieldManager is a name associated with the actor or entity that is making these changes."))
+        # No `fieldValidation` parameter is advertised: kubectl then validates manifests
+        # client-side against these schemas (unknown fields → "unknown field" errors) instead of
+        # relying on server-side strict decoding.
+    if patch:
+        params.append(_param("force", "query", "Force is going to \"force\" Apply requests."))
+        op["requestBody"] = {
+            "content": {
+                t: {"schema": _ref("io.k8s.apimachinery.pkg.apis.meta.v1.Patch")}
+                for t in (
+                    "application/apply-patch+yaml",
+                    "application/json-patch+json",
+                    "application/merge-patch+json",
+                    "application/strategic-merge-patch+json",
+                )
+            },
+            "required": True,
+        }
+    elif body_ref:
+        op["requestBody"] = {"content": {"*/*": {"schema": _ref(body_ref)}}, "required": True}
+    op["parameters"] = params
+    return op
+
+
+def _paths_for(gv_path: str) -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for group, version, kind, plural, namespaced, subresources, model in _GV_RESOURCES[gv_path]:
+        gvk = {"group": group, "version": version, "kind": kind}
+        defn = definition_name(model)
+        list_defn = definition_name(_LIST_MODELS[model])
+        base = "/" + gv_path + ("/namespaces/{namespace}" if namespaced else "") + "/" + plural
+        stem = kind + ("Namespaced" if namespaced else "")
+        suffix = "".join(p.capitalize() for p in gv_path.replace(".", "/").split("/")[1:]) or "CoreV1"
+        path_params = [{"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}] if namespaced else []
+        paths[base] = {
+            "get": _op("list", gvk, f"list{suffix}{stem}", None, list_defn),
+            "post": _op("post", gvk, f"create{suffix}{stem}", defn, defn),
+            "parameters": path_params,
+        }
+        item_params = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}, *path_params]
+        paths[base + "/{name}"] = {
+            "get": _op("get", gvk, f"read{suffix}{stem}", None, defn),
+            "put": _op("put", gvk, f"replace{suffix}{stem}", defn, defn),
+            "patch": _op("patch", gvk, f"patch{suffix}{stem}", None, defn, patch=True),
+            "delete": _op("delete", gvk, f"delete{suffix}{stem}", None, "io.k8s.apimachinery.pkg.apis.meta.v1.Status"),
+            "parameters": item_params,
+        }
+        for sub in subresources:
+            paths[base + "/{name}/" + sub] = {
+                "get": _op("get", gvk, f"read{suffix}{stem}Status", None, defn),
+                "put": _op("put", gvk, f"replace{suffix}{stem}Status", defn, defn),
+                "patch": _op("patch", gvk, f"patch{suffix}{stem}Status", None, defn, patch=True),
+                "parameters": item_params,
+            }
+    return paths
+
+
+@cache
+def _document(gv_path: str) -> str:
+    """The serialized document (built once; callers get a fresh copy via json.loads)."""
+    resources = _GV_RESOURCES[gv_path]
+    roots = [r[6] for r in resources] + [_LIST_MODELS[r[6]] for r in resources]
+    roots += ["V1Status", "V1DeleteOptions"]
+    schemas = _schemas_for(roots)
+    schemas["io.k8s.apimachinery.pkg.apis.meta.v1.Patch"] = {
+        "type": "object",
+        "description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body.",
+    }
+    for group, version, kind, _plural, _ns, _subs, model in resources:
+        schemas[definition_name(model)]["x-kubernetes-group-version-kind"] = _gvk(group, version, kind)
+        schemas[definition_name(_LIST_MODELS[model])]["x-kubernetes-group-version-kind"] = _gvk(group, version, kind + "List")
+    # Status and DeleteOptions are served in every group version, as upstream lists them.
+    versions = [("", "v1")] + sorted({(r[0], r[1]) for r in resources if r[0]})
+    schemas["io.k8s.apimachinery.pkg.apis.meta.v1.Status"]["x-kubernetes-group-version-kind"] = [
+        {"group": g, "kind": "Status", "version": v} for g, v in versions
+    ]
+    schemas["io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"]["x-kubernetes-group-version-kind"] = [
+        {"group": g, "kind": "DeleteOptions", "version": v} for g, v in versions
+    ]
+    doc = {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "unversioned"},
+        "paths": _paths_for(gv_path),
+        "components": {"schemas": dict(sorted(schemas.items()))},
+    }
+    return json.dumps(doc, sort_keys=False, separators=(",", ":"))
+
+
+@cache
+def _hashes() -> dict[str, str]:
+    return {p: hashlib.sha512(_document(p).encode()).hexdigest().upper() for p in _GV_RESOURCES}
+
+
+def openapi_v3_index() -> dict[str, Any]:
+    """The ``/openapi/v3`` discovery document: one entry per served group version."""
+    return {
+        "paths": {p: {"serverRelativeURL": f"/openapi/v3/{p}?hash={h}"} for p, h in sorted(_hashes().items())}
+    }
+
+
+def openapi_v3_document(path: str) -> dict[str, Any] | None:
+    """The OpenAPI 3.0 document of a group version (``"apis/batch/v1"``), or None if not served.
+
+    Accepts the path with or without a leading ``/openapi/v3/`` and a ``?hash=`` suffix.
+    """
+    key = path.split("?", 1)[0].strip("/")
+    if key.startswith("openapi/v3/"):
+        key = key[len("openapi/v3/") :]
+    if key not in _GV_RESOURCES:
+        return None
+    loaded: dict[str, Any] = json.loads(_document(key))
+    return loaded
+
+
+def openapi_v3_hash(path: str) -> str | None:
+    """The stable hash of a group version's document (for ETag / cache headers)."""
+    key = path.split("?", 1)[0].strip("/")
+    if key.startswith("openapi/v3/"):
+        key = key[len("openapi/v3/") :]
+    return _hashes().get(key)
