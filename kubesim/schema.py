@@ -100,7 +100,9 @@ _QUANTITY_FIELDS = frozenset(
     }
 )
 # 'object' fields that are intstr.IntOrString upstream; the other 'object' fields are free-form.
-_INT_OR_STRING_FIELDS = frozenset({"port", "target_port", "max_unavailable", "min_available", "max_surge"})
+_INT_OR_STRING_FIELDS = frozenset(
+    {"port", "target_port", "max_unavailable", "min_available", "max_surge"}
+)
 # EventTime fields are MicroTime upstream.
 _MICRO_TIME_FIELDS = frozenset({("CoreV1Event", "event_time"), ("EventsV1Event", "event_time")})
 
@@ -199,9 +201,14 @@ def _description(model: str, attr: str | None = None) -> str:
 
 
 def _type_error(path: str, value: Any, want: str) -> ApiError:
-    got = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}.get(
-        type(value), "value"
-    )
+    got = {
+        bool: "bool",
+        int: "number",
+        float: "number",
+        str: "string",
+        list: "array",
+        dict: "object",
+    }.get(type(value), "value")
     return bad_request(f"json: cannot unmarshal {got} into Go struct field {path} of type {want}")
 
 
@@ -309,8 +316,14 @@ _GV_RESOURCES: dict[str, list[tuple[str, str, str, str, bool, tuple[str, ...], s
         ("events.k8s.io", "v1", "Event", "events", True, (), "EventsV1Event"),
     ],
 }
-_LIST_MODELS = {"V1Pod": "V1PodList", "V1Namespace": "V1NamespaceList", "CoreV1Event": "CoreV1EventList",
-                "V1Job": "V1JobList", "V1CronJob": "V1CronJobList", "EventsV1Event": "EventsV1EventList"}
+_LIST_MODELS = {
+    "V1Pod": "V1PodList",
+    "V1Namespace": "V1NamespaceList",
+    "CoreV1Event": "CoreV1EventList",
+    "V1Job": "V1JobList",
+    "V1CronJob": "V1CronJobList",
+    "EventsV1Event": "EventsV1EventList",
+}
 
 
 def _ref(name: str) -> dict[str, Any]:
@@ -326,7 +339,10 @@ def _field_schema(type_str: str, owner: str, attr: str, pending: list[str]) -> d
         inner = m.group(1) or m.group(2)
         if (owner, attr) in _QUANTITY_FIELDS:
             return {"type": "object", "additionalProperties": _ref(_QUANTITY)}
-        return {"type": "object", "additionalProperties": _field_schema(inner, owner, attr, pending)}
+        return {
+            "type": "object",
+            "additionalProperties": _field_schema(inner, owner, attr, pending),
+        }
     if type_str == "str":
         if (owner, attr) in _QUANTITY_FIELDS:
             return _ref(_QUANTITY)
@@ -385,8 +401,16 @@ def _model_schema(model: str, pending: list[str]) -> dict[str, Any]:
 
 
 _SCALARS: dict[str, dict[str, Any]] = {
-    _TIME: {"type": "string", "format": "date-time", "description": "Time is a wrapper around time.Time which supports correct marshaling to YAML and JSON."},
-    _MICRO_TIME: {"type": "string", "format": "date-time", "description": "MicroTime is version of Time with microsecond level precision."},
+    _TIME: {
+        "type": "string",
+        "format": "date-time",
+        "description": "Time is a wrapper around time.Time which supports correct marshaling to YAML and JSON.",
+    },
+    _MICRO_TIME: {
+        "type": "string",
+        "format": "date-time",
+        "description": "MicroTime is version of Time with microsecond level precision.",
+    },
     _QUANTITY: {
         "description": "Quantity is a fixed-point representation of a number.",
         "oneOf": [{"type": "string"}, {"type": "number"}],
@@ -397,7 +421,10 @@ _SCALARS: dict[str, dict[str, Any]] = {
         "oneOf": [{"type": "integer"}, {"type": "string"}],
         "x-kubernetes-int-or-string": True,
     },
-    _FIELDS_V1: {"type": "object", "description": "FieldsV1 stores a set of fields in a data structure like a Trie, in JSON format."},
+    _FIELDS_V1: {
+        "type": "object",
+        "description": "FieldsV1 stores a set of fields in a data structure like a Trie, in JSON format.",
+    },
 }
 
 
@@ -421,24 +448,52 @@ def _gvk(group: str, version: str, kind: str) -> list[dict[str, str]]:
 
 
 def _param(name: str, where: str, description: str, required: bool = False) -> dict[str, Any]:
-    return {"name": name, "in": where, "description": description, "required": required, "schema": {"type": "string", "uniqueItems": True}}
+    return {
+        "name": name,
+        "in": where,
+        "description": description,
+        "required": required,
+        "schema": {"type": "string", "uniqueItems": True},
+    }
 
 
-def _op(action: str, gvk: dict[str, str], op_id: str, body_ref: str | None, resp_ref: str, patch: bool = False) -> dict[str, Any]:
+def _op(
+    action: str,
+    gvk: dict[str, str],
+    op_id: str,
+    body_ref: str | None,
+    resp_ref: str,
+    patch: bool = False,
+) -> dict[str, Any]:
     op: dict[str, Any] = {
         "operationId": op_id,
-        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": _ref(resp_ref)}}}},
+        "responses": {
+            "200": {
+                "description": "OK",
+                "content": {"application/json": {"schema": _ref(resp_ref)}},
+            }
+        },
         "x-kubernetes-action": action,
         "x-kubernetes-group-version-kind": gvk,
     }
-    params = [_param("dryRun", "query", "When present, indicates that modifications should not be persisted.")]
+    params = [
+        _param(
+            "dryRun", "query", "When present, indicates that modifications should not be persisted."
+        )
+    ]
     if action in ("post", "put", "patch"):
-        params.append(_param("fieldManager", "query", "fieldManager is a name associated with the actor or entity that is making these changes."))
+        params.append(
+            _param(
+                "fieldManager",
+                "query",
+                "fieldManager is a name associated with the actor or entity that is making these changes.",
+            )
+        )
         # No `fieldValidation` parameter is advertised: kubectl then validates manifests
         # client-side against these schemas (unknown fields → "unknown field" errors) instead of
         # relying on server-side strict decoding.
     if patch:
-        params.append(_param("force", "query", "Force is going to \"force\" Apply requests."))
+        params.append(_param("force", "query", 'Force is going to "force" Apply requests.'))
         op["requestBody"] = {
             "content": {
                 t: {"schema": _ref("io.k8s.apimachinery.pkg.apis.meta.v1.Patch")}
@@ -465,19 +520,34 @@ def _paths_for(gv_path: str) -> dict[str, Any]:
         list_defn = definition_name(_LIST_MODELS[model])
         base = "/" + gv_path + ("/namespaces/{namespace}" if namespaced else "") + "/" + plural
         stem = kind + ("Namespaced" if namespaced else "")
-        suffix = "".join(p.capitalize() for p in gv_path.replace(".", "/").split("/")[1:]) or "CoreV1"
-        path_params = [{"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}] if namespaced else []
+        suffix = (
+            "".join(p.capitalize() for p in gv_path.replace(".", "/").split("/")[1:]) or "CoreV1"
+        )
+        path_params = (
+            [{"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}]
+            if namespaced
+            else []
+        )
         paths[base] = {
             "get": _op("list", gvk, f"list{suffix}{stem}", None, list_defn),
             "post": _op("post", gvk, f"create{suffix}{stem}", defn, defn),
             "parameters": path_params,
         }
-        item_params = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}, *path_params]
+        item_params = [
+            {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+            *path_params,
+        ]
         paths[base + "/{name}"] = {
             "get": _op("get", gvk, f"read{suffix}{stem}", None, defn),
             "put": _op("put", gvk, f"replace{suffix}{stem}", defn, defn),
             "patch": _op("patch", gvk, f"patch{suffix}{stem}", None, defn, patch=True),
-            "delete": _op("delete", gvk, f"delete{suffix}{stem}", None, "io.k8s.apimachinery.pkg.apis.meta.v1.Status"),
+            "delete": _op(
+                "delete",
+                gvk,
+                f"delete{suffix}{stem}",
+                None,
+                "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+            ),
             "parameters": item_params,
         }
         for sub in subresources:
@@ -502,16 +572,20 @@ def _document(gv_path: str) -> str:
         "description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body.",
     }
     for group, version, kind, _plural, _ns, _subs, model in resources:
-        schemas[definition_name(model)]["x-kubernetes-group-version-kind"] = _gvk(group, version, kind)
-        schemas[definition_name(_LIST_MODELS[model])]["x-kubernetes-group-version-kind"] = _gvk(group, version, kind + "List")
+        schemas[definition_name(model)]["x-kubernetes-group-version-kind"] = _gvk(
+            group, version, kind
+        )
+        schemas[definition_name(_LIST_MODELS[model])]["x-kubernetes-group-version-kind"] = _gvk(
+            group, version, kind + "List"
+        )
     # Status and DeleteOptions are served in every group version, as upstream lists them.
     versions = [("", "v1")] + sorted({(r[0], r[1]) for r in resources if r[0]})
     schemas["io.k8s.apimachinery.pkg.apis.meta.v1.Status"]["x-kubernetes-group-version-kind"] = [
         {"group": g, "kind": "Status", "version": v} for g, v in versions
     ]
-    schemas["io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"]["x-kubernetes-group-version-kind"] = [
-        {"group": g, "kind": "DeleteOptions", "version": v} for g, v in versions
-    ]
+    schemas["io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"][
+        "x-kubernetes-group-version-kind"
+    ] = [{"group": g, "kind": "DeleteOptions", "version": v} for g, v in versions]
     doc = {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "unversioned"},
@@ -529,7 +603,10 @@ def _hashes() -> dict[str, str]:
 def openapi_v3_index() -> dict[str, Any]:
     """The ``/openapi/v3`` discovery document: one entry per served group version."""
     return {
-        "paths": {p: {"serverRelativeURL": f"/openapi/v3/{p}?hash={h}"} for p, h in sorted(_hashes().items())}
+        "paths": {
+            p: {"serverRelativeURL": f"/openapi/v3/{p}?hash={h}"}
+            for p, h in sorted(_hashes().items())
+        }
     }
 
 

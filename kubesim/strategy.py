@@ -74,15 +74,23 @@ class _Errs:
 
     def invalid(self, path: str, value: Any, detail: str = "") -> None:
         body = "Invalid value" if value is _OMIT else f"Invalid value: {_go_value(value)}"
-        self.causes.append(Cause(path, "FieldValueInvalid", body + (f": {detail}" if detail else "")))
+        self.causes.append(
+            Cause(path, "FieldValueInvalid", body + (f": {detail}" if detail else ""))
+        )
 
     def required(self, path: str, detail: str = "") -> None:
-        self.causes.append(Cause(path, "FieldValueRequired", "Required value" + (f": {detail}" if detail else "")))
+        self.causes.append(
+            Cause(path, "FieldValueRequired", "Required value" + (f": {detail}" if detail else ""))
+        )
 
     def not_supported(self, path: str, value: Any, supported: list[str]) -> None:
         listed = ", ".join(json.dumps(s) for s in supported)
         self.causes.append(
-            Cause(path, "FieldValueNotSupported", f"Unsupported value: {_go_value(value)}: supported values: {listed}")
+            Cause(
+                path,
+                "FieldValueNotSupported",
+                f"Unsupported value: {_go_value(value)}: supported values: {listed}",
+            )
         )
 
     def forbidden(self, path: str, detail: str) -> None:
@@ -90,13 +98,23 @@ class _Errs:
 
     def too_long(self, path: str, max_len: int) -> None:
         unit = "byte" if max_len == 1 else "bytes"
-        self.causes.append(Cause(path, "FieldValueTooLong", f"Too long: may not be more than {max_len} {unit}"))
+        self.causes.append(
+            Cause(path, "FieldValueTooLong", f"Too long: may not be more than {max_len} {unit}")
+        )
 
     def too_many(self, path: str, actual: int, max_items: int) -> None:
-        self.causes.append(Cause(path, "FieldValueTooMany", f"Too many: {actual}: must have at most {max_items} items"))
+        self.causes.append(
+            Cause(
+                path,
+                "FieldValueTooMany",
+                f"Too many: {actual}: must have at most {max_items} items",
+            )
+        )
 
     def duplicate(self, path: str, value: Any) -> None:
-        self.causes.append(Cause(path, "FieldValueDuplicate", f"Duplicate value: {_go_value(value)}"))
+        self.causes.append(
+            Cause(path, "FieldValueDuplicate", f"Duplicate value: {_go_value(value)}")
+        )
 
     def nonnegative(self, path: str, value: Any) -> None:
         # apivalidation.ValidateNonnegativeField
@@ -200,7 +218,8 @@ def is_qualified_name(value: str) -> list[str]:
         errs.append("name part " + _max_len_error(63))
     if not _QUALIFIED_NAME_RE.fullmatch(name):
         errs.append(
-            "name part " + _regex_error(_QUALIFIED_NAME_ERR, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
+            "name part "
+            + _regex_error(_QUALIFIED_NAME_ERR, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
         )
     return errs
 
@@ -330,7 +349,9 @@ def _validate_object_meta(meta: Obj, name_fn: NameFn, errs: _Errs) -> None:
             errs.invalid(f"metadata.finalizers[{i}]", f, m)
     if "orphan" in finalizers and "foregroundDeletion" in finalizers:
         errs.invalid(
-            "metadata.finalizers", finalizers, "finalizer orphan and foregroundDeletion cannot be both set"
+            "metadata.finalizers",
+            finalizers,
+            "finalizer orphan and foregroundDeletion cannot be both set",
         )
     controllers = []
     for i, ref in enumerate(meta.get("ownerReferences") or []):
@@ -371,7 +392,13 @@ def _carry_server_meta(new: Obj, old: Obj) -> None:
     """What the generic store's BeforeUpdate restores: fields no update may change."""
     meta = _ensure(new, "metadata")
     old_meta = old.get("metadata") or {}
-    for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+    for key in (
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ):
         if key in old_meta:
             meta[key] = copy.deepcopy(old_meta[key])
         else:
@@ -492,8 +519,14 @@ def _qos_class(spec: Obj) -> str:
     any_set = False
     for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
         res = c.get("resources") or {}
-        c_limits = {k: _quantity(v) for k, v in (res.get("limits") or {}).items() if k in ("cpu", "memory")}
-        c_requests = {k: _quantity(v) for k, v in (res.get("requests") or {}).items() if k in ("cpu", "memory")}
+        c_limits = {
+            k: _quantity(v) for k, v in (res.get("limits") or {}).items() if k in ("cpu", "memory")
+        }
+        c_requests = {
+            k: _quantity(v)
+            for k, v in (res.get("requests") or {}).items()
+            if k in ("cpu", "memory")
+        }
         for k, v in c_requests.items():
             if v is not None and v != 0:
                 any_set = True
@@ -543,7 +576,11 @@ def _validate_pod_spec(spec: Any, path: str, errs: _Errs) -> None:
             for j, port in enumerate(c.get("ports") or []):
                 cport = port.get("containerPort")
                 if _is_int(cport) and not 1 <= cport <= 65535:
-                    errs.invalid(f"{cp}.ports[{j}].containerPort", cport, "must be between 1 and 65535, inclusive")
+                    errs.invalid(
+                        f"{cp}.ports[{j}].containerPort",
+                        cport,
+                        "must be between 1 and 65535, inclusive",
+                    )
     restart = spec.get("restartPolicy") or ""
     if not restart:
         errs.required(path + ".restartPolicy")
@@ -551,10 +588,14 @@ def _validate_pod_spec(spec: Any, path: str, errs: _Errs) -> None:
         errs.not_supported(path + ".restartPolicy", restart, _RESTART_POLICIES)
     ads = spec.get("activeDeadlineSeconds")
     if _is_int(ads) and ads <= 0:
-        errs.invalid(path + ".activeDeadlineSeconds", ads, "must be between 1 and 2147483647, inclusive")
+        errs.invalid(
+            path + ".activeDeadlineSeconds", ads, "must be between 1 and 2147483647, inclusive"
+        )
     tgps = spec.get("terminationGracePeriodSeconds")
     if _is_int(tgps) and tgps < 0:
-        errs.invalid(path + ".terminationGracePeriodSeconds", tgps, "must be greater than or equal to 0")
+        errs.invalid(
+            path + ".terminationGracePeriodSeconds", tgps, "must be greater than or equal to 0"
+        )
 
 
 def _validate_pod_template(template: Any, path: str, errs: _Errs) -> None:
@@ -587,19 +628,29 @@ def _validate_pod_update(new: Obj, old: Obj, errs: _Errs) -> None:
     new_ads, old_ads = spec.get("activeDeadlineSeconds"), old_spec.get("activeDeadlineSeconds")
     if new_ads != old_ads:
         if new_ads is None or (old_ads is not None and _is_int(new_ads) and new_ads > old_ads):
-            errs.invalid("spec.activeDeadlineSeconds", new_ads, "must be less than or equal to previous value")
+            errs.invalid(
+                "spec.activeDeadlineSeconds",
+                new_ads,
+                "must be less than or equal to previous value",
+            )
         old_spec["activeDeadlineSeconds"] = new_ads
     old_tol = old_spec.get("tolerations") or []
     new_tol = spec.get("tolerations") or []
     if all(t in new_tol for t in old_tol):
         old_spec["tolerations"] = new_tol
-    if old_spec.get("terminationGracePeriodSeconds", 0) < 0 and spec.get("terminationGracePeriodSeconds") == 1:
+    if (
+        old_spec.get("terminationGracePeriodSeconds", 0) < 0
+        and spec.get("terminationGracePeriodSeconds") == 1
+    ):
         old_spec["terminationGracePeriodSeconds"] = 1
     if not _sem_equal(spec, old_spec):
         changed = sorted(
             k for k in set(spec) | set(old_spec) if not _sem_equal(spec.get(k), old_spec.get(k))
         )
-        errs.forbidden("spec", _POD_UPDATE_FORBIDDEN + "\n  changed: " + ", ".join(f"spec.{k}" for k in changed))
+        errs.forbidden(
+            "spec",
+            _POD_UPDATE_FORBIDDEN + "\n  changed: " + ", ".join(f"spec.{k}" for k in changed),
+        )
     for i, c in enumerate(spec.get("containers") or []):
         if not (c.get("image") or "").strip():
             errs.required(f"spec.containers[{i}].image")
@@ -610,7 +661,9 @@ def _validate_pod_status_update(new: Obj, old: Obj, errs: _Errs) -> None:
     new_phase = _d(new, "status", "phase")
     # A terminal phase is final: the kubelet and the Job controller rely on it.
     if old_phase in ("Succeeded", "Failed") and new_phase != old_phase:
-        errs.forbidden("status.phase", f"cannot transition from terminal phase {old_phase} to {new_phase}")
+        errs.forbidden(
+            "status.phase", f"cannot transition from terminal phase {old_phase} to {new_phase}"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -633,7 +686,10 @@ def _validate_label_selector(sel: Any, path: str, errs: _Errs) -> None:
                 errs.required(p + ".values", "must be specified when `operator` is 'In' or 'NotIn'")
         elif op in ("Exists", "DoesNotExist"):
             if values:
-                errs.forbidden(p + ".values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+                errs.forbidden(
+                    p + ".values",
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                )
         else:
             errs.invalid(p + ".operator", op, "not a valid selector operator")
         for m in is_qualified_name(req.get("key") or ""):
@@ -773,7 +829,7 @@ def _parse_index_interval(text: str, completions: int) -> tuple[int, int]:
     parts = text.split("-")
     if len(parts) > 2:
         raise ValueError(
-            f'the fragment "{text}" violates the requirement that an index interval can have at most two parts separated by \'-\''
+            f"the fragment \"{text}\" violates the requirement that an index interval can have at most two parts separated by '-'"
         )
 
     def atoi(s: str) -> int:
@@ -855,14 +911,21 @@ def _validate_job_spec(spec: Obj, path: str, errs: _Errs) -> None:
                     f"must be less than or equal to {_MAX_PARALLELISM_INDEXED} when completion mode is Indexed",
                 )
             if _is_int(completions) and _is_int(mfi) and mfi > completions:
-                errs.invalid(f"{path}.maxFailedIndexes", mfi, "must be less than or equal to completions")
+                errs.invalid(
+                    f"{path}.maxFailedIndexes", mfi, "must be less than or equal to completions"
+                )
             if _is_int(mfi) and mfi > _MAX_FAILED_INDEXES:
-                errs.invalid(f"{path}.maxFailedIndexes", mfi, f"must be less than or equal to {_MAX_FAILED_INDEXES}")
+                errs.invalid(
+                    f"{path}.maxFailedIndexes",
+                    mfi,
+                    f"must be less than or equal to {_MAX_FAILED_INDEXES}",
+                )
             if _is_int(completions) and completions > _COMPLETIONS_SOFT_LIMIT and blpi is not None:
                 suffix = f"when completions are above {_COMPLETIONS_SOFT_LIMIT} and used with backoff limit per index"
                 if mfi is None:
                     errs.required(
-                        f"{path}.maxFailedIndexes", f"must be specified when completions is above {_COMPLETIONS_SOFT_LIMIT}"
+                        f"{path}.maxFailedIndexes",
+                        f"must be specified when completions is above {_COMPLETIONS_SOFT_LIMIT}",
                     )
                 if _is_int(parallelism) and parallelism > _PARALLELISM_HIGH_COMPLETIONS:
                     errs.invalid(
@@ -872,7 +935,9 @@ def _validate_job_spec(spec: Obj, path: str, errs: _Errs) -> None:
                     )
                 if _is_int(mfi) and mfi > _PARALLELISM_HIGH_COMPLETIONS:
                     errs.invalid(
-                        f"{path}.maxFailedIndexes", mfi, f"must be less than or equal to {_PARALLELISM_HIGH_COMPLETIONS} {suffix}"
+                        f"{path}.maxFailedIndexes",
+                        mfi,
+                        f"must be less than or equal to {_PARALLELISM_HIGH_COMPLETIONS} {suffix}",
                     )
     if mode in (None, "NonIndexed"):
         if blpi is not None:
@@ -894,7 +959,9 @@ def _validate_job_spec(spec: Obj, path: str, errs: _Errs) -> None:
             if prp != "Failed":
                 errs.not_supported(f"{path}.podReplacementPolicy", prp, ["Failed"])
         elif prp not in ("Failed", "TerminatingOrFailed"):
-            errs.not_supported(f"{path}.podReplacementPolicy", prp, ["Failed", "TerminatingOrFailed"])
+            errs.not_supported(
+                f"{path}.podReplacementPolicy", prp, ["Failed", "TerminatingOrFailed"]
+            )
     template = spec.get("template")
     _validate_pod_template(template, f"{path}.template", errs)
     # spec A13 / D11: pod defaulting turns a missing restartPolicy into Always, so both read
@@ -906,7 +973,9 @@ def _validate_job_spec(spec: Obj, path: str, errs: _Errs) -> None:
     elif restart not in ("OnFailure", "Never"):
         errs.not_supported(rp_path, restart, ["OnFailure", "Never"])
     elif pfp is not None and restart != "Never":
-        errs.invalid(rp_path, restart, 'only "Never" is supported when podFailurePolicy is specified')
+        errs.invalid(
+            rp_path, restart, 'only "Never" is supported when podFailurePolicy is specified'
+        )
 
 
 def _validate_managed_by(value: Any, path: str, errs: _Errs) -> None:
@@ -940,12 +1009,16 @@ def _validate_pod_failure_policy(spec: Obj, path: str, errs: _Errs) -> None:
     if len(rules) > _MAX_PFP_RULES:
         errs.too_many(path + ".rules", len(rules), _MAX_PFP_RULES)
     tspec = _d(spec, "template", "spec") or {}
-    names = {c.get("name") for c in (tspec.get("containers") or []) + (tspec.get("initContainers") or [])}
+    names = {
+        c.get("name") for c in (tspec.get("containers") or []) + (tspec.get("initContainers") or [])
+    }
     for i, rule in enumerate(rules):
         rp = f"{path}.rules[{i}]"
         action = rule.get("action") or ""
         if not action:
-            errs.required(rp + ".action", "valid values: " + json.dumps(_PFP_ACTIONS).replace(",", " ")[1:-1])
+            errs.required(
+                rp + ".action", "valid values: " + json.dumps(_PFP_ACTIONS).replace(",", " ")[1:-1]
+            )
         elif action == "FailIndex":
             if spec.get("backoffLimitPerIndex") is None:
                 errs.invalid(rp + ".action", action, "requires the backoffLimitPerIndex to be set")
@@ -963,7 +1036,9 @@ def _validate_pod_failure_policy(spec: Obj, path: str, errs: _Errs) -> None:
             cname = on_exit.get("containerName")
             if cname is not None and cname not in names:
                 errs.invalid(
-                    ep + ".containerName", cname, "must be one of the container or initContainer names in the pod template"
+                    ep + ".containerName",
+                    cname,
+                    "must be one of the container or initContainer names in the pod template",
                 )
             values = on_exit.get("values") or []
             if not values:
@@ -992,7 +1067,9 @@ def _validate_pod_failure_policy(spec: Obj, path: str, errs: _Errs) -> None:
                 elif status not in _CONDITION_STATUSES:
                     errs.not_supported(f"{cp}[{j}].status", status, _CONDITION_STATUSES)
         if on_exit is not None and on_conds:
-            errs.invalid(rp, _OMIT, "specifying both OnExitCodes and OnPodConditions is not supported")
+            errs.invalid(
+                rp, _OMIT, "specifying both OnExitCodes and OnPodConditions is not supported"
+            )
         if on_exit is None and not on_conds:
             errs.invalid(rp, _OMIT, "specifying one of OnExitCodes and OnPodConditions is required")
 
@@ -1002,7 +1079,10 @@ def _validate_success_policy(spec: Obj, path: str, errs: _Errs) -> None:
     rules = _d(spec, "successPolicy", "rules") or []
     completions = spec.get("completions") if _is_int(spec.get("completions")) else 0
     if not rules:
-        errs.required(path + ".rules", "at least one rules must be specified when the successPolicy is specified")
+        errs.required(
+            path + ".rules",
+            "at least one rules must be specified when the successPolicy is specified",
+        )
     if len(rules) > _MAX_SUCCESS_RULES:
         errs.too_many(path + ".rules", len(rules), _MAX_SUCCESS_RULES)
     for i, rule in enumerate(rules):
@@ -1010,7 +1090,9 @@ def _validate_success_policy(spec: Obj, path: str, errs: _Errs) -> None:
         count = rule.get("succeededCount")
         indexes = rule.get("succeededIndexes")
         if count is None and indexes is None:
-            errs.required(rp, "at least one of succeededCount or succeededIndexes must be specified")
+            errs.required(
+                rp, "at least one of succeededCount or succeededIndexes must be specified"
+            )
         total = 0
         if indexes is not None:
             if len(indexes) > _MAX_SUCCEEDED_INDEXES_LEN:
@@ -1018,7 +1100,9 @@ def _validate_success_policy(spec: Obj, path: str, errs: _Errs) -> None:
             try:
                 total = _validate_indexes_format(indexes, completions)
             except ValueError as e:
-                errs.invalid(rp + ".succeededIndexes", indexes, f"error parsing succeededIndexes: {e}")
+                errs.invalid(
+                    rp + ".succeededIndexes", indexes, f"error parsing succeededIndexes: {e}"
+                )
         if _is_int(count):
             errs.nonnegative(rp + ".succeededCount", count)
             if count > completions:
@@ -1050,7 +1134,11 @@ def _validate_job(job: Obj, require_prefixed: bool, errs: _Errs) -> None:
     if _selector_is_valid(selector):  # spec A12
         t_labels = _d(spec, "template", "metadata", "labels") or {}
         if not _selector_matches(selector, t_labels):
-            errs.invalid("spec.template.metadata.labels", t_labels, "`selector` does not match template `labels`")
+            errs.invalid(
+                "spec.template.metadata.labels",
+                t_labels,
+                "`selector` does not match template `labels`",
+            )
     completions = spec.get("completions")
     if spec.get("completionMode") == "Indexed" and _is_int(completions) and completions > 0:
         # spec A14: the controller names pods' hostnames <name>-<index>.
@@ -1070,10 +1158,15 @@ def _validate_job_update(job: Obj, old: Obj, errs: _Errs) -> None:
     # spec A19: completions is immutable except for elastic Indexed Jobs.
     if spec.get("completionMode") != "Indexed":
         errs.immutable("spec.completions", spec.get("completions"), old_spec.get("completions"))
-    elif spec.get("completions") != old_spec.get("completions") and spec.get("completions") is not None:
+    elif (
+        spec.get("completions") != old_spec.get("completions")
+        and spec.get("completions") is not None
+    ):
         if spec.get("completions") != spec.get("parallelism"):
             errs.invalid(
-                "spec.completions", spec.get("completions"), "can only be modified in tandem with spec.parallelism"
+                "spec.completions",
+                spec.get("completions"),
+                "can only be modified in tandem with spec.parallelism",
             )
     errs.immutable("spec.selector", spec.get("selector"), old_spec.get("selector"))
     # spec A20: the template may change only its scheduling directives, and only while the old
@@ -1100,13 +1193,20 @@ def _validate_job_update(job: Obj, old: Obj, errs: _Errs) -> None:
         for key in ("labels", "annotations"):
             o_meta[key] = copy.deepcopy(t_meta.get(key))
     errs.immutable("spec.template", template, old_template)
-    for key in ("completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy", "successPolicy"):
+    for key in (
+        "completionMode",
+        "podFailurePolicy",
+        "backoffLimitPerIndex",
+        "managedBy",
+        "successPolicy",
+    ):
         errs.immutable(f"spec.{key}", spec.get(key), old_spec.get(key))  # spec A19, G5
 
 
 def _conditions_true(job: Obj, ctype: str) -> bool:
     return any(
-        c.get("type") == ctype and c.get("status") == "True" for c in _d(job, "status", "conditions") or []
+        c.get("type") == ctype and c.get("status") == "True"
+        for c in _d(job, "status", "conditions") or []
     )
 
 
@@ -1133,7 +1233,10 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
     complete, old_complete = _conditions_true(job, "Complete"), _conditions_true(old, "Complete")
     failed, old_failed = _conditions_true(job, "Failed"), _conditions_true(old, "Failed")
     ft, old_ft = _conditions_true(job, "FailureTarget"), _conditions_true(old, "FailureTarget")
-    scm, old_scm = _conditions_true(job, "SuccessCriteriaMet"), _conditions_true(old, "SuccessCriteriaMet")
+    scm, old_scm = (
+        _conditions_true(job, "SuccessCriteriaMet"),
+        _conditions_true(old, "SuccessCriteriaMet"),
+    )
     finished = complete or failed
     finished_changed = finished != (old_complete or old_failed)
     complete_changed = complete != old_complete
@@ -1175,24 +1278,40 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
         errs.invalid(cond, _OMIT, "cannot set Complete=True and FailureTarget=true conditions")
     if (complete_changed or ct_changed) and st.get("completionTime") and not complete:  # spec G25
         errs.invalid(
-            f"{sp}.completionTime", st.get("completionTime"), "cannot set completionTime when there is no Complete=True condition"
+            f"{sp}.completionTime",
+            st.get("completionTime"),
+            "cannot set completionTime when there is no Complete=True condition",
         )
     if (complete_changed or ct_changed) and not st.get("completionTime") and complete:
         errs.required(f"{sp}.completionTime", "completionTime is required for Complete jobs")
     if (start_changed or ct_changed) and start and ct and ct < start:  # spec G23
-        errs.invalid(f"{sp}.completionTime", st.get("completionTime"), "completionTime cannot be set before startTime")
+        errs.invalid(
+            f"{sp}.completionTime",
+            st.get("completionTime"),
+            "completionTime cannot be set before startTime",
+        )
     if (failed_changed or fi_changed) and failed and not ft:  # spec G26
-        errs.invalid(cond, _OMIT, "cannot set Failed=True condition without the FailureTarget=true condition")
+        errs.invalid(
+            cond, _OMIT, "cannot set Failed=True condition without the FailureTarget=true condition"
+        )
     if (complete_changed or scm_changed) and complete and not scm:
-        errs.invalid(cond, _OMIT, "cannot set Complete=True condition without the SuccessCriteriaMet=true condition")
+        errs.invalid(
+            cond,
+            _OMIT,
+            "cannot set Complete=True condition without the SuccessCriteriaMet=true condition",
+        )
     if (finished_changed or active_changed) and finished and num(st, "active") > 0:  # spec G19
         errs.invalid(f"{sp}.active", num(st, "active"), "active>0 is invalid for finished job")
     if (finished_changed or start_changed) and finished and not st.get("startTime"):  # spec G20
         errs.required(f"{sp}.startTime", "startTime is required for finished job")
-    if (finished_changed or uncounted_changed) and finished and isinstance(uncounted, dict):  # spec G21
+    if (
+        (finished_changed or uncounted_changed) and finished and isinstance(uncounted, dict)
+    ):  # spec G21
         if (uncounted.get("succeeded") or []) or (uncounted.get("failed") or []):
             errs.invalid(
-                f"{sp}.uncountedTerminatedPods", uncounted, "uncountedTerminatedPods needs to be empty for finished job"
+                f"{sp}.uncountedTerminatedPods",
+                uncounted,
+                "uncountedTerminatedPods needs to be empty for finished job",
             )
     completions = spec.get("completions")
     if ci_changed and _is_int(completions):  # spec G17
@@ -1200,31 +1319,61 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
             _validate_indexes_format(ci, completions)
         except ValueError as e:
             errs.invalid(f"{sp}.completedIndexes", ci, f"error parsing completedIndexes: {e}")
-    if fi_changed and _is_int(completions) and spec.get("backoffLimitPerIndex") is not None and fi is not None:
+    if (
+        fi_changed
+        and _is_int(completions)
+        and spec.get("backoffLimitPerIndex") is not None
+        and fi is not None
+    ):
         try:
             _validate_indexes_format(fi, completions)
         except ValueError as e:
             errs.invalid(f"{sp}.failedIndexes", fi, f"error parsing failedIndexes: {e}")
     if ci_changed and ci and not indexed:
-        errs.invalid(f"{sp}.completedIndexes", ci, "cannot set non-empty completedIndexes when non-indexed completion mode")
+        errs.invalid(
+            f"{sp}.completedIndexes",
+            ci,
+            "cannot set non-empty completedIndexes when non-indexed completion mode",
+        )
     if fi_changed and spec.get("backoffLimitPerIndex") is None and fi is not None:  # spec G18
-        errs.invalid(f"{sp}.failedIndexes", fi, "cannot set non-null failedIndexes when backoffLimitPerIndex is null")
+        errs.invalid(
+            f"{sp}.failedIndexes",
+            fi,
+            "cannot set non-null failedIndexes when backoffLimitPerIndex is null",
+        )
     if (fi_changed or ci_changed) and _is_int(completions) and fi:
         overlap = _index_set(ci, completions) & _index_set(fi, completions)
         if overlap:
-            errs.invalid(f"{sp}.failedIndexes", fi, f"failedIndexes and completedIndexes overlap at index: {min(overlap)}")
+            errs.invalid(
+                f"{sp}.failedIndexes",
+                fi,
+                f"failedIndexes and completedIndexes overlap at index: {min(overlap)}",
+            )
     terminating = st.get("terminating")
-    if (finished_changed or terminating_changed) and finished and _is_int(terminating) and terminating > 0:  # G27
+    if (
+        (finished_changed or terminating_changed)
+        and finished
+        and _is_int(terminating)
+        and terminating > 0
+    ):  # G27
         errs.invalid(f"{sp}.terminating", terminating, "terminating>0 is invalid for finished job")
     ready = st.get("ready")
-    if (ready_changed or active_changed) and _is_int(ready) and ready > num(st, "active"):  # spec G28
+    if (
+        (ready_changed or active_changed) and _is_int(ready) and ready > num(st, "active")
+    ):  # spec G28
         errs.invalid(f"{sp}.ready", ready, "cannot set more ready pods than active")
     if scm and failed:  # spec G10
         errs.invalid(cond, _OMIT, "cannot set SuccessCriteriaMet=True and Failed=true conditions")
     if scm and ft:
-        errs.invalid(cond, _OMIT, "cannot set SuccessCriteriaMet=True and FailureTarget=true conditions")
+        errs.invalid(
+            cond, _OMIT, "cannot set SuccessCriteriaMet=True and FailureTarget=true conditions"
+        )
     if spec.get("successPolicy") is not None and not scm and complete:
-        errs.invalid(cond, _OMIT, "cannot set Complete=True for Job with SuccessPolicy unless SuccessCriteriaMet=True")
+        errs.invalid(
+            cond,
+            _OMIT,
+            "cannot set Complete=True for Job with SuccessPolicy unless SuccessCriteriaMet=True",
+        )
 
     # ValidateJobStatusUpdate — transitions
     for ctype in ("Failed", "Complete", "FailureTarget"):  # spec G15
@@ -1234,15 +1383,23 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
         errs.invalid(f"{sp}.failed", num(st, "failed"), "cannot decrease the failed counter")
     elastic = indexed and spec.get("completions") == spec.get("parallelism")
     if not elastic and num(st, "succeeded") < num(ost, "succeeded"):  # spec G14
-        errs.invalid(f"{sp}.succeeded", num(st, "succeeded"), "cannot decrease the succeeded counter")
+        errs.invalid(
+            f"{sp}.succeeded", num(st, "succeeded"), "cannot decrease the succeeded counter"
+        )
     if ct is not None and old_ct is not None and ct != old_ct:  # spec G24
-        errs.invalid(f"{sp}.completionTime", st.get("completionTime"), "completionTime cannot be mutated")
+        errs.invalid(
+            f"{sp}.completionTime", st.get("completionTime"), "completionTime cannot be mutated"
+        )
     if old_start is not None and start != old_start and spec.get("suspend") is not True:  # spec G22
         errs.required(f"{sp}.startTime", "startTime cannot be removed for unsuspended job")
     if old_scm and not scm:
         errs.invalid(cond, _OMIT, "cannot disable the SuccessCriteriaMet=True condition")
     if old_complete and not old_scm and scm:
-        errs.invalid(cond, _OMIT, "cannot set SuccessCriteriaMet=True for Job already has Complete=true conditions")
+        errs.invalid(
+            cond,
+            _OMIT,
+            "cannot set SuccessCriteriaMet=True for Job already has Complete=true conditions",
+        )
 
 
 def _job_create(job: Obj, now: datetime, errs: _Errs) -> None:
@@ -1298,7 +1455,9 @@ class _Bounds:
     names: dict[str, int] | None = None
 
 
-_MONTH_NAMES = {n: i + 1 for i, n in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())}
+_MONTH_NAMES = {
+    n: i + 1 for i, n in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())
+}
 _DOW_NAMES = {n: i for i, n in enumerate("sun mon tue wed thu fri sat".split())}
 _FIELD_BOUNDS = (
     _Bounds(0, 59),  # minute
@@ -1307,15 +1466,21 @@ _FIELD_BOUNDS = (
     _Bounds(1, 12, _MONTH_NAMES),  # month
     _Bounds(0, 6, _DOW_NAMES),  # day of week: 7 is NOT Sunday in cron v3
 )
-_DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
+_DESCRIPTORS = frozenset(
+    {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+)
 
 
 def _go_atoi(text: str) -> int:
     if not re.fullmatch(r"[+-]?[0-9]+", text):
-        raise CronParseError(f'failed to parse int from {text}: strconv.Atoi: parsing "{text}": invalid syntax')
+        raise CronParseError(
+            f'failed to parse int from {text}: strconv.Atoi: parsing "{text}": invalid syntax'
+        )
     value = int(text)
     if not -(2**63) <= value < 2**63:
-        raise CronParseError(f'failed to parse int from {text}: strconv.Atoi: parsing "{text}": value out of range')
+        raise CronParseError(
+            f'failed to parse int from {text}: strconv.Atoi: parsing "{text}": value out of range'
+        )
     return value
 
 
@@ -1411,7 +1576,9 @@ def parse_cron_standard(spec: str) -> None:
         raise CronParseError(f"unrecognized descriptor: {spec}")
     fields = spec.split()
     if len(fields) != 5:
-        shown = "[" + " ".join(["0", *fields]) + "]"  # the parser prepends the implicit seconds field
+        shown = (
+            "[" + " ".join(["0", *fields]) + "]"
+        )  # the parser prepends the implicit seconds field
         raise CronParseError(f"expected exactly 5 fields, found {len(fields)}: {shown}")
     for text, b in zip(fields, _FIELD_BOUNDS, strict=True):
         _cron_field(text, b)
@@ -1499,7 +1666,11 @@ def _validate_time_zone(tz: Any, path: str, errs: _Errs) -> None:
             errs.invalid(path, tz, f"unknown time zone {tz}")
             return
     if tz.lower() == "local":
-        errs.invalid(path, tz, "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones")
+        errs.invalid(
+            path,
+            tz,
+            "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+        )
     try:
         _load_zone(tz)
     except LookupError as e:
@@ -1518,9 +1689,17 @@ def _validate_cronjob_spec(spec: Obj, old_spec: Obj | None, errs: _Errs) -> None
             errs.invalid("spec.schedule", schedule, str(e))
         allow_tz = old_spec is not None and "TZ" in (old_spec.get("schedule") or "")
         if allow_tz and "TZ" in schedule and spec.get("timeZone") is not None:  # spec B8
-            errs.invalid("spec.schedule", schedule, "cannot use both timeZone field and TZ or CRON_TZ in schedule")
+            errs.invalid(
+                "spec.schedule",
+                schedule,
+                "cannot use both timeZone field and TZ or CRON_TZ in schedule",
+            )
         elif not allow_tz and "TZ" in schedule:
-            errs.invalid("spec.schedule", schedule, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead")
+            errs.invalid(
+                "spec.schedule",
+                schedule,
+                "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+            )
     errs.nonnegative("spec.startingDeadlineSeconds", spec.get("startingDeadlineSeconds"))  # spec D5
     if old_spec is None or old_spec.get("timeZone") != spec.get("timeZone"):
         _validate_time_zone(spec.get("timeZone"), "spec.timeZone", errs)  # spec D6, B9
@@ -1532,10 +1711,16 @@ def _validate_cronjob_spec(spec: Obj, old_spec: Obj | None, errs: _Errs) -> None
     job_spec = _d(spec, "jobTemplate", "spec") or {}
     _validate_job_spec(job_spec, "spec.jobTemplate.spec", errs)
     if job_spec.get("selector") is not None:  # spec D9
-        errs.invalid("spec.jobTemplate.spec.selector", job_spec.get("selector"), "`selector` will be auto-generated")
+        errs.invalid(
+            "spec.jobTemplate.spec.selector",
+            job_spec.get("selector"),
+            "`selector` will be auto-generated",
+        )
     if job_spec.get("manualSelector") is True:
         errs.not_supported("spec.jobTemplate.spec.manualSelector", True, ["nil", "false"])
-    errs.nonnegative("spec.successfulJobsHistoryLimit", spec.get("successfulJobsHistoryLimit"))  # spec D8
+    errs.nonnegative(
+        "spec.successfulJobsHistoryLimit", spec.get("successfulJobsHistoryLimit")
+    )  # spec D8
     errs.nonnegative("spec.failedJobsHistoryLimit", spec.get("failedJobsHistoryLimit"))
 
 
@@ -1657,7 +1842,9 @@ def _validate_event_legacy(
     if not event_time:
         if not involved_ns:
             if namespace not in ("", "default"):
-                errs.invalid("involvedObject.namespace", involved_ns, "does not match event.namespace")
+                errs.invalid(
+                    "involvedObject.namespace", involved_ns, "does not match event.namespace"
+                )
         elif namespace != involved_ns:
             errs.invalid("involvedObject.namespace", involved_ns, "does not match event.namespace")
     else:
@@ -1670,7 +1857,9 @@ def _validate_event_legacy(
         if not reporting_instance:
             errs.required("reportingInstance")
         if len(reporting_instance) > _REPORTING_INSTANCE_LIMIT:
-            errs.invalid("reportingInstance", "", f"can have at most {_REPORTING_INSTANCE_LIMIT} characters")
+            errs.invalid(
+                "reportingInstance", "", f"can have at most {_REPORTING_INSTANCE_LIMIT} characters"
+            )
         if not action:
             errs.required("action")
         if len(action) > _ACTION_LIMIT:
@@ -1759,9 +1948,13 @@ def _no_status(obj: Obj, old: Obj, errs: _Errs) -> None:
 
 _KINDS: dict[tuple[str, str], _Kind] = {
     ("batch", "jobs"): _Kind("Job", _job_create, _job_update, _job_status_update),
-    ("batch", "cronjobs"): _Kind("CronJob", _cronjob_create, _cronjob_update, _cronjob_status_update),
+    ("batch", "cronjobs"): _Kind(
+        "CronJob", _cronjob_create, _cronjob_update, _cronjob_status_update
+    ),
     ("", "pods"): _Kind("Pod", _pod_create, _pod_update, _pod_status_update),
-    ("", "namespaces"): _Kind("Namespace", _namespace_create, _namespace_update, _namespace_status_update),
+    ("", "namespaces"): _Kind(
+        "Namespace", _namespace_create, _namespace_update, _namespace_status_update
+    ),
     ("", "events"): _Kind("Event", _core_event_create, _event_update, None),
     ("events.k8s.io", "events"): _Kind("Event", _events_v1_create, _event_update, None),
 }
@@ -1772,7 +1965,9 @@ def _raise_if(errs: _Errs, kind: _Kind, group: str, obj: Obj) -> None:
         raise invalid(kind.kind, _d(obj, "metadata", "name") or "", errs.causes, group)
 
 
-def prepare_create(group: str, plural: str, obj: dict[str, Any], *, now: datetime) -> dict[str, Any]:
+def prepare_create(
+    group: str, plural: str, obj: dict[str, Any], *, now: datetime
+) -> dict[str, Any]:
     """Prune, default, prepare and validate a new object; raise ``ApiError`` 422 when invalid.
 
     The server has already set ``metadata.uid``/``name``/``namespace``/``creationTimestamp``.
@@ -1814,7 +2009,11 @@ def prepare_update(
         kind.update(out, old, errs)
     elif subresource == "status":
         if kind.status_update is None:
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({plural}/status)")
+            raise ApiError(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource ({plural}/status)",
+            )
         kind.status_update(out, old, errs)
     else:
         # Other subresources (e.g. namespaces/finalize) are treated as main-resource writes.
