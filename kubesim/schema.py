@@ -25,7 +25,15 @@ import kubernetes.client as k8s
 
 from kubesim.errors import ApiError, bad_request
 
-__all__ = ["prune", "openapi_v3_index", "openapi_v3_document", "model_for", "definition_name"]
+__all__ = [
+    "definition_name",
+    "model_for",
+    "openapi_v3_document",
+    "openapi_v3_index",
+    "prune",
+    "strict_decoding_error",
+    "unknown_fields",
+]
 
 # (group, plural) → (client model name, group-version path, kind)
 _ROOT_MODELS: dict[tuple[str, str], tuple[str, str]] = {
@@ -297,6 +305,61 @@ def prune(group: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _unknown(value: Any, type_str: str, path: str, out: list[str]) -> None:
+    if value is None:
+        return
+    m = _LIST_RE.match(type_str)
+    if m:
+        if isinstance(value, list):
+            for i, v in enumerate(value):
+                _unknown(v, m.group(1), f"{path}[{i}]", out)
+        return
+    m = _DICT_RE.match(type_str)
+    if m:
+        inner = m.group(1) or m.group(2)
+        if isinstance(value, dict) and _model(inner) is not None:
+            for k, v in value.items():
+                _unknown(v, inner, f"{path}[{k}]", out)
+        return
+    if _model(type_str) is None or not isinstance(value, dict):
+        return
+    fields = _json_fields(type_str)
+    for key, v in value.items():
+        sub = f"{path}.{key}" if path else key
+        if key not in fields:
+            out.append(sub)
+        else:
+            _unknown(v, fields[key][1], sub, out)
+
+
+def unknown_fields(group: str, plural: str, obj: dict[str, Any]) -> list[str]:
+    """Paths of the fields :func:`prune` would drop (``spec.foo``, ``spec.x[0].bar``), in order."""
+    entry = _ROOT_MODELS.get((group, plural))
+    if entry is None:
+        return []
+    out: list[str] = []
+    _unknown({k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}, entry[0], "", out)
+    return out
+
+
+def strict_decoding_error(group: str, plural: str, obj: dict[str, Any]) -> ApiError | None:
+    """The ``400 BadRequest`` a ``fieldValidation=Strict`` write with unknown fields gets.
+
+    For the server: call on the request body (create/update) or the patched object (patch)
+    when the query has ``fieldValidation=Strict`` (kubectl's default with validation on). With
+    ``Warn``, send each unknown field as a ``Warning: unknown field "<path>"`` header instead.
+    """
+    paths = unknown_fields(group, plural, obj)
+    if not paths:
+        return None
+    model = model_for(group, plural)
+    kind = definition_name(model.__name__).rsplit(".", 1)[-1] if model else plural
+    listed = ", ".join(f'unknown field "{p}"' for p in paths)
+    return bad_request(
+        f'{kind} in version "v1" cannot be handled as a {kind}: strict decoding error: {listed}'
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # OpenAPI v3
 # --------------------------------------------------------------------------------------------
@@ -489,9 +552,18 @@ def _op(
                 "fieldManager is a name associated with the actor or entity that is making these changes.",
             )
         )
-        # No `fieldValidation` parameter is advertised: kubectl then validates manifests
-        # client-side against these schemas (unknown fields → "unknown field" errors) instead of
-        # relying on server-side strict decoding.
+        # Advertised as kube-apiserver does (>= 1.27): kubectl then validates with
+        # `fieldValidation=Strict` on the server (see :func:`strict_decoding_error`) instead of
+        # its client-side validator, which needs the protobuf /openapi/v2 document.
+        params.append(
+            _param(
+                "fieldValidation",
+                "query",
+                "fieldValidation instructs the server on how to handle objects in the request "
+                "(POST/PUT/PATCH) containing unknown or duplicate fields. Valid values are: "
+                "Ignore, Warn, Strict.",
+            )
+        )
     if patch:
         params.append(_param("force", "query", 'Force is going to "force" Apply requests.'))
         op["requestBody"] = {
