@@ -16,7 +16,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar
 
-from temporalio.exceptions import ApplicationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 _MAX_MESSAGE = 300
 
@@ -124,13 +125,18 @@ def from_response(status: int, body: bytes | str | None, headers: Any = None) ->
 
 
 def to_application_error(err: KubeError) -> ApplicationError:
-    """The ``ApplicationError`` a workflow sees for ``err``: its class name as type, retryability as data."""
+    """The ``ApplicationError`` a workflow sees for ``err``: its class name as type, retryability as data.
+
+    Transient failures are marked BENIGN: they are expected on a busy cluster, so the SDK logs
+    them quietly instead of with a traceback per attempt (the decorator logs one line).
+    """
     delay = timedelta(seconds=err.retry_after) if err.retry_after and err.retryable else None
     return ApplicationError(
         f"{err.status or ''} {err.reason or type(err).__name__}: {err.message}".strip(),
         type=type(err).__name__,
         non_retryable=not err.retryable,
         next_retry_delay=delay,
+        category=ApplicationErrorCategory.BENIGN if err.retryable else ApplicationErrorCategory.UNSPECIFIED,
     )
 
 
@@ -146,6 +152,8 @@ def temporal_errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except KubeError as err:
+            if err.retryable:
+                activity.logger.warning("%s: %s (will retry)", type(err).__name__, err.message)
             raise to_application_error(err) from None
 
     return wrapper

@@ -149,4 +149,5 @@ async def test_history_replays_deterministically(client: Client, task_queue: str
         handle = await start(client, task_queue, obs)
         await asyncio.wait_for(handle.result(), 20)
     history = await handle.fetch_history()
+    assert not [e for e in history.events if e.HasField("workflow_task_failed_event_attributes")]
     await Replayer(workflows=[TTLAfterFinishedWorkflow], data_converter=client.data_converter).replay_workflow(history)

@@ -1,0 +1,190 @@
+"""Tier 4: the real ``batchd worker`` process against kubesim and the dev server, driven only
+through the Kubernetes API, Temporal and the worker's HTTP endpoints — as a user would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from activities.kube import Kube
+from tests.conftest import eventually, utcnow
+from tests.k8s import create_job, finish_job, second
+from worker.app import kube_api_client
+
+BATCHD = str(Path(sys.executable).parent / "batchd")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def worker_process(temporal_env: WorkflowEnvironment, kubeconfig: Path, namespace: str, task_queue: str,
+                   log: Path, health_port: int) -> Iterator[subprocess.Popen[bytes]]:
+    target = temporal_env.client.service_client.config.target_host
+    args = [BATCHD, "worker", "--temporal-address", target, "--kubeconfig", str(kubeconfig),
+            "--namespaces", namespace, "--task-queue", task_queue, "--health-port", str(health_port),
+            "--resync-seconds", "30"]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, ""
+    except OSError:
+        return 0, ""
+
+
+class DeletionWatch:
+    """Records, from a watch of the API, when each Job first showed a deletionTimestamp."""
+
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.deleted_at: dict[str, datetime] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        rv = self.kube.list("Job", self.namespace)["metadata"]["resourceVersion"]
+        while not self._stop.is_set():
+            for ev in self.kube.watch("Job", self.namespace, resource_version=rv, timeout_seconds=5):
+                obj = ev["object"]
+                rv = obj["metadata"].get("resourceVersion", rv)
+                ts = obj["metadata"].get("deletionTimestamp")
+                if ts and obj["metadata"]["name"] not in self.deleted_at:
+                    self.deleted_at[obj["metadata"]["name"]] = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+async def test_worker_killed_with_200_ttl_timers_asleep_deletes_all_on_time_once(
+    temporal_env: WorkflowEnvironment, kubesim_server: Any, kubeconfig: Path, kube: Kube, namespace: str,
+    task_queue: str, tmp_path: Path,
+) -> None:
+    n = 200
+    finished = second(utcnow())
+    # expiries spread over 6..12 s after finishing: the worker is killed before the first one
+    ttls = {f"job-{i:03d}": 6 + (i % 7) for i in range(n)}
+    for name, ttl in ttls.items():
+        create_job(kube, namespace, name, ttl=ttl)
+        finish_job(kube, namespace, name, finished)
+    watch = DeletionWatch(kube, namespace)
+    kubesim_server.audit(reset=True)
+    health = free_port()
+    client = temporal_env.client
+    query = f'K8sNamespace = "{namespace}" AND ExecutionStatus = "Running"'
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker1.log", health) as proc:
+        await eventually(lambda: _count(client, query, n), timeout=60, what="200 TTL workflows running")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert all(kube.get("Job", namespace, name) for name in list(ttls)[:5]), "nothing may be deleted before expiry"
+    await asyncio.sleep(max(0.0, (finished + timedelta(seconds=8) - utcnow()).total_seconds()))  # some expire while down
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker2.log", health):
+        await eventually(lambda: not kube.list("Job", namespace)["items"], timeout=90, what="all Jobs deleted")
+    watch.stop()
+    assert set(watch.deleted_at) == set(ttls)
+    early = {k: v for k, v in watch.deleted_at.items() if v < finished + timedelta(seconds=ttls[k])}
+    assert not early, f"deleted before expiry: {early}"
+    deletes = sum(c for key, c in kubesim_server.audit().items() if key.verb == "delete" and key.resource == "jobs")
+    assert deletes == n, f"{deletes} DELETE requests for {n} Jobs"
+
+
+async def _count(client: Any, query: str, n: int) -> bool:
+    return (await client.count_workflows(query)).count >= n
+
+
+async def test_worker_rides_out_faults_watch_drops_and_a_kubesim_restart(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path,
+) -> None:
+    from kubesim import KubeSim
+
+    port = free_port()
+    sim = KubeSim(port=port).start()
+    kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+    kube = Kube(kube_api_client(kubeconfig))
+    health = free_port()
+    log = tmp_path / "worker.log"
+    try:
+        with worker_process(temporal_env, kubeconfig, "default", task_queue, log, health) as proc:
+            await eventually(lambda: http_get(health, "/readyz")[0] == 200, timeout=30, what="ready")
+            assert http_get(health, "/healthz")[0] == 200
+            sim.faults.set(error_rate=0.3, codes=(500, 429), retry_after_seconds=1)
+            for i in range(5):
+                _finished_job(kube, f"faulty-{i}", ttl=1)
+            sim.disconnect_watches()
+            await eventually(lambda: _none_left(kube, "faulty-"), timeout=60, what="deleted despite faults")
+            sim.faults.clear()
+
+            sim.stop()  # kubesim restarts empty on the same port; the worker must relist and go on
+            sim = KubeSim(port=port).start()
+            await asyncio.sleep(1)
+            _finished_job(kube, "after-restart", ttl=1)
+            await eventually(lambda: kube.get("Job", "default", "after-restart") is None, timeout=60,
+                             what="deleted after kubesim restart")
+            status, body = http_get(health, "/metrics")
+            assert status == 200
+            assert "ttl_after_finished_controller_job_deletion_duration_seconds" in body
+            assert "batchd_bridge_events" in body
+            assert "temporal_" in body  # the SDK's own metrics flow into the same endpoint
+            assert proc.poll() is None, "the worker must survive all of it"
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+    finally:
+        sim.stop()
+    text = log.read_text()
+    assert "ADDED Job default/after-restart" in text or "SYNC Job default/after-restart" in text, "each event is logged"
+
+
+def _finished_job(kube: Kube, name: str, ttl: int) -> None:
+    _retry(lambda: create_job(kube, "default", name, ttl=ttl))
+    _retry(lambda: finish_job(kube, "default", name, second(utcnow())))
+
+
+def _retry(fn: Any, attempts: int = 20) -> Any:
+    for i in range(attempts):
+        try:
+            return fn()
+        except Exception:
+            if i == attempts - 1:
+                raise
+            time.sleep(0.1)
+
+
+def _none_left(kube: Kube, prefix: str) -> bool:
+    try:
+        return not [j for j in kube.list("Job", "default")["items"] if j["metadata"]["name"].startswith(prefix)]
+    except Exception:
+        return False
+
+
+if __name__ == "__main__":
+    pytest.main([__file__])
