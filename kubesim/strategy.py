@@ -2015,8 +2015,13 @@ def prepare_update(
                 f"the server could not find the requested resource ({plural}/status)",
             )
         kind.status_update(out, old, errs)
+    elif subresource == "finalize" and kind.kind == "Namespace":
+        # namespaces/finalize changes spec.finalizers only; status stays as stored.
+        out["status"] = copy.deepcopy(old.get("status") or {})
+        _namespace_common(out)
+        _validate_namespace(out, errs)
     else:
-        # Other subresources (e.g. namespaces/finalize) are treated as main-resource writes.
+        # Other subresources are treated as main-resource writes.
         kind.update(out, old, errs)
     _validate_object_meta_update(out.get("metadata") or {}, old.get("metadata") or {}, errs)
     _raise_if(errs, kind, group, out)

@@ -1574,6 +1574,17 @@ def test_namespace_defaults() -> None:
     assert out["metadata"]["labels"]["kubernetes.io/metadata.name"] == "team-a"
 
 
+def test_namespace_main_write_keeps_finalizers_and_finalize_changes_them() -> None:
+    old = create("", "namespaces", {"metadata": {"name": "team-a", "uid": UID}})
+    new = copy.deepcopy(old)
+    new["spec"]["finalizers"] = []
+    new["status"] = {"phase": "Terminating"}
+    main = update("", "namespaces", old, new)
+    assert main["spec"]["finalizers"] == ["kubernetes"] and main["status"]["phase"] == "Active"
+    finalized = update("", "namespaces", old, new, "finalize")
+    assert finalized["spec"]["finalizers"] == [] and finalized["status"]["phase"] == "Active"
+
+
 def test_namespace_name_is_a_dns_label() -> None:
     causes = rejected("", "namespaces", {"metadata": {"name": "a.b", "uid": UID}})
     assert any(c[0] == "metadata.name" and "RFC 1123 label" in c[2] for c in causes)
