@@ -13,11 +13,16 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
+from opentelemetry import metrics
+from opentelemetry.metrics import Observation
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from temporalio.client import Client
+from temporalio.service import RPCError
 
 from activities.kube import Kube
 from worker import telemetry
@@ -25,6 +30,35 @@ from worker.bridge import Bridge, BridgeSettings
 from worker.temporal import TemporalSettings, build_worker, connect, ensure_search_attributes
 
 log = logging.getLogger("batchd.worker")
+
+PENDING_TTL_QUERY = 'WorkflowType = "TTLAfterFinished" AND ExecutionStatus = "Running"'
+
+
+class PendingTimers:
+    """The ``batchd_ttl_pending_timers`` gauge: running TTL workflows, counted in Temporal visibility.
+
+    Counted from visibility (not from this process) so the figure is the namespace's truth and
+    survives restarts; refreshed every ``interval`` seconds, read by the metrics scrape.
+    """
+
+    def __init__(self, client: Client, interval: float = 30.0) -> None:
+        self.client, self.interval = client, interval
+        self.value: int | None = None
+        metrics.get_meter("batchd.ttl").create_observable_gauge(
+            "batchd_ttl_pending_timers", callbacks=[self._observe],
+            description="Running TTL-after-finished workflows (each sleeps on one timer)",
+        )
+
+    def _observe(self, _options: Any) -> list[Observation]:
+        return [] if self.value is None else [Observation(self.value)]
+
+    async def run(self) -> None:
+        while True:
+            try:
+                self.value = (await self.client.count_workflows(PENDING_TTL_QUERY)).count
+            except RPCError as err:
+                log.warning("could not count pending TTL workflows: %s", err)
+            await asyncio.sleep(self.interval)
 
 
 @dataclass(frozen=True)
@@ -104,6 +138,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
     async with tel.exporter:
         await health.start(settings.health_address, settings.health_port)
         worker_task = asyncio.create_task(worker.run())
+        pending = asyncio.create_task(PendingTimers(client).run())
         await bridge.start()
         log.info("batchd worker running", extra={
             "temporal": settings.temporal.address, "namespace": settings.temporal.namespace,
@@ -116,6 +151,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
         if worker_task not in done:
             await worker.shutdown()
         stopped.cancel()
+        pending.cancel()
         await worker_task  # re-raises a worker failure after the clean-up above
         await health.stop()
     log.info("batchd worker stopped")

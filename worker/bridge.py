@@ -45,7 +45,8 @@ log = logging.getLogger("batchd.bridge")
 _meter = metrics.get_meter("batchd.bridge")
 EVENTS = _meter.create_counter("batchd_bridge_events", description="Watch events received, by kind and type")
 DISPATCH_SECONDS = _meter.create_histogram(
-    "batchd_bridge_dispatch_seconds", unit="s", description="Bridge lag: watch event received → workflow signalled"
+    "batchd_bridge_dispatch_seconds", unit="s", description="Bridge lag: watch event received → workflow signalled",
+    explicit_bucket_boundaries_advisory=[0.001 * 2**k for k in range(15)],
 )
 
 Handler = Callable[[str, dict[str, Any]], None]

@@ -154,6 +154,7 @@ async def test_worker_rides_out_faults_watch_drops_and_a_kubesim_restart(
             assert status == 200
             assert "ttl_after_finished_controller_job_deletion_duration_seconds" in body
             assert "batchd_bridge_events" in body
+            assert "batchd_ttl_pending_timers" in body
             assert "temporal_" in body  # the SDK's own metrics flow into the same endpoint
             assert proc.poll() is None, "the worker must survive all of it"
             proc.send_signal(signal.SIGTERM)
