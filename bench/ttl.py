@@ -1,0 +1,190 @@
+"""bench/ttl: TTL-after-finished throughput, latency and memory, against a ceiling.
+
+    .venv/bin/python -m bench.ttl [--jobs 2000] [--sleepers 10000]
+
+Prints (never asserts):
+1. ceiling — a minimal workflow (one sleep, one no-op activity) × N, all waking at once, on the same
+   dev server: completions/s;
+2. burst — N finished Jobs whose TTLs expire in the same second, run by a real ``batchd worker``
+   process against kubesim (separate process): deletions/s end to end, time-to-deletion p50/p99,
+   worker peak RSS, Temporal actions per deletion, and the ratio ours/ceiling;
+3. paced — N/2 Jobs expiring at half the ceiling rate: time-to-deletion p50/p99;
+4. sleepers — M Jobs with a one-hour TTL: worker RSS once all M timers sleep.
+Time-to-deletion is measured as the API shows it: the first watch event carrying the Job's
+deletionTimestamp, minus finish time + TTL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.kube import Kube
+from bench.ceiling import DONE, CeilingWorkflow, bench_noop
+from bench.harness import (
+    DeletionWatch,
+    dev_server,
+    kube_for,
+    kubesim_process,
+    percentile,
+    table,
+    workdir,
+    worker_process,
+)
+from tests.k8s import create_job, finish_job
+
+BILLABLE = ("workflow_execution_started", "workflow_execution_signaled", "timer_started", "activity_task_scheduled",
+            "upsert_workflow_search_attributes", "marker_recorded", "workflow_properties_modified")
+
+
+# -- the ceiling --------------------------------------------------------------------------
+
+async def ceiling(client: Client, n: int) -> dict[str, float]:
+    tq = f"ceiling-{uuid.uuid4()}"
+    DONE.clear()
+    async with Worker(client, task_queue=tq, workflows=[CeilingWorkflow], activities=[bench_noop],
+                      activity_executor=ThreadPoolExecutor(64), max_concurrent_activities=64):
+        wake = datetime.now(UTC) + timedelta(seconds=5 + n / 200)
+        sem = asyncio.Semaphore(64)
+
+        async def start(i: int) -> None:
+            async with sem:
+                await client.start_workflow(CeilingWorkflow.run, wake, id=f"{tq}-{i}", task_queue=tq)
+
+        await asyncio.gather(*(start(i) for i in range(n)))
+        while len(DONE) < n:
+            await asyncio.sleep(0.2)
+    lat = [t - wake.timestamp() for t in DONE.values()]
+    span = max(lat)
+    return {"rate": n / span, "p50": percentile(lat, 50), "p99": percentile(lat, 99)}
+
+
+# -- batchd --------------------------------------------------------------------------------
+
+def make_finished_jobs(kube: Kube, ns: str, expiries: dict[str, datetime]) -> dict[str, datetime]:
+    """Create and finish the Jobs; TTL chosen so each expires at its target (whole seconds)."""
+
+    def one(name: str) -> tuple[str, datetime]:
+        finished = datetime.now(UTC).replace(microsecond=0)
+        ttl = max(0, math.ceil((expiries[name] - finished).total_seconds()))
+        create_job(kube, ns, name, ttl=ttl)
+        finish_job(kube, ns, name, finished)
+        return name, finished + timedelta(seconds=ttl)
+
+    with ThreadPoolExecutor(8) as pool:
+        return dict(pool.map(one, expiries))
+
+
+async def wait_running(client: Client, ns: str, n: int, deadline: datetime) -> int:
+    q = f'K8sNamespace = "{ns}" AND ExecutionStatus = "Running"'
+    count = 0
+    while datetime.now(UTC) < deadline:
+        count = (await client.count_workflows(q)).count
+        if count >= n:
+            break
+        await asyncio.sleep(0.5)
+    return count
+
+
+async def actions_per_workflow(client: Client, ns: str, sample: int = 20) -> float:
+    totals = []
+    async for wf in client.list_workflows(f'K8sNamespace = "{ns}"', limit=sample):
+        hist = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        totals.append(sum(1 for ev in hist.events for f in BILLABLE if ev.HasField(f"{f}_event_attributes")))
+    return sum(totals) / len(totals) if totals else float("nan")
+
+
+async def ttl_run(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any, expiries_fn: Any, n: int,
+                  label: str) -> dict[str, Any]:
+    ns = f"bench-{label}-{uuid.uuid4().hex[:6]}"
+    kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    tq = f"bench-{label}"
+    with worker_process(env, kubeconfig, wd, namespace=ns, task_queue=tq) as proc:
+        start = datetime.now(UTC)
+        first_expiry = start + timedelta(seconds=10 + n / 60)
+        expiries = expiries_fn(first_expiry)
+        watch = DeletionWatch(kube, "Job", ns).start()
+        expire_at = await asyncio.to_thread(make_finished_jobs, kube, ns, expiries)
+        running = await wait_running(env.client, ns, n, first_expiry)
+        while len(watch.seen) < n and datetime.now(UTC) < max(expire_at.values()) + timedelta(seconds=120):
+            await asyncio.sleep(0.2)
+        watch.stop()
+        _, peak = proc.rss_mb()
+    lat = [(watch.seen[k] - expire_at[k]).total_seconds() for k in watch.seen]
+    last = max(watch.seen.values()) if watch.seen else first_expiry
+    return {
+        "deleted": len(watch.seen), "running_before_expiry": running,
+        "rate": len(watch.seen) / max(1e-3, (last - min(expire_at.values())).total_seconds()),
+        "p50": percentile(lat, 50), "p99": percentile(lat, 99), "min": min(lat, default=float("nan")),
+        "rss_peak_mb": peak, "actions": await actions_per_workflow(env.client, ns),
+    }
+
+
+async def sleepers(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any, m: int) -> dict[str, Any]:
+    ns = f"bench-sleep-{uuid.uuid4().hex[:6]}"
+    kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-sleepers") as proc:
+        far = datetime.now(UTC) + timedelta(hours=1)
+        t0 = time.monotonic()
+        await asyncio.to_thread(make_finished_jobs, kube, ns, {f"s-{i:05d}": far for i in range(m)})
+        running = await wait_running(env.client, ns, m, datetime.now(UTC) + timedelta(seconds=600))
+        elapsed = time.monotonic() - t0
+        await asyncio.sleep(5)
+        cur, peak = proc.rss_mb()
+    return {"running": running, "setup_s": elapsed, "rss_mb": cur, "rss_peak_mb": peak}
+
+
+async def main(jobs: int, sleeper_count: int) -> None:
+    wd = workdir()
+    env = await dev_server()
+    async with env:
+        with kubesim_process(wd) as (_, kubeconfig):
+            kube = kube_for(kubeconfig)
+            ceil = await ceiling(env.client, jobs)
+            print(f"ceiling: {jobs} minimal workflows waking at once", flush=True)
+            print(table([("completions/s", f"{ceil['rate']:.0f}"), ("p50 / p99 lateness (s)",
+                                                                     f"{ceil['p50']:.2f} / {ceil['p99']:.2f}")]))
+            burst = await ttl_run(env, kube, kubeconfig, wd, lambda t0: {f"j-{i:05d}": t0 for i in range(jobs)},
+                                  jobs, "burst")
+            print(f"burst: {jobs} Jobs expiring in the same second", flush=True)
+            print(table([
+                ("deleted", f"{burst['deleted']} (workflows running before expiry: {burst['running_before_expiry']})"),
+                ("deletions/s end to end", f"{burst['rate']:.0f}"),
+                ("ratio ours / ceiling", f"{burst['rate'] / ceil['rate']:.2f}"),
+                ("time-to-deletion p50 / p99 (s)", f"{burst['p50']:.2f} / {burst['p99']:.2f}"),
+                ("earliest deletion vs expiry (s)", f"{burst['min']:+.2f}"),
+                ("worker peak RSS (MiB)", f"{burst['rss_peak_mb']:.0f}"),
+                ("Temporal actions per deletion", f"{burst['actions']:.1f}"),
+            ]))
+            half = max(1, int(ceil["rate"] / 2))
+            paced_n = jobs // 2
+            paced = await ttl_run(
+                env, kube, kubeconfig, wd,
+                lambda t0: {f"p-{i:05d}": t0 + timedelta(seconds=i // half) for i in range(paced_n)}, paced_n, "paced")
+            print(f"paced: {paced_n} Jobs expiring at {half}/s (half the ceiling)", flush=True)
+            print(table([("deleted", paced["deleted"]),
+                         ("time-to-deletion p50 / p99 (s)", f"{paced['p50']:.2f} / {paced['p99']:.2f}")]))
+            if sleeper_count:
+                s = await sleepers(env, kube, kubeconfig, wd, sleeper_count)
+                print(f"sleepers: {sleeper_count} Jobs with a one-hour TTL", flush=True)
+                print(table([("TTL workflows running", s["running"]), ("set-up (s)", f"{s['setup_s']:.0f}"),
+                             ("worker RSS now / peak (MiB)", f"{s['rss_mb']:.0f} / {s['rss_peak_mb']:.0f}")]))
+    print(f"(logs in {wd})")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--sleepers", type=int, default=10000)
+    a = parser.parse_args()
+    asyncio.run(main(a.jobs, a.sleepers))
