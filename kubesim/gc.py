@@ -64,7 +64,10 @@ class Lifecycle:
         period pending) is removed instead, with a single DELETED event. Returns (obj, removed)."""
         meta = obj["metadata"]
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
-            return self.store.remove(key, obj), True
+            # A namespace also waits for its spec.finalizers (the namespace controller's
+            # "kubernetes" finalizer, dropped by /finalize once the content is gone).
+            if key != NAMESPACES or not (obj.get("spec") or {}).get("finalizers"):
+                return self.store.remove(key, obj), True
         return self.store.replace(key, obj), False
 
     def delete(self, res: Resource, obj: Obj, options: dict[str, Any] | None) -> tuple[Obj, bool]:

@@ -62,7 +62,7 @@ def _r(group: str, version: str, plural: str, singular: str, kind: str, namespac
 
 RESOURCES: tuple[Resource, ...] = (
     _r("", "v1", "namespaces", "namespace", "Namespace", False, short_names=("ns",),
-       subresources=("status",), verbs=NS_VERBS),
+       subresources=("status", "finalize"), verbs=NS_VERBS),
     _r("", "v1", "pods", "pod", "Pod", True, short_names=("po",), categories=("all",),
        subresources=("status",)),
     _r("", "v1", "events", "event", "Event", True, short_names=("ev",), storage=("", "events")),
@@ -123,7 +123,7 @@ def resource_list(group: str, version: str) -> dict[str, object] | None:
                 "singularName": "",
                 "namespaced": r.namespaced,
                 "kind": r.kind,
-                "verbs": list(SUB_VERBS),
+                "verbs": ["update"] if sub == "finalize" else list(SUB_VERBS),
             })
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": entries}

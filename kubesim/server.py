@@ -175,12 +175,16 @@ class ApiServer:
         self.faults = faults
         self.bookmark_interval = bookmark_interval
         self.audit: Counter[AuditKey] = Counter()
-        self.app = web.Application(client_max_size=64 * 1024 * 1024)
-        self.app.router.add_route("*", "/{tail:.*}", self.handle)
+
+    def make_server(self) -> web.Server:
+        """The low-level aiohttp server (one handler, no router or middlewares to walk per
+        request); handler_cancellation ends a watch handler as soon as its client goes away.
+        Must be called on the serving loop."""
+        return web.Server(self.handle, handler_cancellation=True, access_log=None)
 
     # -- entry point ----------------------------------------------------------------------
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         path = request.path
         try:
             if path.startswith("/api/") or path.startswith("/apis/") or path in ("/api", "/apis"):
@@ -215,7 +219,7 @@ class ApiServer:
 
     # -- admin ----------------------------------------------------------------------------
 
-    async def _admin(self, request: web.Request) -> web.StreamResponse:
+    async def _admin(self, request: web.BaseRequest) -> web.StreamResponse:
         path = request.path.rstrip("/")
         if path == "/kubesim/faults":
             if request.method == "GET":
@@ -257,7 +261,7 @@ class ApiServer:
 
     # -- routing --------------------------------------------------------------------------
 
-    async def _api(self, request: web.Request) -> web.StreamResponse:
+    async def _api(self, request: web.BaseRequest) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
         discovery = self._discovery(parts)
         if discovery is not None:
@@ -311,7 +315,7 @@ class ApiServer:
             return found
         return None
 
-    def _route(self, parts: list[str], request: web.Request) -> Route:
+    def _route(self, parts: list[str], request: web.BaseRequest) -> Route:
         if parts[0] == "api":
             group, version, rest = "", parts[1], parts[2:]
         else:
@@ -351,7 +355,7 @@ class ApiServer:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         return Route(res, namespace, name, sub, verb)
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _body(self, request: web.BaseRequest) -> Any:
         raw = await request.read()
         if not raw:
             return None
@@ -375,7 +379,7 @@ class ApiServer:
     def _view(self, res: Resource, obj: Obj) -> Obj:
         return resources.to_view(res, obj)
 
-    def _filter(self, route: Route, request: web.Request) -> Filter:
+    def _filter(self, route: Route, request: web.BaseRequest) -> Filter:
         q = request.query
         return Filter(
             namespace=route.namespace if route.res.namespaced else None,
@@ -407,7 +411,7 @@ class ApiServer:
     def _get(self, route: Route) -> web.Response:
         return _response(self._view(route.res, self._current(route)))
 
-    def _list(self, route: Route, request: web.Request) -> web.Response:
+    def _list(self, route: Route, request: web.BaseRequest) -> web.Response:
         q = request.query
         flt = self._filter(route, request)
         try:
@@ -424,7 +428,7 @@ class ApiServer:
             meta["remainingItemCount"] = remaining
         return _response({"kind": res.list_kind, "apiVersion": res.api_version, "metadata": meta, "items": items})
 
-    async def _watch(self, route: Route, request: web.Request) -> web.StreamResponse:
+    async def _watch(self, route: Route, request: web.BaseRequest) -> web.StreamResponse:
         q = request.query
         res = route.res
         flt = self._filter(route, request)
@@ -502,7 +506,7 @@ class ApiServer:
 
     # -- create ---------------------------------------------------------------------------
 
-    def _create(self, route: Route, body: Any, request: web.Request | None = None) -> web.Response:
+    def _create(self, route: Route, body: Any, request: web.BaseRequest | None = None) -> web.Response:
         obj = self.create_object(route.res, route.namespace, body)
         return _response(self._view(route.res, obj), 201)
 
@@ -609,7 +613,7 @@ class ApiServer:
         stored, _ = self.lifecycle.write(res.storage, new)
         return stored
 
-    async def _patch(self, route: Route, request: web.Request) -> web.Response:
+    async def _patch(self, route: Route, request: web.BaseRequest) -> web.Response:
         ctype = request.content_type
         if ctype not in (patches.MERGE_PATCH, patches.STRATEGIC_MERGE_PATCH, patches.JSON_PATCH):
             raise ApiError(
@@ -634,7 +638,7 @@ class ApiServer:
 
     # -- delete ---------------------------------------------------------------------------
 
-    async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+    async def _delete_options(self, request: web.BaseRequest) -> dict[str, Any]:
         options: dict[str, Any] = {}
         raw = await request.read()
         if raw:
@@ -653,7 +657,7 @@ class ApiServer:
             options["orphanDependents"] = _truthy(q["orphanDependents"])
         return options
 
-    async def _delete(self, route: Route, request: web.Request) -> web.Response:
+    async def _delete(self, route: Route, request: web.BaseRequest) -> web.Response:
         options = await self._delete_options(request)
         obj = self._current(route)
         result, removed = self.lifecycle.delete(route.res, obj, options)
@@ -667,7 +671,7 @@ class ApiServer:
         status = 202 if not removed and options.get("orphanDependents") is False else 200
         return _response(self._view(res, result), status)
 
-    async def _deletecollection(self, route: Route, request: web.Request) -> web.Response:
+    async def _deletecollection(self, route: Route, request: web.BaseRequest) -> web.Response:
         options = await self._delete_options(request)
         flt = self._filter(route, request)
         items, _, _ = self.store.list(route.res.storage, flt)

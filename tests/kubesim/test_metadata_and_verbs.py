@@ -91,6 +91,8 @@ def test_creating_in_a_terminating_namespace_is_forbidden(core, batch, ns):
     assert body["details"]["causes"][0]["reason"] == "NamespaceTerminating"
     # The namespace waits for its content; releasing the finalizer lets it go.
     eventually(lambda: batch.read_namespaced_job("holder", ns).metadata.deletion_timestamp)
+    # An update of the terminating namespace does not finish it while content remains.
+    core.patch_namespace(ns, {"metadata": {"labels": {"touched": "yes"}}})
     assert core.read_namespace(ns).status.phase == "Terminating"
     batch.patch_namespaced_job("holder", ns, {"metadata": {"finalizers": None}})
     eventually(lambda: ns not in {n.metadata.name for n in core.list_namespace().items}, what="namespace gone")
