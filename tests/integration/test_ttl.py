@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from activities.kube import Kube
 from tests.conftest import eventually, running, utcnow
 from tests.k8s import create_job, finish_job, pod_manifest, second
+from worker.bridge import Bridge, BridgeSettings
 from workflows.identity import ttl_workflow_id
 from workflows.models import TTLResult
 from workflows.ttl import TTLAfterFinishedWorkflow
@@ -217,3 +218,21 @@ async def test_pending_expiry_is_visible_in_search_attributes_and_the_timer_summ
 
 async def _list_ids(client: Client, query: str) -> list[str]:
     return [w.id async for w in client.list_workflows(query)]
+
+
+async def test_two_bridges_at_once_start_one_workflow_and_delete_once(client, kube, kubesim_server, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        second_bridge = Bridge(client, kube, BridgeSettings(namespaces=(namespace,), task_queue=task_queue))
+        await second_bridge.start()
+        try:
+            kubesim_server.audit(reset=True)
+            job = create_job(kube, namespace, "twice", ttl=1)
+            finish_job(kube, namespace, "twice", second(utcnow()))
+            res = await result_of(client, wf_id("Job", namespace, job))
+        finally:
+            await second_bridge.stop()
+    assert res.outcome == "deleted"
+    runs = [w async for w in client.list_workflows(f'WorkflowId = "{wf_id("Job", namespace, job)}"')]
+    assert len(runs) == 1
+    deletes = sum(n for k, n in kubesim_server.audit().items() if k.verb == "delete" and k.resource == "jobs")
+    assert deletes == 1

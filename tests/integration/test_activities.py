@@ -1,0 +1,121 @@
+"""Tier 2: the Kubernetes activities against kubesim, and the error taxonomy (STYLE rule 7)."""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities import errors
+from activities.kube import Kube
+from activities.ttl import TTLActivities
+from tests.conftest import utcnow
+from tests.k8s import create_job, finish_job, second
+from worker.app import kube_api_client
+from workflows.models import DeleteExpiredInput, ObjectRef, ObserveInput
+
+STATUS_TABLE = [
+    # status, Status reason, class, retryable
+    (404, "NotFound", errors.NotFound, False),
+    (409, "AlreadyExists", errors.AlreadyExists, False),
+    (409, "Conflict", errors.Conflict, True),
+    (422, "Invalid", errors.Invalid, False),
+    (403, "Forbidden", errors.Forbidden, False),
+    (400, "BadRequest", errors.BadRequest, False),
+    (429, "TooManyRequests", errors.TooManyRequests, True),
+    (500, "InternalError", errors.ServerError, True),
+    (503, "ServiceUnavailable", errors.ServerError, True),
+]
+
+
+@pytest.mark.parametrize("status,reason,cls,retryable", STATUS_TABLE, ids=[f"{s} {r}" for s, r, *_ in STATUS_TABLE])
+def test_status_maps_to_one_error_class(status: int, reason: str, cls: type, retryable: bool) -> None:
+    body = f'{{"kind":"Status","reason":"{reason}","message":"boom","code":{status}}}'
+    err = errors.from_response(status, body, {"Retry-After": "3"})
+    assert type(err) is cls and err.retryable is retryable
+    app = errors.to_application_error(err)
+    assert app.type == cls.__name__ and app.non_retryable is (not retryable)
+    assert app.next_retry_delay == (timedelta(seconds=3) if retryable else None)
+
+
+def test_a_non_status_body_never_reaches_the_message() -> None:
+    err = errors.from_response(500, "<html>secret token=abc</html>")
+    assert "secret" not in err.message
+
+
+def ref_of(job: dict) -> ObjectRef:
+    m = job["metadata"]
+    return ObjectRef(kind="Job", namespace=m["namespace"], name=m["name"], uid=m["uid"])
+
+
+def test_injected_500_and_429_become_retryable_application_errors_not_api_exceptions(kube: Kube, kubesim_server, namespace) -> None:
+    job = create_job(kube, namespace, "faulty", ttl=0)
+    finish_job(kube, namespace, "faulty", second(utcnow()))
+    acts = TTLActivities(kube)
+    seen: set[str] = set()
+    kubesim_server.faults.set(error_rate=1.0, codes=(500, 429), retry_after_seconds=2)
+    try:
+        for _ in range(12):
+            with pytest.raises(ApplicationError) as info:
+                ActivityEnvironment().run(acts.delete_expired, DeleteExpiredInput(ref=ref_of(job)))
+            assert not isinstance(info.value.__cause__, ApiException)
+            assert info.value.non_retryable is False
+            seen.add(info.value.type or "")
+            if info.value.type == "TooManyRequests":
+                assert info.value.next_retry_delay == timedelta(seconds=2)
+    finally:
+        kubesim_server.faults.clear()
+    assert seen == {"ServerError", "TooManyRequests"}
+    assert ActivityEnvironment().run(acts.delete_expired, DeleteExpiredInput(ref=ref_of(job))).deleted
+
+
+def test_an_unreachable_server_is_a_retryable_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    from kubernetes import client as k8s
+
+    cfg = k8s.Configuration()
+    cfg.host = f"http://127.0.0.1:{port}"
+    cfg.retries = 0
+    kube = Kube(k8s.ApiClient(cfg), timeout=(0.5, 0.5))
+    with pytest.raises(errors.Unreachable) as info:
+        kube.get("Job", "default", "x")
+    assert info.value.retryable
+
+
+def test_an_invalid_object_is_a_permanent_error(kube: Kube, namespace) -> None:
+    with pytest.raises(errors.Invalid) as info:
+        create_job(kube, namespace, "bad", ttl=-1)
+    assert "ttlSecondsAfterFinished" in info.value.message and not info.value.retryable
+
+
+def test_delete_expired_spares_a_recreated_namesake(kube: Kube, namespace) -> None:
+    old = create_job(kube, namespace, "twin", ttl=0)
+    kube.delete("Job", namespace, "twin", propagation="Background")
+    create_job(kube, namespace, "twin", ttl=0)
+    finish_job(kube, namespace, "twin", second(utcnow()))
+    res = ActivityEnvironment().run(TTLActivities(kube).delete_expired, DeleteExpiredInput(ref=ref_of(old)))
+    assert not res.deleted and res.observation.gone
+    assert kube.get("Job", namespace, "twin") is not None
+
+
+def test_delete_expired_does_not_delete_before_expiry(kube: Kube, namespace) -> None:
+    job = create_job(kube, namespace, "young", ttl=3600)
+    finish_job(kube, namespace, "young", second(utcnow()))
+    res = ActivityEnvironment().run(TTLActivities(kube).delete_expired, DeleteExpiredInput(ref=ref_of(job)))
+    assert not res.deleted and res.expire_at is not None and res.observation.needs_cleanup()
+    assert kube.get("Job", namespace, "young") is not None
+
+
+def test_read_of_a_missing_object_is_gone(kube: Kube, namespace) -> None:
+    ref = ObjectRef(kind="Pod", namespace=namespace, name="nope", uid="u")
+    assert ActivityEnvironment().run(TTLActivities(kube).read_ttl_object, ObserveInput(ref=ref)).gone
+
+
+def test_kube_client_from_kubeconfig_disables_urllib3_retries(kubeconfig) -> None:
+    assert kube_api_client(kubeconfig).configuration.retries == 0
