@@ -26,7 +26,7 @@ import yaml
 from aiohttp import web
 
 from kubesim import patch as patches
-from kubesim import resources
+from kubesim import resources, schema, strategy
 from kubesim.errors import (
     ApiError,
     Cause,
@@ -49,15 +49,6 @@ from kubesim.store import (
     parse_label_selector,
     timestamp,
 )
-
-try:  # the strategy/schema layer is written in parallel; run without it until it lands
-    from kubesim import strategy as _strategy
-except ImportError:  # pragma: no cover
-    _strategy = None  # type: ignore[assignment]
-try:
-    from kubesim import schema as _schema
-except ImportError:  # pragma: no cover
-    _schema = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -208,11 +199,9 @@ class ApiServer:
 
     def _openapi(self, path: str) -> web.Response:
         rest = path[len("/openapi/v3"):].strip("/")
-        if _schema is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if not rest:
-            return _response(_schema.openapi_v3_index())
-        doc = _schema.openapi_v3_document(rest)
+            return _response(schema.openapi_v3_index())
+        doc = schema.openapi_v3_document(rest)
         if doc is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return _response(doc)
@@ -418,7 +407,7 @@ class ApiServer:
             limit = int(q.get("limit") or 0)
         except ValueError as e:
             raise bad_request(f"invalid limit {q.get('limit')!r}") from e
-        items, token, remaining = self.store.list(route.res.storage, flt, max(0, limit), q.get("continue"))
+        items, token, remaining = self.store.select(route.res.storage, flt, max(0, limit), q.get("continue"))
         res = route.res
         if flt.view is not None:
             items = [flt.view(o) for o in items]
@@ -538,8 +527,7 @@ class ApiServer:
         meta["generation"] = 1
         for system in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"):
             meta.pop(system, None)
-        if _strategy is not None:
-            obj = _strategy.prepare_create(res.group, res.plural, obj, now=now)
+        obj = strategy.prepare_create(res.group, res.plural, obj, now=now)
         obj = resources.from_view(res, obj)
         if res.storage == NAMESPACES:
             obj["spec"] = {**(obj.get("spec") or {}), "finalizers": ["kubernetes"]}
@@ -602,11 +590,10 @@ class ApiServer:
                 )], res.group)
         if res.storage == NAMESPACES:
             new["status"] = new.get("status") if route.subresource == "status" else old.get("status")
-        if _strategy is not None:
-            new = _strategy.prepare_update(
-                res.group, res.plural, resources.to_view(res, old), new,
-                subresource=route.subresource, now=self.clock.now(),
-            )
+        new = strategy.prepare_update(
+            res.group, res.plural, resources.to_view(res, old), new,
+            subresource=route.subresource, now=self.clock.now(),
+        )
         new = resources.from_view(res, new)
         if new == old:
             return old  # a no-op update writes nothing and sends no event, as upstream
@@ -674,7 +661,7 @@ class ApiServer:
     async def _deletecollection(self, route: Route, request: web.BaseRequest) -> web.Response:
         options = await self._delete_options(request)
         flt = self._filter(route, request)
-        items, _, _ = self.store.list(route.res.storage, flt)
+        items, _, _ = self.store.select(route.res.storage, flt)
         deleted = []
         for obj in items:
             try:

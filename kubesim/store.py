@@ -99,7 +99,9 @@ class Requirement:
 
 def _split_top(text: str) -> list[str]:
     """Split on commas outside parentheses (``a in (x,y),b`` is two requirements)."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -307,7 +309,7 @@ class Store:
     def count(self) -> int:
         return sum(len(b) for b in self._objects.values())
 
-    def list(
+    def select(
         self, key: StorageKey, flt: Filter, limit: int = 0, continue_token: str | None = None
     ) -> tuple[list[Obj], str | None, int | None]:
         """Matching objects sorted by (namespace, name), a continue token, remaining count."""
