@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import time
 import uuid
@@ -128,6 +129,22 @@ async def eventually(check: Callable[[], T | Awaitable[T]], *, timeout: float = 
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {timeout}s (last: {last!r})")
         await asyncio.sleep(interval)
+
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+async def save_history(handle: Any, name: str) -> None:
+    """With ``BATCHD_RECORD_HISTORIES=1``, save a workflow's history for the replay test.
+
+    Saved histories are committed; tests/integration/test_replay.py runs every one through the
+    current workflow code, so a change that would break running workflows fails CI.
+    """
+    if os.environ.get("BATCHD_RECORD_HISTORIES") != "1":
+        return
+    HISTORIES.mkdir(exist_ok=True)
+    history = await handle.fetch_history()
+    (HISTORIES / f"{name}.json").write_text(history.to_json())
 
 
 def utcnow() -> datetime:

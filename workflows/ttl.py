@@ -30,17 +30,20 @@ from datetime import UTC, datetime
 
 from temporalio import workflow
 
-from workflows.identity import EXPIRES_AT
-from workflows.models import (
-    DeleteExpiredInput,
-    DeleteExpiredResult,
-    ObserveInput,
-    TTLInput,
-    TTLObservation,
-    TTLResult,
-    time_left,
-)
-from workflows.policies import K8S_CALL_TIMEOUT, K8S_RETRY
+# Pure, deterministic modules: passed through so the sandbox does not rebuild every pydantic
+# model class for each workflow run (that cost dominated a workflow's CPU and memory).
+with workflow.unsafe.imports_passed_through():
+    from workflows.identity import EXPIRES_AT
+    from workflows.models import (
+        DeleteExpiredInput,
+        DeleteExpiredResult,
+        ObserveInput,
+        TTLInput,
+        TTLObservation,
+        TTLResult,
+        time_left,
+    )
+    from workflows.policies import K8S_CALL_TIMEOUT, K8S_RETRY
 
 
 def _iso(t: datetime) -> str:

@@ -14,7 +14,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Replayer, Worker
 
-from tests.conftest import eventually
+from tests.conftest import eventually, save_history
 from workflows.models import (
     DeleteExpiredInput,
     DeleteExpiredResult,
@@ -77,8 +77,10 @@ async def test_expired_object_is_deleted_once(client: Client, task_queue: str) -
     obs = observation("a", ttl=1)
     cluster.objects["a"] = obs
     async with Worker(client, task_queue=task_queue, workflows=[TTLAfterFinishedWorkflow], activities=cluster.activities()):
-        res: TTLResult = await (await start(client, task_queue, obs)).result()
+        handle = await start(client, task_queue, obs)
+        res: TTLResult = await handle.result()
     assert res.outcome == "deleted" and cluster.deletes == ["a"]
+    await save_history(handle, "ttl-expired-deleted")
 
 
 async def test_fresh_copy_with_a_later_ttl_sends_the_workflow_back_to_sleep(client: Client, task_queue: str) -> None:
@@ -87,10 +89,12 @@ async def test_fresh_copy_with_a_later_ttl_sends_the_workflow_back_to_sleep(clie
     stale = observation("b", ttl=1)
     cluster.objects["b"] = stale.model_copy(update={"ttl_seconds": 3})
     async with Worker(client, task_queue=task_queue, workflows=[TTLAfterFinishedWorkflow], activities=cluster.activities()):
-        res: TTLResult = await (await start(client, task_queue, stale)).result()
+        handle = await start(client, task_queue, stale)
+        res: TTLResult = await handle.result()
     assert res.outcome == "deleted"
     assert res.expire_at == stale.finish_time + timedelta(seconds=3)
     assert cluster.deletes == ["b"]
+    await save_history(handle, "ttl-fresh-copy-sleeps-again")
 
 
 async def test_a_stale_no_ttl_signal_does_not_end_the_workflow(client: Client, task_queue: str) -> None:
@@ -102,6 +106,7 @@ async def test_a_stale_no_ttl_signal_does_not_end_the_workflow(client: Client, t
         await handle.signal("observe", obs.model_copy(update={"ttl_seconds": None}))  # stale: the cluster still has TTL 2
         res: TTLResult = await handle.result()
     assert res.outcome == "deleted" and cluster.deletes == ["c"]
+    await save_history(handle, "ttl-stale-signal-rechecked")
 
 
 async def test_a_gone_signal_ends_the_workflow_without_any_delete(client: Client, task_queue: str) -> None:
@@ -113,6 +118,7 @@ async def test_a_gone_signal_ends_the_workflow_without_any_delete(client: Client
         await handle.signal("observe", obs.model_copy(update={"gone": True}))
         res: TTLResult = await handle.result()
     assert res.outcome == "gone" and cluster.deletes == []
+    await save_history(handle, "ttl-gone-signal")
 
 
 async def test_signals_for_another_uid_are_ignored(client: Client, task_queue: str) -> None:
