@@ -11,14 +11,19 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from workflows.identity import TASK_QUEUE
 
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
-def _exit(code: int) -> None:
+
+def _exit(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -31,6 +36,11 @@ def main() -> None:
     \b
     Quick start:   batchd dev                      # Temporal dev server + UI, kubesim, worker, examples
     In a cluster:  batchd worker --temporal-address temporal:7233
+    Inspect:       batchd ttl list                 # pending TTL expirations, soonest first
+                   batchd describe job NS/NAME     # a Job's workflows, state and pending timers
+    Operate:       batchd cronjob trigger NS/NAME  # also suspend, resume, describe
+
+    Exit codes: 0 ok, 1 failure, 2 usage error, 3 no such object/workflow.
     """
 
 
@@ -50,6 +60,8 @@ def temporal_options(f):  # type: ignore[no-untyped-def]
                      default=None, help="Client private key (mTLS)."),
         click.option("--temporal-tls-server-name", envvar="TEMPORAL_TLS_SERVER_NAME", default=None,
                      help="Server name to verify, if not the address host."),
+        click.option("--temporal-tls-dir", envvar="TEMPORAL_TLS_DIR", type=click.Path(path_type=Path), default=None,
+                     help="Directory (a mounted Secret) whose ca.crt, tls.crt and tls.key are used when present."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -59,12 +71,58 @@ def temporal_options(f):  # type: ignore[no-untyped-def]
 def _temporal_settings(kw: dict) -> object:  # type: ignore[type-arg]
     from worker.temporal import TemporalSettings
 
+    # A Secret mounted as a directory has only the keys it defines, so each file is optional
+    # (the Deployment in deploy/base mounts batchd-temporal this way); explicit flags win.
+    tls_dir: Path | None = kw.pop("temporal_tls_dir")
+
+    def from_dir(flag: str, filename: str) -> Path | None:
+        given: Path | None = kw.pop(flag)
+        if given is None and tls_dir is not None and (tls_dir / filename).is_file():
+            return tls_dir / filename
+        return given
+
     return TemporalSettings(
         address=kw.pop("temporal_address"), namespace=kw.pop("temporal_namespace"),
-        api_key=kw.pop("temporal_api_key"), tls=kw.pop("temporal_tls"), tls_ca=kw.pop("temporal_tls_ca"),
-        tls_cert=kw.pop("temporal_tls_cert"), tls_key=kw.pop("temporal_tls_key"),
-        tls_server_name=kw.pop("temporal_tls_server_name"),
+        api_key=kw.pop("temporal_api_key") or None, tls=kw.pop("temporal_tls"),
+        tls_ca=from_dir("temporal_tls_ca", "ca.crt"), tls_cert=from_dir("temporal_tls_cert", "tls.crt"),
+        tls_key=from_dir("temporal_tls_key", "tls.key"), tls_server_name=kw.pop("temporal_tls_server_name") or None,
     )
+
+
+def _run_ops(kw: dict, command: Callable[[Client], Awaitable[str]], *,  # type: ignore[type-arg]
+             timeout: float | None = None) -> NoReturn:
+    """Run one operator command against Temporal, print its output and exit with its code."""
+    from worker import ops
+    from worker.temporal import TemporalSettings, connect
+
+    settings: TemporalSettings = _temporal_settings(kw)  # type: ignore[assignment]
+    code, out, err = asyncio.run(ops.main(lambda: connect(settings), command, timeout=timeout))
+    if out:
+        click.echo(out)
+    if err:
+        click.echo(f"batchd: {err}", err=True)
+    _exit(code)
+
+
+def _ref(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, str]:
+    from worker import ops
+
+    try:
+        return ops.parse_ref(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+def _k8s_namespace(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    from worker import ops
+
+    if value is not None and not ops.is_namespace(value):
+        raise click.BadParameter(f"not a Kubernetes namespace name: {value!r}")
+    return value
+
+
+output_option = click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table",
+                             show_default=True, help="Human table, or JSON for scripts.")
 
 
 @main.command()
@@ -130,6 +188,104 @@ def dev(**kw: object) -> None:
     from worker import dev as devenv
 
     _exit(asyncio.run(devenv.run(**kw)))  # type: ignore[arg-type]
+
+
+# -- operator commands (logic in worker/ops.py) --------------------------------------------
+
+
+@main.group()
+def ttl() -> None:
+    """TTL-after-finished: what expires when."""
+
+
+@ttl.command("list")
+@temporal_options
+@output_option
+@click.option("--namespace", "-n", "k8s_namespace", default=None, callback=_k8s_namespace,
+              help="Only this Kubernetes namespace.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Show only the N soonest.")
+def ttl_list(output: str, k8s_namespace: str | None, limit: int | None, **kw: object) -> None:
+    """Pending TTL expirations, soonest first (from Temporal visibility).
+
+    \b
+    Columns: KIND NAMESPACE NAME UID EXPIRES (UTC) IN WORKFLOW-ID.
+    Example: batchd ttl list -n team-a --limit 20
+    """
+    from worker import ops
+
+    _run_ops(kw, lambda c: ops.ttl_list(c, namespace=k8s_namespace, limit=limit, output=output))
+
+
+@main.group()
+def describe() -> None:
+    """Show an object's workflows: status, state, pending timers and activities."""
+
+
+@describe.command("job")
+@temporal_options
+@output_option
+@click.argument("ref", metavar="NS/NAME", callback=_ref)
+def describe_job(output: str, ref: tuple[str, str], **kw: object) -> None:
+    """A Job's workflows (TTL, Job controller) with their pending timers.
+
+    \b
+    Example: batchd describe job team-a/etl-42
+    Exit code 3 if the Job has no workflow.
+    """
+    from worker import ops
+
+    _run_ops(kw, lambda c: ops.describe_object(c, "Job", *ref, output=output))
+
+
+@describe.command("cronjob")
+@temporal_options
+@output_option
+@click.argument("ref", metavar="NS/NAME", callback=_ref)
+def describe_cronjob(output: str, ref: tuple[str, str], **kw: object) -> None:
+    """A CronJob's workflow with its pending timers (the next schedule time).
+
+    \b
+    Example: batchd describe cronjob team-a/nightly
+    Exit code 3 if the CronJob has no workflow.
+    """
+    from worker import ops
+
+    _run_ops(kw, lambda c: ops.describe_object(c, "CronJob", *ref, output=output))
+
+
+@main.group()
+def cronjob() -> None:
+    """Operate a CronJob's workflow (cronjob/NS/NAME) through Temporal Updates."""
+
+
+def _cronjob_update_command(update: str, help_text: str) -> None:
+    @cronjob.command(update, help=help_text)
+    @temporal_options
+    @output_option
+    @click.option("--timeout", type=float, default=30.0, show_default=True,
+                  help="Seconds to wait for a worker to run the update.")
+    @click.argument("ref", metavar="NS/NAME", callback=_ref)
+    def command(output: str, timeout: float, ref: tuple[str, str], **kw: object) -> None:
+        from worker import ops
+
+        _run_ops(kw, lambda c: ops.cronjob_update(c, *ref, update, output=output), timeout=timeout)
+
+
+_cronjob_update_command("trigger", "Run the CronJob now (a manual Job, as `kubectl create job --from`); prints the Job name.")
+_cronjob_update_command("suspend", "Suspend the schedule; prints whether it changed.")
+_cronjob_update_command("resume", "Resume the schedule; prints whether it changed.")
+
+
+@cronjob.command("describe")
+@temporal_options
+@output_option
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the query.")
+@click.argument("ref", metavar="NS/NAME", callback=_ref)
+def cronjob_describe(output: str, timeout: float, ref: tuple[str, str], **kw: object) -> None:
+    """The CronJob workflow's own view (query `describe`): schedule, last and next runs, active Jobs."""
+    from worker import ops
+
+    _run_ops(kw, lambda c: ops.cronjob_describe(c, *ref, output=output), timeout=timeout)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,262 @@
+"""Tier 4: the real ``batchd`` console script (``ttl list``, ``describe``, ``cronjob …``) as a user runs it.
+
+Each command runs as a subprocess against the session dev server while a worker and bridge run
+on this test's loop — hence ``asyncio.create_subprocess_exec``: a blocking subprocess call would
+starve the worker that must answer the CLI's queries and updates. The ``cronjob`` commands run
+against a stand-in workflow registered under the name ``CronJob`` with the contract's update and
+query names, so the CLI is tested independently of the real CronJob workflow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio import workflow
+from temporalio.client import Client
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from activities.kube import Kube
+from tests.conftest import eventually, running, utcnow
+from tests.k8s import create_job, finish_job, second
+from workflows.identity import K8S_KIND, K8S_NAME, K8S_NAMESPACE, cronjob_workflow_id
+
+BATCHD = str(Path(sys.executable).parent / "batchd")
+LONG_TTL = 3600  # the timer must still be pending while the CLI looks at it
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def address(temporal_env: WorkflowEnvironment) -> str:
+    """host:port of the session dev server."""
+    return str(temporal_env.client.service_client.config.target_host)
+
+
+async def batchd(address: str, *args: str, timeout: float = 60.0) -> Result:
+    """Run ``batchd ARGS`` with ``TEMPORAL_ADDRESS=ADDRESS`` without blocking the loop."""
+    proc = await asyncio.create_subprocess_exec(
+        BATCHD, *args, env={**os.environ, "TEMPORAL_ADDRESS": address},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return Result(proc.returncode, out.decode(), err.decode())
+
+
+async def sleeping_ttl_job(client: Client, kube: Kube, namespace: str, name: str) -> str:
+    """A finished managed Job with a long TTL, whose workflow has armed its timer; returns its uid."""
+    uid = create_job(kube, namespace, name, ttl=LONG_TTL)["metadata"]["uid"]
+    finish_job(kube, namespace, name, second(utcnow()))
+
+    async def expiry_visible() -> bool:
+        query = f'K8sNamespace = "{namespace}" AND K8sName = "{name}" AND ExpiresAt > "2000-01-01T00:00:00Z"'
+        return (await client.count_workflows(query)).count == 1
+
+    await eventually(expiry_visible, what="the TTL workflow's ExpiresAt in visibility")
+    return str(uid)
+
+
+async def test_help_teaches_every_command_and_exits_0(address: str) -> None:
+    for args in (["--help"], ["ttl", "list", "--help"], ["describe", "job", "--help"],
+                 ["cronjob", "trigger", "--help"]):
+        res = await batchd(address, *args)
+        assert res.code == 0, (args, res)
+        assert "Usage: batchd" in res.out
+    top = (await batchd(address, "--help")).out
+    for command in ("ttl", "describe", "cronjob", "worker", "dev", "kubesim"):
+        assert f"  {command} " in top
+    assert "Exit codes: 0 ok, 1 failure, 2 usage error, 3 no such object/workflow." in top
+
+
+async def test_a_malformed_object_reference_is_a_usage_error(address: str) -> None:
+    res = await batchd(address, "describe", "job", "no-slash")
+    assert res.code == 2
+    assert "NAMESPACE/NAME" in res.err
+
+
+async def test_ttl_list_shows_a_sleeping_job_soonest_first(
+        client: Client, kube: Kube, namespace: str, task_queue: str, address: str) -> None:
+    async with running(client, kube, task_queue, namespace):
+        late_uid = await sleeping_ttl_job(client, kube, namespace, "etl-late")
+        # A shorter TTL on a later Job: it must sort first although it was created second.
+        uid = create_job(kube, namespace, "etl-soon", ttl=LONG_TTL // 2)["metadata"]["uid"]
+        finish_job(kube, namespace, "etl-soon", second(utcnow()))
+        await eventually(lambda: client.count_workflows(
+            f'K8sNamespace = "{namespace}" AND ExpiresAt > "2000-01-01T00:00:00Z"'), what="both expiries")
+
+        async def both_listed() -> list[dict[str, Any]]:
+            res = await batchd(address, "ttl", "list", "-o", "json", "--namespace", namespace)
+            assert res.code == 0, res
+            rows: list[dict[str, Any]] = res.json()
+            return rows if len(rows) == 2 else []
+
+        rows = await eventually(both_listed, what="two rows in ttl list")
+        assert [r["name"] for r in rows] == ["etl-soon", "etl-late"]
+        assert rows[1] == rows[1] | {"kind": "Job", "namespace": namespace, "uid": late_uid,
+                                     "workflowId": f"job-ttl/{namespace}/etl-late/{late_uid}"}
+        assert rows[0]["uid"] == uid
+        assert LONG_TTL - 120 < rows[1]["inSeconds"] <= LONG_TTL
+        assert rows[1]["expiresAt"].endswith("Z")
+
+        table = await batchd(address, "ttl", "list", "-n", namespace, "--limit", "1")
+        assert table.code == 0, table
+        header, *lines = table.out.strip().splitlines()
+        assert header.split() == ["KIND", "NAMESPACE", "NAME", "UID", "EXPIRES", "IN", "WORKFLOW", "ID"]
+        assert len(lines) == 1 and lines[0].split()[:4] == ["Job", namespace, "etl-soon", uid]
+        assert lines[0].split()[5].startswith(("29m", "30m"))
+
+
+async def test_describe_job_shows_its_pending_ttl_timer_with_the_summary(
+        client: Client, kube: Kube, namespace: str, task_queue: str, address: str) -> None:
+    async with running(client, kube, task_queue, namespace):
+        uid = await sleeping_ttl_job(client, kube, namespace, "etl-42")
+
+        async def timer_shown() -> dict[str, Any] | None:
+            res = await batchd(address, "describe", "job", f"{namespace}/etl-42", "-o", "json")
+            assert res.code == 0, res
+            wf = res.json()["workflows"][0]
+            return wf if wf["pendingTimers"] else None
+
+        wf = await eventually(timer_shown, what="a pending timer in describe")
+        assert wf["workflowId"] == f"job-ttl/{namespace}/etl-42/{uid}"
+        assert (wf["type"], wf["status"]) == ("TTLAfterFinished", "RUNNING")
+        [timer] = wf["pendingTimers"]
+        assert timer["summary"] == f"TTL of Job {namespace}/etl-42 expires {wf['describe']['expireAt']}"
+        assert timer["firesAt"] == wf["describe"]["expireAt"]
+        assert wf["searchAttributes"]["K8sUID"] == uid
+
+        text = await batchd(address, "describe", "job", f"{namespace}/etl-42")
+        assert text.code == 0, text
+        assert f"TTL of Job {namespace}/etl-42 expires " in text.out
+        assert "Pending timers:\n    TIMER" in text.out
+
+
+async def test_an_object_without_a_workflow_exits_3(address: str) -> None:
+    ns = f"nowhere-{uuid.uuid4().hex[:8]}"
+    for args in (["describe", "job", f"{ns}/ghost"], ["describe", "cronjob", f"{ns}/ghost"],
+                 ["cronjob", "describe", f"{ns}/ghost"], ["cronjob", "trigger", f"{ns}/ghost"]):
+        res = await batchd(address, *args)
+        assert res.code == 3, (args, res)
+        assert "ghost" in res.err
+
+
+async def test_an_unreachable_server_exits_1() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        BATCHD, "ttl", "list", "--temporal-address", "127.0.0.1:1",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 1
+    assert b"cannot connect to Temporal" in err
+
+
+# -- cronjob commands against a stand-in of the CronJob workflow --------------------------
+
+
+@workflow.defn(name="CronJob")
+class StandInCronJob:
+    """The CronJob workflow's operator contract, and nothing else: updates and the query."""
+
+    def __init__(self) -> None:
+        self.suspended = False
+        self.triggered: list[str] = []
+        self.done = False
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: self.done)
+
+    @workflow.update(name="trigger")
+    def trigger(self, _inp: dict[str, Any]) -> dict[str, Any]:
+        name = f"nightly-manual-{len(self.triggered) + 1}"
+        self.triggered.append(name)
+        return {"jobName": name}
+
+    @trigger.validator
+    def validate_trigger(self, _inp: dict[str, Any]) -> None:
+        if self.suspended:
+            raise ValueError("CronJob is suspended")
+
+    @workflow.update(name="suspend")
+    def suspend(self, _inp: dict[str, Any]) -> dict[str, Any]:
+        changed, self.suspended = not self.suspended, True
+        return {"suspended": True, "changed": changed}
+
+    @workflow.update(name="resume")
+    def resume(self, _inp: dict[str, Any]) -> dict[str, Any]:
+        changed, self.suspended = self.suspended, False
+        return {"suspended": False, "changed": changed}
+
+    @workflow.query(name="describe")
+    def describe(self) -> dict[str, Any]:
+        return {"suspended": self.suspended, "manualJobs": self.triggered}
+
+    @workflow.signal(name="stop")
+    def stop(self) -> None:
+        self.done = True
+
+
+async def test_cronjob_trigger_suspend_resume_and_describe_use_the_workflows_updates(
+        client: Client, task_queue: str, address: str) -> None:
+    ns, name = f"cj-{uuid.uuid4().hex[:8]}", "nightly"
+    async with Worker(client, task_queue=task_queue, workflows=[StandInCronJob],
+                      workflow_runner=UnsandboxedWorkflowRunner()):
+        handle = await client.start_workflow(
+            "CronJob", id=cronjob_workflow_id(ns, name), task_queue=task_queue,
+            search_attributes=TypedSearchAttributes([SearchAttributePair(K8S_KIND, "CronJob"),
+                                                     SearchAttributePair(K8S_NAMESPACE, ns),
+                                                     SearchAttributePair(K8S_NAME, name)]),
+            execution_timeout=timedelta(minutes=5),
+        )
+        ref = f"{ns}/{name}"
+        try:
+            trig = await batchd(address, "cronjob", "trigger", ref, "-o", "json")
+            assert trig.code == 0, trig
+            assert trig.json() == {"workflowId": f"cronjob/{ns}/{name}", "update": "trigger",
+                                   "result": {"jobName": "nightly-manual-1"}}
+
+            table = await batchd(address, "cronjob", "suspend", ref)
+            assert table.code == 0, table
+            assert table.out.split()[:2] == ["FIELD", "VALUE"]
+            assert "result.suspended  true" in table.out and "result.changed    true" in table.out
+
+            again = await batchd(address, "cronjob", "suspend", ref, "-o", "json")
+            assert again.json()["result"] == {"suspended": True, "changed": False}
+
+            refused = await batchd(address, "cronjob", "trigger", ref)
+            assert refused.code == 1
+            assert "CronJob is suspended" in refused.err
+
+            resumed = await batchd(address, "cronjob", "resume", ref, "-o", "json")
+            assert resumed.json()["result"] == {"suspended": False, "changed": True}
+
+            state = await batchd(address, "cronjob", "describe", ref, "-o", "json")
+            assert state.code == 0, state
+            assert state.json() == {"workflowId": f"cronjob/{ns}/{name}", "suspended": False,
+                                    "manualJobs": ["nightly-manual-1"]}
+
+            described = await batchd(address, "describe", "cronjob", ref, "-o", "json")
+            assert described.code == 0, described
+            [wf] = described.json()["workflows"]
+            assert (wf["type"], wf["status"], wf["describe"]["suspended"]) == ("CronJob", "RUNNING", False)
+        finally:
+            await handle.signal("stop")
+            await handle.result()

@@ -1,0 +1,416 @@
+"""Operator commands of the ``batchd`` CLI: ``ttl list``, ``describe job|cronjob``, ``cronjob …``.
+
+Layer: worker. Called by worker/cli.py, which only parses flags and exits with the code
+:func:`main` returns. Everything here reads Temporal — visibility (search attributes), workflow
+descriptions, histories, queries — or sends Updates; nothing talks to Kubernetes. The
+identities it relies on are batchd's public contract (workflows/identity.py, README).
+
+Exit codes: 0 success, 1 failure (unreachable server, failed update or query, timeout),
+3 the object has no workflow. Usage errors (2) are click's, raised before any client exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType, PendingActivityState
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import SearchAttributeKey
+from temporalio.service import RPCError, RPCStatusCode
+
+from workflows.identity import (
+    EXPIRES_AT,
+    K8S_KIND,
+    K8S_NAME,
+    K8S_NAMESPACE,
+    K8S_UID,
+    SEARCH_ATTRIBUTES,
+    cronjob_workflow_id,
+)
+
+#: Exit codes (the CLI's contract; click itself exits 2 on usage errors).
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
+
+TTL_WORKFLOW_TYPE = "TTLAfterFinished"
+_BATCHD_ATTRIBUTES = {k.name for k in SEARCH_ATTRIBUTES}
+#: Updates the CronJob workflow (workflow type ``CronJob``) accepts; each takes ``{}``.
+CRONJOB_UPDATES = ("trigger", "suspend", "resume")
+
+# A Kubernetes namespace is a DNS-1123 label; names of Jobs and CronJobs are DNS-1123 subdomains.
+# Checking them here also keeps every value we splice into a visibility query free of quotes.
+_NS = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+class NotFoundError(Exception):
+    """The object has no workflow (exit code 3)."""
+
+
+class OpError(Exception):
+    """A command failed for a reason worth one line on stderr (exit code 1)."""
+
+
+def parse_ref(value: str) -> tuple[str, str]:
+    """Split ``NS/NAME`` and check both parts are valid Kubernetes names.
+
+    Args:
+        value: the argument as typed, e.g. ``team-a/etl-42``.
+
+    Returns:
+        ``(namespace, name)``.
+
+    Raises:
+        ValueError: the value is not ``NS/NAME`` or a part is not a valid name.
+    """
+    ns, sep, name = value.partition("/")
+    if not sep or not _NS.match(ns) or not _NAME.match(name):
+        raise ValueError(f"expected NAMESPACE/NAME (lowercase DNS names), got {value!r}")
+    return ns, name
+
+
+def is_namespace(value: str) -> bool:
+    """Whether ``value`` is a valid Kubernetes namespace name (a DNS-1123 label)."""
+    return bool(_NS.match(value))
+
+
+async def main(connect: Callable[[], Awaitable[Client]], command: Callable[[Client], Awaitable[str]],
+               *, timeout: float | None = None) -> tuple[int, str, str]:
+    """Connect, run one command and map its outcome to an exit code.
+
+    Args:
+        connect: opens the Temporal client (worker.temporal.connect with the CLI's settings).
+        command: the operation; returns the text to print on stdout.
+        timeout: overall seconds before giving up (an Update waits for a worker to run it).
+
+    Returns:
+        ``(exit code, stdout text, stderr text)``.
+    """
+    try:
+        client = await connect()
+    except Exception as err:  # the SDK raises RuntimeError for every connection failure
+        return EXIT_FAILURE, "", f"cannot connect to Temporal: {err}"
+    try:
+        return EXIT_OK, await asyncio.wait_for(command(client), timeout), ""
+    except NotFoundError as err:
+        return EXIT_NOT_FOUND, "", str(err)
+    except OpError as err:
+        return EXIT_FAILURE, "", str(err)
+    except TimeoutError:
+        return EXIT_FAILURE, "", f"no answer within {timeout:g}s (is a batchd worker running on the task queue?)"
+    except RPCError as err:
+        return EXIT_FAILURE, "", f"Temporal: {err.status.name}: {err.message}"
+
+
+# -- ttl list ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PendingExpiry:
+    """One running TTL workflow as visibility shows it."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    expires_at: datetime | None
+    workflow_id: str
+    run_id: str
+
+
+def ttl_query(namespace: str | None) -> str:
+    """The visibility query of running TTL workflows, optionally of one Kubernetes namespace."""
+    query = f'WorkflowType = "{TTL_WORKFLOW_TYPE}" AND ExecutionStatus = "Running"'
+    if namespace:
+        query += f' AND {K8S_NAMESPACE.name} = "{namespace}"'
+    return query
+
+
+async def pending_expiries(client: Client, *, namespace: str | None = None, limit: int | None = None) -> list[PendingExpiry]:
+    """Running TTL workflows, soonest expiry first (those without an expiry last).
+
+    SQL visibility cannot ORDER BY a custom attribute, so every running TTL workflow of the
+    scope is listed and sorted here; ``limit`` cuts the sorted list, so it is the N soonest.
+    """
+    rows = [_expiry(ex) async for ex in client.list_workflows(ttl_query(namespace))]
+    far = datetime.max.replace(tzinfo=UTC)
+    rows.sort(key=lambda r: (r.expires_at or far, r.namespace, r.name))
+    return rows[:limit] if limit is not None else rows
+
+
+def _expiry(ex: WorkflowExecution) -> PendingExpiry:
+    sa = ex.typed_search_attributes
+    return PendingExpiry(
+        kind=sa.get(K8S_KIND) or "", namespace=sa.get(K8S_NAMESPACE) or "", name=sa.get(K8S_NAME) or "",
+        uid=sa.get(K8S_UID) or "", expires_at=sa.get(EXPIRES_AT), workflow_id=ex.id, run_id=ex.run_id,
+    )
+
+
+async def ttl_list(client: Client, *, namespace: str | None, limit: int | None, output: str,
+                   now: datetime | None = None) -> str:
+    """``batchd ttl list``: a table (or JSON list) of pending TTL expirations, soonest first."""
+    now = now or datetime.now(UTC)
+    rows = await pending_expiries(client, namespace=namespace, limit=limit)
+    if output == "json":
+        return _json([{
+            "kind": r.kind, "namespace": r.namespace, "name": r.name, "uid": r.uid,
+            "expiresAt": iso(r.expires_at),
+            "inSeconds": round((r.expires_at - now).total_seconds(), 3) if r.expires_at else None,
+            "workflowId": r.workflow_id, "runId": r.run_id,
+        } for r in rows])
+    return table(["KIND", "NAMESPACE", "NAME", "UID", "EXPIRES", "IN", "WORKFLOW ID"], [
+        [r.kind, r.namespace, r.name, r.uid, iso(r.expires_at) or "-",
+         humanize(r.expires_at - now) if r.expires_at else "-", r.workflow_id] for r in rows
+    ])
+
+
+# -- describe ------------------------------------------------------------------------------
+
+
+async def describe_object(client: Client, kind: str, namespace: str, name: str, *, output: str,
+                          now: datetime | None = None, max_workflows: int = 10) -> str:
+    """``batchd describe job|cronjob NS/NAME``: every workflow of the object with its timers.
+
+    Workflows are found by the search attributes the bridge and workflows set (``K8sKind``,
+    ``K8sNamespace``, ``K8sName``); for a CronJob the deterministic ID ``cronjob/{ns}/{name}``
+    is also tried, so a workflow whose attributes are not yet visible is still found.
+
+    Raises:
+        NotFoundError: no workflow has ever existed for the object.
+    """
+    now = now or datetime.now(UTC)
+    query = (f'{K8S_KIND.name} = "{kind}" AND {K8S_NAMESPACE.name} = "{namespace}" '
+             f'AND {K8S_NAME.name} = "{name}"')
+    found = [ex async for ex in client.list_workflows(query, limit=max_workflows)]
+    handles = [client.get_workflow_handle(ex.id, run_id=ex.run_id) for ex in found]
+    if kind == "CronJob" and not any(ex.id == cronjob_workflow_id(namespace, name) for ex in found):
+        handles.append(client.get_workflow_handle(cronjob_workflow_id(namespace, name)))
+    details = [d for d in await asyncio.gather(*(workflow_details(client, h, now) for h in handles)) if d]
+    if not details:
+        raise NotFoundError(f"no batchd workflow for {kind} {namespace}/{name}")
+    # Running first, then the most recently started.
+    details.sort(key=lambda d: (d["status"] != "RUNNING", -_epoch(d["startTime"])))
+    doc = {"kind": kind, "namespace": namespace, "name": name, "workflows": details}
+    return _json(doc) if output == "json" else render_describe(doc)
+
+
+async def workflow_details(client: Client, handle: WorkflowHandle[Any, Any], now: datetime) -> dict[str, Any] | None:
+    """Status, ``describe`` query, pending timers and activities of one run; None if it does not exist."""
+    try:
+        desc = await handle.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    running = desc.status == WorkflowExecutionStatus.RUNNING
+    handle = client.get_workflow_handle(desc.id, run_id=desc.run_id)  # pin the run we described
+    state: Any = None
+    state_error: str | None = None
+    if running:  # a closed run answers queries only by replay on a worker: not worth the wait
+        try:
+            state = await handle.query("describe", rpc_timeout=timedelta(seconds=10))
+        except (WorkflowQueryFailedError, WorkflowQueryRejectedError, RPCError) as err:
+            state_error = str(err)
+    timers = await pending_timers(client, handle, now) if running else []
+    return {
+        "workflowId": desc.id, "runId": desc.run_id, "type": desc.workflow_type,
+        "status": desc.status.name if desc.status else "UNKNOWN", "taskQueue": desc.task_queue,
+        "startTime": iso(desc.start_time), "closeTime": iso(desc.close_time),
+        "searchAttributes": {k.name: _jsonable(v) for k, v in _pairs(desc.typed_search_attributes)
+                             if k.name in _BATCHD_ATTRIBUTES},
+        "describe": state, "describeError": state_error,
+        "pendingTimers": timers,
+        "pendingActivities": [_activity(a, now) for a in desc.raw_description.pending_activities],
+    }
+
+
+async def pending_timers(client: Client, handle: WorkflowHandle[Any, Any], now: datetime) -> list[dict[str, Any]]:
+    """Timers started and neither fired nor canceled, from the run's history.
+
+    ``DescribeWorkflowExecution`` has no timer section, so the history is the only source:
+    a TimerStarted event fires at its event time + ``start_to_fire_timeout``, and its summary
+    (``user_metadata.summary``) says why the workflow waits.
+    """
+    started: dict[int, dict[str, Any]] = {}
+    converter = client.data_converter.payload_converter
+    async for ev in handle.fetch_history_events():
+        if ev.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            attrs = ev.timer_started_event_attributes
+            at = ev.event_time.ToDatetime(tzinfo=UTC)
+            fires = at + attrs.start_to_fire_timeout.ToTimedelta()
+            summary = (converter.from_payload(ev.user_metadata.summary, str)
+                       if ev.HasField("user_metadata") and ev.user_metadata.HasField("summary") else "")
+            started[ev.event_id] = {"timerId": attrs.timer_id, "summary": summary, "startedAt": iso(at),
+                                    "firesAt": iso(fires), "inSeconds": round((fires - now).total_seconds(), 3)}
+        elif ev.event_type == EventType.EVENT_TYPE_TIMER_FIRED:
+            started.pop(ev.timer_fired_event_attributes.started_event_id, None)
+        elif ev.event_type == EventType.EVENT_TYPE_TIMER_CANCELED:
+            started.pop(ev.timer_canceled_event_attributes.started_event_id, None)
+    return sorted(started.values(), key=lambda t: t["firesAt"])
+
+
+def _activity(a: Any, now: datetime) -> dict[str, Any]:
+    scheduled = a.scheduled_time.ToDatetime(tzinfo=UTC) if a.HasField("scheduled_time") else None
+    return {
+        "activityId": a.activity_id, "type": a.activity_type.name,
+        "state": PendingActivityState.Name(a.state).removeprefix("PENDING_ACTIVITY_STATE_"),
+        "attempt": a.attempt, "scheduledAt": iso(scheduled),
+        "lastFailure": a.last_failure.message if a.HasField("last_failure") else None,
+    }
+
+
+def render_describe(doc: dict[str, Any]) -> str:
+    """The human form of ``describe``: one block per workflow."""
+    lines = [f"{doc['kind']} {doc['namespace']}/{doc['name']}: {len(doc['workflows'])} workflow(s)"]
+    for wf in doc["workflows"]:
+        fields = {"Type": wf["type"], "Status": wf["status"], "Run": wf["runId"], "Task queue": wf["taskQueue"],
+                  "Started": wf["startTime"], "Closed": wf["closeTime"], **wf["searchAttributes"]}
+        lines += ["", f"Workflow: {wf['workflowId']}"]
+        lines += [f"  {key + ':':<15} {value}" for key, value in fields.items() if value is not None]
+        if wf["describe"] is not None:
+            lines += ["  State (query describe):"] + [f"    {line}" for line in _json(wf["describe"]).splitlines()]
+        elif wf["describeError"]:
+            lines.append(f"  State:          query describe failed: {wf['describeError']}")
+        lines.append("  Pending timers:" + ("" if wf["pendingTimers"] else " none"))
+        if wf["pendingTimers"]:
+            rows = [[t["timerId"], t["firesAt"], humanize(timedelta(seconds=t["inSeconds"])), t["summary"]]
+                    for t in wf["pendingTimers"]]
+            lines += ["    " + line for line in table(["TIMER", "FIRES", "IN", "SUMMARY"], rows).splitlines()]
+        lines.append("  Pending activities:" + ("" if wf["pendingActivities"] else " none"))
+        if wf["pendingActivities"]:
+            rows = [[a["activityId"], a["type"], a["state"], str(a["attempt"]), a["lastFailure"] or ""]
+                    for a in wf["pendingActivities"]]
+            lines += ["    " + line for line in
+                      table(["ID", "TYPE", "STATE", "ATTEMPT", "LAST FAILURE"], rows).splitlines()]
+    return "\n".join(lines)
+
+
+# -- cronjob -------------------------------------------------------------------------------
+
+
+async def cronjob_update(client: Client, namespace: str, name: str, update: str, *, output: str) -> str:
+    """``batchd cronjob trigger|suspend|resume``: send the Update with ``{}`` and print its result.
+
+    Raises:
+        NotFoundError: no running workflow ``cronjob/{ns}/{name}``.
+        OpError: the workflow rejected or failed the update.
+    """
+    assert update in CRONJOB_UPDATES
+    wid = cronjob_workflow_id(namespace, name)
+    try:
+        result = await client.get_workflow_handle(wid).execute_update(update, {})
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise NotFoundError(f"no running workflow {wid} ({err.message})") from None
+        raise
+    except WorkflowUpdateFailedError as err:
+        raise OpError(f"{update} failed on {wid}: {_cause(err)}") from None
+    return _render_mapping({"workflowId": wid, "update": update, "result": result}, output)
+
+
+async def cronjob_describe(client: Client, namespace: str, name: str, *, output: str) -> str:
+    """``batchd cronjob describe``: the CronJob workflow's ``describe`` query.
+
+    Raises:
+        NotFoundError: no workflow ``cronjob/{ns}/{name}``.
+        OpError: the query failed.
+    """
+    wid = cronjob_workflow_id(namespace, name)
+    try:
+        state = await client.get_workflow_handle(wid).query("describe")
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise NotFoundError(f"no workflow {wid}") from None
+        raise
+    except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as err:
+        raise OpError(f"query describe failed on {wid}: {err}") from None
+    return _render_mapping({"workflowId": wid, **(state if isinstance(state, dict) else {"state": state})}, output)
+
+
+def _cause(err: BaseException) -> str:
+    cause = err.__cause__
+    return str(cause) if cause else str(err)
+
+
+# -- formatting ----------------------------------------------------------------------------
+
+
+def iso(t: datetime | None) -> str | None:
+    """``2026-11-22T10:00:00Z`` (UTC, whole seconds), or None."""
+    if t is None:
+        return None
+    return t.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def humanize(delta: timedelta) -> str:
+    """A short duration such as ``59m58s``, ``3d04h`` or ``overdue 5s``."""
+    secs = int(delta.total_seconds())
+    prefix = "overdue " if secs < 0 else ""
+    secs = abs(secs)
+    d, rem = divmod(secs, 86400)
+    h, rem = divmod(rem, 3600)
+    m, s = divmod(rem, 60)
+    if d:
+        text = f"{d}d{h:02d}h"
+    elif h:
+        text = f"{h}h{m:02d}m"
+    elif m:
+        text = f"{m}m{s:02d}s"
+    else:
+        text = f"{s}s"
+    return prefix + text
+
+
+def table(header: list[str], rows: Iterable[list[Any]]) -> str:
+    """Left-aligned columns separated by two spaces (kubectl's look)."""
+    cells = [header] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+
+
+def _render_mapping(doc: dict[str, Any], output: str) -> str:
+    if output == "json":
+        return _json(doc)
+    rows = [[k, v if isinstance(v, str) else json.dumps(v, default=str)] for k, v in _flatten(doc)]
+    return table(["FIELD", "VALUE"], rows)
+
+
+def _flatten(doc: dict[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in doc.items():
+        if isinstance(value, dict) and value:
+            yield from _flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _pairs(sa: Any) -> Iterable[tuple[SearchAttributeKey[Any], Any]]:
+    return ((p.key, p.value) for p in sa)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _epoch(stamp: str | None) -> float:
+    return datetime.fromisoformat(stamp).timestamp() if stamp else 0.0
+
+
+def _json(doc: Any) -> str:
+    return json.dumps(doc, indent=2, default=str)
