@@ -57,6 +57,18 @@ def client(temporal_env: WorkflowEnvironment) -> Client:
     return temporal_env.client
 
 
+@pytest.fixture
+def skipper(client: Client) -> Any:
+    """Fast-forwards one workflow's virtual clock (time-skipping v2 on the dev server).
+
+    Workflows start without skipping; a test moves one of them ahead by a bounded amount with
+    ``await skipper.fast_forward(handle, timedelta(minutes=5))``. Everything else stays real.
+    """
+    from temporalio.testing import TimeSkipper, TimeSkippingConfig
+
+    return TimeSkipper(client, config=TimeSkippingConfig(enabled=False))
+
+
 @pytest.fixture(scope="session")
 def kubesim_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """kubesim with its fake kubelet, in a background thread, for the whole session."""

@@ -30,15 +30,30 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.errors import KubeError
 from activities.kube import Clock, Kube, SystemClock
+from workflows.cronjob import CronJobWorkflow
 from workflows.identity import (
     K8S_KIND,
     K8S_NAME,
     K8S_NAMESPACE,
     K8S_UID,
     TASK_QUEUE,
+    cronjob_workflow_id,
     ttl_workflow_id,
 )
-from workflows.models import JOB_MANAGED_BY, POD_TTL_LABEL, Job, Pod, TTLInput, TTLObservation
+from workflows.models import (
+    CRONJOB_MANAGED_LABEL,
+    JOB_MANAGED_BY,
+    POD_TTL_LABEL,
+    CronJob,
+    CronJobInput,
+    CronJobObservation,
+    CronJobState,
+    Job,
+    JobSummary,
+    Pod,
+    TTLInput,
+    TTLObservation,
+)
 from workflows.ttl import TTLAfterFinishedWorkflow
 
 log = logging.getLogger("batchd.bridge")
@@ -147,13 +162,14 @@ class BridgeSettings:
 
     namespaces: tuple[str, ...] = ()  # empty: all namespaces
     ttl_scope: str = "managed"  # "managed": Jobs with spec.managedBy batchd; "all": every Job
+    cronjob_selector: str = f"{CRONJOB_MANAGED_LABEL}=true"  # "": every CronJob
     task_queue: str = TASK_QUEUE
     resync_seconds: float = 600.0
     shards: int = 8
 
 
 class Bridge:
-    """Watches Jobs and TTL-labelled Pods; starts and signals their TTL workflows."""
+    """Watches CronJobs, Jobs and TTL-labelled Pods; starts and signals their workflows."""
 
     def __init__(self, client: Client, kube: Kube, settings: BridgeSettings, *, clock: Clock | None = None) -> None:
         self.client, self.kube, self.settings = client, kube, settings
@@ -164,6 +180,8 @@ class Bridge:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._dispatched: dict[str, str] = {}  # workflow id -> resourceVersion last sent
         self._warned: set[tuple[str, str]] = set()  # (uid, problem) already reported as an Event
+        self._cronjobs: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of managed CronJobs
+        self._sent: dict[str, Any] = {}  # uid -> what the CronJob workflow was last told about it
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -171,11 +189,21 @@ class Bridge:
         self._loop = asyncio.get_running_loop()
         self._queues = [asyncio.Queue() for _ in range(self.settings.shards)]
         self._tasks = [asyncio.create_task(self._consume(q), name=f"bridge-shard-{i}") for i, q in enumerate(self._queues)]
-        for ns in self.settings.namespaces or (None,):
-            self._informers.append(Informer(self.kube, "Job", ns, self._enqueue, resync_seconds=self.settings.resync_seconds))
+        namespaces = self.settings.namespaces or (None,)
+        resync = self.settings.resync_seconds
+        # CronJobs list first: a Job's owner must be known (and its workflow started, on the same
+        # shard) before the Job's events are routed to it.
+        cronjobs = [Informer(self.kube, "CronJob", ns, self._enqueue, resync_seconds=resync,
+                             label_selector=self.settings.cronjob_selector or None) for ns in namespaces]
+        self._informers.extend(cronjobs)
+        for inf in cronjobs:
+            inf.start()
+        await asyncio.to_thread(lambda: all(inf.synced.wait(60) for inf in cronjobs))
+        for ns in namespaces:
+            self._informers.append(Informer(self.kube, "Job", ns, self._enqueue, resync_seconds=resync))
             self._informers.append(Informer(self.kube, "Pod", ns, self._enqueue, label_selector=POD_TTL_LABEL,
-                                            resync_seconds=self.settings.resync_seconds))
-        for inf in self._informers:
+                                            resync_seconds=resync))
+        for inf in self._informers[len(cronjobs):]:
             inf.start()
 
     @property
@@ -199,10 +227,24 @@ class Bridge:
     # -- events --------------------------------------------------------------------------
 
     def _enqueue(self, etype: str, obj: dict[str, Any]) -> None:
-        """Called from informer threads; hands the event to its shard on the loop."""
+        """Called from informer threads; hands the event to its shard on the loop.
+
+        A Job owned by a CronJob goes to its owner's shard, so the CronJob's workflow is started
+        before the Job's news reaches it, and the Job's events keep their order.
+        """
         assert self._loop is not None
         meta = obj.get("metadata", {})
-        shard = zlib.crc32(f"{meta.get('namespace')}/{meta.get('name')}".encode()) % len(self._queues)
+        ns, name = meta.get("namespace", ""), meta.get("name", "")
+        if obj.get("kind") == "CronJob":
+            if etype == "DELETED":
+                self._cronjobs.pop((ns, name), None)
+            else:
+                self._cronjobs[(ns, name)] = meta.get("uid", "")
+        elif obj.get("kind") == "Job":
+            owner = _controller(meta)
+            if owner and owner.get("kind") == "CronJob":
+                name = owner.get("name", name)
+        shard = zlib.crc32(f"{ns}/{name}".encode()) % len(self._queues)
         self._loop.call_soon_threadsafe(self._queues[shard].put_nowait, (time.monotonic(), etype, obj))
 
     async def _consume(self, queue: asyncio.Queue[tuple[float, str, dict[str, Any]]]) -> None:
@@ -228,6 +270,9 @@ class Bridge:
             job = Job.model_validate(obj)
             if self.settings.ttl_scope == "all" or job.spec.managed_by == JOB_MANAGED_BY:
                 await self.ttl(etype, TTLObservation.of_job(job))
+            await self.cronjob_job(etype, job, obj)
+        elif kind == "CronJob":
+            await self.cronjob(etype, obj)
         elif kind == "Pod":
             await self.ttl(etype, TTLObservation.of_pod(Pod.model_validate(obj)))
 
@@ -252,6 +297,45 @@ class Bridge:
             # TTL removed, or someone else began deleting it: the workflow re-checks and ends.
             await self._signal(wid, obs)
             self._dispatched[wid] = obs.resource_version
+
+    async def cronjob(self, etype: str, obj: dict[str, Any]) -> None:
+        """Start or inform the CronJob workflow; status-only changes (our own writes) are skipped."""
+        obs = CronJobObservation.of(CronJob.model_validate(obj))
+        wid = cronjob_workflow_id(obs.namespace, obs.name)
+        if etype == "DELETED":
+            self._sent.pop(obs.uid, None)
+            await self._signal(wid, obs.model_copy(update={"gone": True}))
+            return
+        seen = (obs.generation, obs.deleting, obs.jitter_percent, obs.problem)
+        if self._sent.get(obs.uid) == seen:
+            return
+        state = CronJobState(observation=obs, active=obs.status.active,
+                             last_schedule_time=obs.status.last_schedule_time,
+                             last_successful_time=obs.status.last_successful_time)
+        await _retry(lambda: self.client.start_workflow(
+            CronJobWorkflow.run, CronJobInput(state=state), id=wid, task_queue=self.settings.task_queue,
+            start_signal="observe", start_signal_args=[obs],
+            search_attributes=_attributes("CronJob", obs.namespace, obs.name, obs.uid),
+            static_summary=f"CronJob {obs.namespace}/{obs.name}",
+        ))
+        self._sent[obs.uid] = seen
+
+    async def cronjob_job(self, etype: str, job: Job, obj: dict[str, Any]) -> None:
+        """Tell a managed CronJob's workflow that one of its Jobs finished or went away."""
+        owner = job.metadata.controller_ref()
+        if owner is None or owner.kind != "CronJob":
+            return
+        if self._cronjobs.get((job.metadata.namespace, owner.name)) != owner.uid:
+            return  # not a CronJob batchd manages (or a stale owner reference)
+        summary = JobSummary.of(job, obj.get("status"))
+        if etype == "DELETED":
+            summary = summary.model_copy(update={"gone": True})
+            self._sent.pop(job.metadata.uid, None)
+        elif summary.outcome is None or self._sent.get(job.metadata.uid) == summary.outcome:
+            return  # running, or already reported
+        else:
+            self._sent[job.metadata.uid] = summary.outcome
+        await self._signal(cronjob_workflow_id(job.metadata.namespace, owner.name), summary, name="job_observed")
 
     def _before_expiry(self, obs: TTLObservation) -> bool:
         """Whether a deletion of this object came before its TTL expired (so its workflow sleeps).
@@ -278,19 +362,14 @@ class Bridge:
             task_queue=self.settings.task_queue,
             start_signal="observe",
             start_signal_args=[obs],
-            search_attributes=TypedSearchAttributes([
-                SearchAttributePair(K8S_KIND, ref.kind),
-                SearchAttributePair(K8S_NAMESPACE, ref.namespace),
-                SearchAttributePair(K8S_NAME, ref.name),
-                SearchAttributePair(K8S_UID, ref.uid),
-            ]),
+            search_attributes=_attributes(ref.kind, ref.namespace, ref.name, ref.uid),
             static_summary=f"TTL-after-finished of {ref.kind} {ref.key()}",
         ))
 
-    async def _signal(self, wid: str, obs: TTLObservation) -> None:
+    async def _signal(self, wid: str, arg: Any, *, name: str = "observe") -> None:
         handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(wid)
         try:
-            await _retry(lambda: handle.signal("observe", obs))
+            await _retry(lambda: handle.signal(name, arg))
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise  # NOT_FOUND: no workflow or it already ended; nothing to tell
@@ -304,6 +383,19 @@ class Bridge:
             )
         except KubeError as err:
             log.warning("could not record Event on %s %s: %s", obs.ref.kind, obs.ref.key(), err)
+
+
+def _controller(meta: dict[str, Any]) -> dict[str, Any] | None:
+    return next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+
+
+def _attributes(kind: str, namespace: str, name: str, uid: str) -> TypedSearchAttributes:
+    return TypedSearchAttributes([
+        SearchAttributePair(K8S_KIND, kind),
+        SearchAttributePair(K8S_NAMESPACE, namespace),
+        SearchAttributePair(K8S_NAME, name),
+        SearchAttributePair(K8S_UID, uid),
+    ])
 
 
 async def _retry(call: Callable[[], Any], attempts: int = 5) -> Any:

@@ -26,14 +26,16 @@ from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.cronjob import CronJobActivities
 from activities.kube import Clock, Kube
 from activities.ttl import TTLActivities
+from workflows.cronjob import CronJobWorkflow
 from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE
 from workflows.ttl import TTLAfterFinishedWorkflow
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS: list[type] = [TTLAfterFinishedWorkflow]
+WORKFLOWS: list[type] = [TTLAfterFinishedWorkflow, CronJobWorkflow]
 
 
 @dataclass(frozen=True)
@@ -117,11 +119,12 @@ def build_worker(
 ) -> Worker:
     """A worker with every batchd workflow and activity; sync activities run in a thread pool."""
     ttl = TTLActivities(kube, clock)
+    cronjob = CronJobActivities(kube, clock)
     return Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=[*ttl.all()],
+        activities=[*ttl.all(), *cronjob.all()],
         activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="activity"),
         max_concurrent_activities=max_concurrent_activities,
         **options,

@@ -120,13 +120,10 @@ class Pod(_K8s):
 # --------------------------------------------------------------------------------------------
 # TTL-after-finished (KEP-592): what the decision reads, and the decision itself.
 
-TTLKind = Literal["Job", "Pod"]
-
-
 class ObjectRef(_K8s):
     """Names one object instance; ``uid`` pins it, so a recreated namesake is another object."""
 
-    kind: TTLKind
+    kind: Literal["Job", "Pod", "CronJob"]
     namespace: str
     name: str
     uid: str
@@ -294,3 +291,224 @@ class EventInput(_K8s):
     reason: str
     message: str
     component: str
+
+
+# --------------------------------------------------------------------------------------------
+# CronJob (KEP-19). Spec references are to shared/spec/cronjob-and-ttl.md (B*, C*, D*).
+
+CRONJOB_MANAGED_LABEL = "batchd.io/managed"
+NEXT_SCHEDULE_ANNOTATION = "batchd.io/next-schedule-time"
+JITTER_ANNOTATION = "batchd.io/jitter-percent"
+SUCCEEDED_RUNS_ANNOTATION = "batchd.io/successful-runs"
+FAILED_RUNS_ANNOTATION = "batchd.io/failed-runs"
+FAILURES_SINCE_SUCCESS_ANNOTATION = "batchd.io/failures-since-last-success"
+SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+MANUAL_INSTANTIATE_ANNOTATION = "cronjob.kubernetes.io/instantiate"
+
+ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
+JobOutcome = Literal["Complete", "Failed"]
+
+
+class ObjectReference(_K8s):
+    """An entry of ``CronJob.status.active``."""
+
+    api_version: str = "batch/v1"
+    kind: str = "Job"
+    name: str
+    namespace: str
+    uid: str
+    resource_version: str | None = None
+
+
+class CronJobSpec(_K8s):
+    schedule: str = ""
+    time_zone: str | None = None
+    starting_deadline_seconds: int | None = None
+    concurrency_policy: ConcurrencyPolicy = "Allow"
+    suspend: bool = False
+    successful_jobs_history_limit: int | None = 3
+    failed_jobs_history_limit: int | None = 1
+
+
+class CronJobStatus(_K8s):
+    active: list[ObjectReference] = Field(default_factory=list)
+    last_schedule_time: datetime | None = None
+    last_successful_time: datetime | None = None
+
+
+class CronJob(_K8s):
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: CronJobSpec = Field(default_factory=CronJobSpec)
+    status: CronJobStatus = Field(default_factory=CronJobStatus)
+
+
+class CronJobObservation(_K8s):
+    """What the CronJob workflow reads of its CronJob, as the bridge (or a fresh GET) saw it."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    creation_timestamp: datetime | None = None
+    deleting: bool = False
+    gone: bool = False
+    spec: CronJobSpec = Field(default_factory=CronJobSpec)
+    status: CronJobStatus = Field(default_factory=CronJobStatus)
+    jitter_percent: int = 0
+    problem: str | None = None  # e.g. an unparseable jitter annotation
+
+    @classmethod
+    def of(cls, cj: CronJob) -> CronJobObservation:
+        meta = cj.metadata
+        jitter, problem = 0, None
+        raw = meta.annotations.get(JITTER_ANNOTATION)
+        if raw is not None:
+            if raw.isdigit() and 0 <= int(raw) <= 50:
+                jitter = int(raw)
+            else:
+                problem = f"annotation {JITTER_ANNOTATION}={raw!r} must be an integer from 0 to 50; jitter ignored"
+        return cls(
+            namespace=meta.namespace, name=meta.name, uid=meta.uid, resource_version=meta.resource_version,
+            generation=meta.generation or 0, creation_timestamp=meta.creation_timestamp,
+            deleting=meta.deletion_timestamp is not None, spec=cj.spec, status=cj.status,
+            jitter_percent=jitter, problem=problem,
+        )
+
+
+class JobSummary(_K8s):
+    """What a CronJob workflow tracks of one of its Jobs."""
+
+    name: str
+    uid: str
+    owner_uid: str = ""
+    outcome: JobOutcome | None = None
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    gone: bool = False
+
+    @classmethod
+    def of(cls, job: Job, raw_status: dict[str, object] | None = None) -> JobSummary:
+        """Summarise a Job (C31: its first Complete/Failed=True condition decides the class)."""
+        finished = next(
+            (c for c in job.status.conditions if c.type in ("Complete", "Failed") and c.status == "True"), None
+        )
+        owner = job.metadata.controller_ref()
+        status = raw_status or {}
+        return cls(
+            name=job.metadata.name, uid=job.metadata.uid, owner_uid=owner.uid if owner else "",
+            outcome=finished.type if finished else None,  # type: ignore[arg-type]
+            start_time=status.get("startTime"),  # type: ignore[arg-type]
+            completion_time=status.get("completionTime"),  # type: ignore[arg-type]
+        )
+
+
+class CronJobRun(_K8s):
+    """One finished run, kept (the last few) for ``describe``."""
+
+    job_name: str
+    outcome: JobOutcome | Literal["Missing"]
+    finished_at: datetime | None = None
+
+
+class CronJobCounters(_K8s):
+    succeeded: int = 0
+    failed: int = 0
+    failures_since_last_success: int = 0
+
+
+class CronJobState(_K8s):
+    """Everything a CronJob workflow carries across continue-as-new."""
+
+    observation: CronJobObservation
+    active: list[ObjectReference] = Field(default_factory=list)
+    last_schedule_time: datetime | None = None
+    last_successful_time: datetime | None = None
+    finished: list[JobSummary] = Field(default_factory=list)  # owned finished Jobs, for history limits
+    counters: CronJobCounters = Field(default_factory=CronJobCounters)
+    recent: list[CronJobRun] = Field(default_factory=list)
+    reported: list[str] = Field(default_factory=list)  # warning keys already sent as Events
+    counted: list[str] = Field(default_factory=list)  # uids of finished Jobs already counted
+
+
+class CronJobInput(_K8s):
+    """Start argument of the CronJob workflow (fresh, or carried by continue-as-new)."""
+
+    state: CronJobState
+
+
+class CreateJobInput(_K8s):
+    """Create the Job for ``scheduled`` (or a manual run) from the CronJob's fresh template."""
+
+    namespace: str
+    cronjob_name: str
+    cronjob_uid: str
+    job_name: str
+    scheduled: datetime
+    scheduled_annotation: str | None = None  # C18, computed by the workflow (it owns the zone math)
+    manual: bool = False
+
+
+CreateOutcome = Literal["created", "exists", "not_ours", "cronjob_gone", "invalid"]
+
+
+class CreateJobResult(_K8s):
+    outcome: CreateOutcome
+    job: ObjectReference | None = None
+    finished: bool = False  # "exists": the Job found under that name has already finished
+    message: str = ""
+
+
+class DeleteJobsInput(_K8s):
+    """Delete Jobs with Background propagation (Replace: C14; history limits: C33)."""
+
+    namespace: str
+    cronjob_name: str
+    cronjob_uid: str
+    jobs: list[ObjectReference]
+    purpose: Literal["replace", "history"]
+
+
+class DeleteJobsResult(_K8s):
+    deleted: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)
+
+
+class SyncCronJobInput(_K8s):
+    """Write the CronJob's status (C2) and batchd's annotations (next schedule time, counters)."""
+
+    namespace: str
+    name: str
+    uid: str
+    active: list[ObjectReference]
+    last_schedule_time: datetime | None = None
+    last_successful_time: datetime | None = None
+    annotations: dict[str, str | None] = Field(default_factory=dict)
+
+
+class SyncCronJobResult(_K8s):
+    gone: bool = False
+
+
+class SetSuspendInput(_K8s):
+    namespace: str
+    name: str
+    uid: str
+    suspend: bool
+
+
+class TriggerInput(_K8s):
+    """Operator update ``trigger``: create a Job now (like ``kubectl create job --from=cronjob/x``)."""
+
+
+class TriggerResult(_K8s):
+    job_name: str
+
+
+class SuspendInput(_K8s):
+    """Operator updates ``suspend`` / ``resume``."""
+
+
+class SuspendResult(_K8s):
+    suspended: bool
+    changed: bool

@@ -1,0 +1,243 @@
+"""Tier 3: CronJob workflows end to end — kubesim over HTTP, the real dev server, worker + bridge.
+
+Most tests use ``@every Ns`` schedules (real, short); upstream names Jobs by the minute (C15, C16),
+so a test that needs several distinct Jobs fast-forwards the workflow's virtual clock instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.client import Client
+
+from activities.kube import Kube
+from tests.conftest import eventually, running, utcnow
+from tests.k8s import finish_job, second
+from workflows.identity import cronjob_workflow_id
+from workflows.models import JOB_MANAGED_BY
+
+
+def cronjob_manifest(name: str, schedule: str, *, policy: str = "Allow", suspend: bool = False,
+                     time_zone: str | None = None, sds: int | None = None, managed: bool = True,
+                     annotations: dict[str, str] | None = None, limits: tuple[int, int] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedule": schedule, "concurrencyPolicy": policy, "suspend": suspend,
+        "jobTemplate": {
+            "metadata": {"labels": {"app": name}, "annotations": {"team": "batch"}},
+            "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                           "containers": [{"name": "main", "image": "busybox:1.36"}]}}},
+        },
+    }
+    if time_zone:
+        spec["timeZone"] = time_zone
+    if sds is not None:
+        spec["startingDeadlineSeconds"] = sds
+    if limits is not None:
+        spec["successfulJobsHistoryLimit"], spec["failedJobsHistoryLimit"] = limits
+    meta: dict[str, Any] = {"name": name, "labels": {"batchd.io/managed": "true"} if managed else {},
+                            "annotations": annotations or {}}
+    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta, "spec": spec}
+
+
+def jobs_of(kube: Kube, ns: str, cronjob: str) -> list[dict[str, Any]]:
+    return [j for j in kube.list("Job", ns)["items"]
+            if any(o.get("name") == cronjob and o.get("kind") == "CronJob" for o in j["metadata"].get("ownerReferences", []))]
+
+
+def events_of(kube: Kube, ns: str, name: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in kube.list("Event", ns)["items"]
+            if e["involvedObject"]["name"] == name and e["reason"] == reason]
+
+
+async def describe(client: Client, ns: str, name: str) -> dict[str, Any]:
+    return await client.get_workflow_handle(cronjob_workflow_id(ns, name)).query("describe")
+
+
+async def test_job_is_created_for_the_due_time_with_upstreams_metadata(client, kube: Kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        cj = kube.create("CronJob", namespace, cronjob_manifest("every", "@every 2s"))
+        [job] = await eventually(lambda: jobs_of(kube, namespace, "every"), what="a Job")
+        meta = job["metadata"]
+        assert meta["labels"]["app"] == "every" and meta["annotations"]["team"] == "batch"  # spec C17
+        owner = meta["ownerReferences"][0]
+        assert (owner["kind"], owner["uid"], owner["controller"], owner["blockOwnerDeletion"]) == \
+            ("CronJob", cj["metadata"]["uid"], True, True)  # spec C19
+        assert job["spec"]["managedBy"] == JOB_MANAGED_BY
+        scheduled = datetime.fromisoformat(meta["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"].replace("Z", "+00:00"))
+        assert meta["name"] == f"every-{int(scheduled.timestamp()) // 60}"  # spec C15
+        fresh = await eventually(lambda: (c := kube.get("CronJob", namespace, "every")) and c.get("status", {}).get("active") and c)
+        assert fresh["status"]["active"][0]["uid"] == meta["uid"]
+        assert fresh["status"]["lastScheduleTime"] == scheduled.strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert await eventually(lambda: events_of(kube, namespace, "every", "SuccessfulCreate"))
+        assert (fresh["metadata"].get("annotations") or {}).get("batchd.io/next-schedule-time") or \
+            (await eventually(lambda: kube.get("CronJob", namespace, "every")["metadata"]["annotations"].get("batchd.io/next-schedule-time")))
+
+
+async def test_forbid_skips_while_a_job_is_active_and_runs_it_late_once_it_finished(client, kube, namespace, task_queue, skipper):
+    # spec C13: no new Job while one is active; the skipped time runs when the active one ends
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob_manifest("forbid", "*/5 * * * *", policy="Forbid"))
+        handle = await started(client, namespace, "forbid")
+        await skipper.fast_forward(handle, timedelta(minutes=5))
+        [first] = await eventually(lambda: jobs_of(kube, namespace, "forbid"))
+        await skipper.fast_forward(handle, timedelta(minutes=5))
+        await eventually(lambda: events_of(kube, namespace, "forbid", "JobAlreadyActive"), what="JobAlreadyActive")
+        assert len(jobs_of(kube, namespace, "forbid")) == 1
+        finish_job(kube, namespace, first["metadata"]["name"], second(utcnow()))
+        await eventually(lambda: events_of(kube, namespace, "forbid", "SawCompletedJob"), what="SawCompletedJob")
+        jobs = await eventually(lambda: (j := jobs_of(kube, namespace, "forbid")) and len(j) == 2 and j, what="late run")
+        minutes = sorted(int(j["metadata"]["name"].rsplit("-", 1)[1]) for j in jobs)
+        assert minutes[1] - minutes[0] == 5
+        state = await describe(client, namespace, "forbid")
+        assert state["counters"]["succeeded"] == 1 and len(state["active"]) == 1
+
+
+async def test_replace_deletes_the_active_job_then_creates_the_next(client, kube, namespace, task_queue, skipper):
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob_manifest("repl", "*/5 * * * *", policy="Replace"))
+        handle = await started(client, namespace, "repl")
+        await skipper.fast_forward(handle, timedelta(minutes=5))
+        [first] = await eventually(lambda: jobs_of(kube, namespace, "repl"))
+        await skipper.fast_forward(handle, timedelta(minutes=5))
+        [second_job] = await eventually(
+            lambda: (j := jobs_of(kube, namespace, "repl")) and j[0]["metadata"]["uid"] != first["metadata"]["uid"] and j,
+            what="replacement")
+        assert await eventually(lambda: events_of(kube, namespace, "repl", "SuccessfulDelete"))
+        assert (await describe(client, namespace, "repl"))["active"] == [second_job["metadata"]["name"]]
+
+
+async def test_history_limits_delete_the_oldest_finished_jobs(client, kube, namespace, task_queue, skipper):
+    # spec C31-C33: keep 1 successful and 1 failed, oldest by startTime deleted
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob_manifest("hist", "*/5 * * * *", limits=(1, 1)))
+        handle = await started(client, namespace, "hist")
+        names = []
+        for failed in (False, False, True, True):
+            await skipper.fast_forward(handle, timedelta(minutes=5))
+            job = await eventually(lambda: [j for j in jobs_of(kube, namespace, "hist")
+                                            if j["metadata"]["name"] not in names], what="next Job")
+            names.append(job[0]["metadata"]["name"])
+            finish_job(kube, namespace, names[-1], second(utcnow()), failed=failed)
+            await asyncio.sleep(1.1)  # distinct startTimes, whole seconds
+        await eventually(lambda: {j["metadata"]["name"] for j in jobs_of(kube, namespace, "hist")} == {names[1], names[3]},
+                         what="only the newest of each kind")
+        d = await describe(client, namespace, "hist")
+        assert d["counters"] == {"succeeded": 2, "failed": 2, "failuresSinceLastSuccess": 2}
+
+
+async def test_more_than_100_missed_times_warns_and_runs_only_the_latest(client, kube, namespace, task_queue, skipper):
+    # spec B17, B19
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob_manifest("late", "* * * * *", suspend=True))
+        handle = await started(client, namespace, "late")
+        await skipper.fast_forward(handle, timedelta(minutes=150))
+        kube.patch("CronJob", namespace, "late", {"spec": {"suspend": False}})
+        await eventually(lambda: events_of(kube, namespace, "late", "TooManyMissedTimes"), what="TooManyMissedTimes")
+        [job] = await eventually(lambda: jobs_of(kube, namespace, "late"))
+        minute = int(job["metadata"]["name"].rsplit("-", 1)[1])
+        assert minute >= int(utcnow().timestamp()) // 60 + 149
+
+
+async def test_schedule_change_rearms_the_timer_at_once(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob_manifest("move", "0 0 1 1 *"))
+        await started(client, namespace, "move")
+        kube.patch("CronJob", namespace, "move", {"spec": {"schedule": "0 9 * * *", "timeZone": "Asia/Tokyo"}})
+        d = await eventually(lambda: _next(client, namespace, "move", "T00:00:00Z"), what="re-armed timer")
+        assert d["nextScheduleTime"].endswith("T00:00:00Z")  # 09:00 in Tokyo is midnight UTC
+        cj = await eventually(lambda: (c := kube.get("CronJob", namespace, "move"))["metadata"]["annotations"]
+                              .get("batchd.io/next-schedule-time", "").endswith("T00:00:00Z") and c)
+        rows = [w async for w in client.list_workflows(
+            f'WorkflowId = "{cronjob_workflow_id(namespace, "move")}" AND NextScheduleTime < "2100-01-01T00:00:00Z"')]
+        assert len(rows) == 1 and cj
+
+
+async def _next(client: Client, ns: str, name: str, suffix: str) -> dict[str, Any] | None:
+    d = await describe(client, ns, name)
+    return d if (d["nextScheduleTime"] or "").endswith(suffix) else None
+
+
+async def test_jitter_delays_the_run_but_not_its_scheduled_time(client, kube, namespace, task_queue, skipper):
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob_manifest("jit", "0 * * * *", annotations={"batchd.io/jitter-percent": "50"}))
+        handle = await started(client, namespace, "jit")
+        d = await describe(client, namespace, "jit")
+        wake, boundary = _utc(d["nextScheduleTime"]), _utc(d["upcoming"][0])
+        assert boundary <= wake < boundary + timedelta(minutes=30)
+        await skipper.fast_forward(handle, wake - utcnow() + timedelta(seconds=5))
+        [job] = await eventually(lambda: jobs_of(kube, namespace, "jit"))
+        assert job["metadata"]["name"] == f"jit-{int(boundary.timestamp()) // 60}"
+
+
+async def test_suspended_cronjob_creates_nothing_and_resume_runs_the_missed_time(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob_manifest("paused", "@every 1s", suspend=True))
+        await eventually(lambda: _exists(client, cronjob_workflow_id(namespace, "paused")))
+        await asyncio.sleep(2.5)
+        assert jobs_of(kube, namespace, "paused") == []
+        assert (await describe(client, namespace, "paused"))["nextScheduleTime"] is None
+        kube.patch("CronJob", namespace, "paused", {"spec": {"suspend": False}})
+        await eventually(lambda: jobs_of(kube, namespace, "paused"), what="a Job after resume")
+
+
+async def test_trigger_suspend_and_resume_updates(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob_manifest("ops", "0 0 1 1 *"))  # far away
+        wid = cronjob_workflow_id(namespace, "ops")
+        await eventually(lambda: _exists(client, wid))
+        handle = client.get_workflow_handle(wid)
+        res = await handle.execute_update("trigger", {})
+        name = res["jobName"]
+        job = await eventually(lambda: kube.get("Job", namespace, name), what="triggered Job")
+        assert job["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"] == "manual"
+        assert (await handle.execute_update("suspend", {})) == {"suspended": True, "changed": True}
+        assert kube.get("CronJob", namespace, "ops")["spec"]["suspend"] is True
+        assert (await handle.execute_update("suspend", {}))["changed"] is False
+        assert (await handle.execute_update("resume", {})) == {"suspended": False, "changed": True}
+        assert kube.get("CronJob", namespace, "ops")["spec"]["suspend"] is False
+        d = await describe(client, namespace, "ops")
+        assert d["active"] == [name] and d["upcoming"][0].startswith(f"{utcnow().year + 1}-01-01T00:00:00")
+
+
+async def test_deleting_the_cronjob_ends_its_workflow_and_no_more_jobs(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob_manifest("bye", "@every 1s"))
+        wid = cronjob_workflow_id(namespace, "bye")
+        await eventually(lambda: jobs_of(kube, namespace, "bye"))
+        kube.delete("CronJob", namespace, "bye", propagation="Orphan")
+        assert await asyncio.wait_for(client.get_workflow_handle(wid).result(), 20) == "gone"
+        before = {j["metadata"]["name"] for j in jobs_of(kube, namespace, "bye")} | \
+                 {j["metadata"]["name"] for j in kube.list("Job", namespace)["items"]}
+        await asyncio.sleep(1.5)
+        after = {j["metadata"]["name"] for j in kube.list("Job", namespace)["items"]}
+        assert after <= before
+
+
+async def test_cronjobs_without_the_label_are_left_alone(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob_manifest("builtin", "@every 1s", managed=False))
+        await asyncio.sleep(2)
+        assert jobs_of(kube, namespace, "builtin") == []
+        assert not await _exists(client, cronjob_workflow_id(namespace, "builtin"))
+
+
+async def started(client: Client, ns: str, name: str) -> Any:
+    wid = cronjob_workflow_id(ns, name)
+    await eventually(lambda: _exists(client, wid), what=f"workflow {wid}")
+    await eventually(lambda: describe(client, ns, name), what="first sync")
+    return client.get_workflow_handle(wid)
+
+
+async def _exists(client: Client, wid: str) -> bool:
+    try:
+        await client.get_workflow_handle(wid).describe()
+        return True
+    except Exception:
+        return False
+
+
+def _utc(s: str) -> datetime:
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(UTC)
+

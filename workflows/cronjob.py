@@ -1,0 +1,471 @@
+"""CronJob (KEP-19) as one long-lived durable workflow per CronJob.
+
+Layer: workflows (deterministic). Started and signalled by the bridge (worker/bridge.py) on
+``cronjob/{ns}/{name}``; operators call its updates ``trigger``, ``suspend`` and ``resume`` and
+its query ``describe`` (``batchd cronjob …``, ``temporal workflow update execute …``, the SDK).
+Activities (activities/cronjob.py) are called by name as local activities.
+
+The upstream controller's sync (``syncCronJob``) becomes one pass of :meth:`sync`, and its
+workqueue ``AddAfter`` a durable timer to the next schedule time:
+
+1. ``cleanup_finished_jobs``: history limits (C30–C33);
+2. ``parse``: time zone, then schedule (B6–B11) — a problem becomes one Warning Event and the
+   workflow waits for a spec change, with no retry storm;
+3. suspend (C10), then ``most_recent_schedule_time`` (B12–B19): only the latest missed time
+   within ``startingDeadlineSeconds`` runs;
+4. already processed (C11), concurrency policy (C12–C14), create the Job (C15–C25);
+5. write status and batchd's annotations (next schedule time, counters) when they changed;
+6. sleep until the next schedule time (plus the optional jitter) or until a signal or an update
+   changes something.
+
+Spec references: shared/spec/cronjob-and-ttl.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import cron
+    from workflows.identity import NEXT_SCHEDULE_TIME
+    from workflows.models import (
+        FAILED_RUNS_ANNOTATION,
+        FAILURES_SINCE_SUCCESS_ANNOTATION,
+        NEXT_SCHEDULE_ANNOTATION,
+        SUCCEEDED_RUNS_ANNOTATION,
+        CreateJobInput,
+        CreateJobResult,
+        CronJobInput,
+        CronJobObservation,
+        CronJobRun,
+        CronJobState,
+        DeleteJobsInput,
+        DeleteJobsResult,
+        EventInput,
+        JobSummary,
+        ObjectRef,
+        ObjectReference,
+        SetSuspendInput,
+        SuspendInput,
+        SuspendResult,
+        SyncCronJobInput,
+        SyncCronJobResult,
+        TriggerInput,
+        TriggerResult,
+    )
+    from workflows.policies import K8S_BEST_EFFORT_RETRY, K8S_CALL_TIMEOUT, K8S_RETRY
+
+COMPONENT = "batchd-cronjob-controller"
+RECENT_RUNS = 10
+REMEMBERED = 200  # counted Job uids and reported warnings kept for de-duplication
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out
+
+
+@workflow.defn(name="CronJob")
+class CronJobWorkflow:
+    """Creates the Jobs of one CronJob on schedule, for as long as the CronJob exists."""
+
+    @workflow.init
+    def __init__(self, inp: CronJobInput) -> None:
+        self._lock = asyncio.Lock()  # the loop's sync and the updates' Kubernetes calls never interleave
+        self._changed = False
+        self._events: list[EventInput] = []
+        self._load(inp.state)
+
+    def _load(self, s: CronJobState) -> None:
+        self.obs: CronJobObservation = s.observation
+        self.active: list[ObjectReference] = list(s.active)
+        self.last_schedule_time = s.last_schedule_time
+        self.last_successful_time = s.last_successful_time
+        self.finished: dict[str, JobSummary] = {j.uid: j for j in s.finished}
+        self.counters = s.counters
+        self.recent: list[CronJobRun] = list(s.recent)
+        self.reported: list[str] = list(s.reported)
+        self.counted: list[str] = list(s.counted)
+        self.next_time: datetime | None = None
+        self._synced: Any = None  # what the last status write sent
+        self._advertised: Any = ()  # the NextScheduleTime search attribute as last upserted
+
+    # -- signals: the bridge's view of the world; they only update state -----------------
+
+    @workflow.signal(name="observe")
+    def observe(self, obs: CronJobObservation) -> None:
+        """The CronJob changed (spec, deletion) or was deleted."""
+        if obs.gone:
+            if not obs.uid or obs.uid == self.obs.uid:
+                self.obs = self.obs.model_copy(update={"gone": True})
+                self._changed = True
+            return
+        if obs.uid != self.obs.uid:
+            self._adopt(obs)  # a recreated namesake: a new CronJob with a fresh history
+        else:
+            self.obs = obs
+        self._changed = True
+
+    @workflow.signal(name="job_observed")
+    def job_observed(self, job: JobSummary) -> None:
+        """One of this CronJob's Jobs finished, or disappeared (C5–C7, C26–C28)."""
+        if job.owner_uid and job.owner_uid != self.obs.uid:
+            return
+        in_active = any(a.uid == job.uid for a in self.active)
+        if job.gone:
+            self.finished.pop(job.uid, None)
+            if in_active:
+                self.active = [a for a in self.active if a.uid != job.uid]
+                self._queue_event("Normal", "MissingJob", f"Active job went missing: {job.name}")
+                self._record_run(CronJobRun(job_name=job.name, outcome="Missing"))
+                self._changed = True
+            return
+        if job.outcome is None:
+            return
+        if in_active:
+            self.active = [a for a in self.active if a.uid != job.uid]
+            self._queue_event("Normal", "SawCompletedJob",
+                              f"Saw completed job: {job.name}, condition: {job.outcome}")
+        self.finished[job.uid] = job
+        if job.outcome == "Complete" and job.completion_time is not None:
+            if self.last_successful_time is None or job.completion_time > self.last_successful_time:
+                self.last_successful_time = job.completion_time  # C6: never moves backwards
+        if job.uid not in self.counted:
+            self.counted = (self.counted + [job.uid])[-REMEMBERED:]
+            c = self.counters
+            if job.outcome == "Complete":
+                self.counters = c.model_copy(update={"succeeded": c.succeeded + 1, "failures_since_last_success": 0})
+            else:
+                self.counters = c.model_copy(update={"failed": c.failed + 1,
+                                                     "failures_since_last_success": c.failures_since_last_success + 1})
+            self._record_run(CronJobRun(job_name=job.name, outcome=job.outcome, finished_at=job.completion_time))
+        self._changed = True
+
+    # -- operator controls ----------------------------------------------------------------
+
+    @workflow.update(name="trigger")
+    async def trigger(self, _: TriggerInput) -> TriggerResult:
+        """Create a Job now, as ``kubectl create job --from=cronjob/NAME`` does, under a distinct name."""
+        async with self._lock:
+            now = workflow.now()
+            name = f"{self.obs.name[:52]}-m{_base36(int(now.timestamp()))}"
+            res = await self._create(name, now, manual=True)
+            if res.outcome not in ("created", "exists") or res.job is None:
+                raise ApplicationError(f"could not create Job {name}: {res.outcome} {res.message}".strip(),
+                                       type="TriggerFailed")
+            self._changed = True
+            return TriggerResult(job_name=res.job.name)
+
+    @trigger.validator
+    def _validate_trigger(self, _: TriggerInput) -> None:
+        self._require_live()
+
+    @workflow.update(name="suspend")
+    async def suspend(self, _: SuspendInput) -> SuspendResult:
+        """Set ``spec.suspend: true`` (in Kubernetes, the source of truth); running Jobs are untouched."""
+        return await self._set_suspend(True)
+
+    @suspend.validator
+    def _validate_suspend(self, _: SuspendInput) -> None:
+        self._require_live()
+
+    @workflow.update(name="resume")
+    async def resume(self, _: SuspendInput) -> SuspendResult:
+        """Set ``spec.suspend: false``; the most recent missed time within the deadline then runs (C10)."""
+        return await self._set_suspend(False)
+
+    @resume.validator
+    def _validate_resume(self, _: SuspendInput) -> None:
+        self._require_live()
+
+    @workflow.query(name="describe")
+    def describe(self) -> dict[str, Any]:
+        """Schedule, next times, active Jobs, counters and recent results."""
+        upcoming: list[str] = []
+        try:
+            schedule, _ = cron.parse_schedule(self.obs.spec.schedule, self.obs.spec.time_zone)
+            t: datetime | None = workflow.now()
+            for _ in range(5):
+                t = schedule.next(t) if t is not None else None
+                if t is None:
+                    break
+                upcoming.append(_iso(t))
+        except cron.ScheduleError as err:
+            upcoming = [f"error: {err.reason}"]
+        spec = self.obs.spec
+        return {
+            "namespace": self.obs.namespace, "name": self.obs.name, "uid": self.obs.uid,
+            "schedule": spec.schedule, "timeZone": spec.time_zone, "suspend": spec.suspend,
+            "concurrencyPolicy": spec.concurrency_policy,
+            "startingDeadlineSeconds": spec.starting_deadline_seconds,
+            "nextScheduleTime": _iso(self.next_time) if self.next_time else None,
+            "upcoming": [] if spec.suspend else upcoming,
+            "active": [a.name for a in self.active],
+            "lastScheduleTime": _iso(self.last_schedule_time) if self.last_schedule_time else None,
+            "lastSuccessfulTime": _iso(self.last_successful_time) if self.last_successful_time else None,
+            "counters": self.counters.model_dump(by_alias=True),
+            "recentRuns": [r.model_dump(mode="json", by_alias=True) for r in self.recent],
+            "warnings": self.reported[-10:],
+        }
+
+    # -- the loop -------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: CronJobInput) -> str:
+        while not self.obs.gone:
+            async with self._lock:
+                self._changed = False
+                await self.sync()
+            if self.obs.gone:
+                break
+            await self._sleep()
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(CronJobInput(state=self.state()))
+        workflow.upsert_search_attributes([NEXT_SCHEDULE_TIME.value_unset()])
+        workflow.logger.info("CronJob %s/%s is gone; workflow ends", self.obs.namespace, self.obs.name)
+        return "gone"
+
+    async def sync(self) -> None:
+        """One pass of upstream's syncCronJob, then the status write."""
+        await self._flush_events()
+        self.next_time = None
+        if not self.obs.deleting:  # C8: a CronJob being deleted only reconciles
+            await self.cleanup_finished_jobs()
+            self.next_time = await self.schedule(workflow.now())
+        await self._flush_events()
+        await self._write_status()
+
+    async def schedule(self, now: datetime) -> datetime | None:
+        """Create the Job that is due, if any; return when to look again (None: on a change only)."""
+        spec = self.obs.spec
+        try:
+            sched, warnings = cron.parse_schedule(spec.schedule, spec.time_zone)
+        except cron.ScheduleError as err:  # B10, B11
+            self._warn_once(f"{err.reason}:{self.obs.generation}", err.reason, err.message)
+            return None
+        for w in warnings:  # B6
+            self._warn_once(f"{w.reason}:{self.obs.generation}", w.reason, w.message)
+        if self.obs.problem:
+            self._warn_once(f"InvalidAnnotation:{self.obs.problem}", "InvalidAnnotation", self.obs.problem)
+        if spec.suspend:  # C10
+            return None
+        earliest = self.last_schedule_time or self.obs.creation_timestamp or now
+        try:
+            recent = cron.most_recent_schedule_time(
+                sched, earliest=earliest, now=now, starting_deadline_seconds=spec.starting_deadline_seconds)
+        except cron.ScheduleError as err:  # B15, B18
+            self._warn_once(f"{err.reason}:{self.obs.generation}", err.reason, err.message)
+            return None
+        if recent.missed == "many":  # B19: warn, and still run the most recent
+            self._warn_once(f"TooManyMissedTimes:{recent.due}", "TooManyMissedTimes",
+                            "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew")
+        if recent.due is not None and not self.already_processed(recent.due):
+            await self.start_job(recent.due)
+        wake = cron.next_wakeup(sched, earliest=self.last_schedule_time or earliest, now=now)
+        if wake is not None and self.obs.jitter_percent:
+            after = sched.next(wake)
+            if after is not None:
+                wake += cron.jitter(wake, percent=self.obs.jitter_percent, interval=after - wake,
+                                    key=f"{self.obs.namespace}/{self.obs.name}")
+        return wake
+
+    def already_processed(self, due: datetime) -> bool:
+        """C11: the Job for ``due`` is active, or ``due`` is the last schedule time."""
+        name = cron.job_name(self.obs.name, due)
+        return self.last_schedule_time == due or any(a.name == name for a in self.active)
+
+    async def start_job(self, due: datetime) -> None:
+        """Apply the concurrency policy (C12–C14) and create the Job for ``due`` (C15–C25)."""
+        policy = self.obs.spec.concurrency_policy
+        if policy == "Forbid" and self.active:
+            self._warn_once(f"JobAlreadyActive:{_iso(due)}", "JobAlreadyActive",
+                            "Not starting job because prior execution is running and concurrency policy is Forbid",
+                            type_="Normal")
+            return
+        if policy == "Replace" and self.active:
+            res = await self._delete(self.active, "replace")
+            self.active = [a for a in self.active if a.name not in res.deleted]
+            if self.active:
+                return  # C14: could not replace; try again at the next wake
+        created = await self._create(cron.job_name(self.obs.name, due), due)
+        if created.outcome in ("created", "exists"):
+            self.last_schedule_time = due
+        elif created.outcome == "not_ours":
+            workflow.logger.warning("CronJob %s/%s: %s", self.obs.namespace, self.obs.name, created.message)
+
+    async def cleanup_finished_jobs(self) -> None:
+        """History limits: delete the oldest finished Jobs beyond each limit (C30–C33)."""
+        spec = self.obs.spec
+        excess: list[JobSummary] = []
+        for outcome, limit in (("Complete", spec.successful_jobs_history_limit),
+                               ("Failed", spec.failed_jobs_history_limit)):
+            if limit is None:
+                continue
+            jobs = sorted((j for j in self.finished.values() if j.outcome == outcome),
+                          key=lambda j: (j.start_time is None, j.start_time or datetime.min.replace(tzinfo=UTC), j.name))
+            excess += jobs[: max(0, len(jobs) - limit)]
+        if spec.successful_jobs_history_limit is None and spec.failed_jobs_history_limit is None:
+            self.finished.clear()  # nothing to enforce, nothing to remember
+        if not excess:
+            return
+        refs = [ObjectReference(name=j.name, namespace=self.obs.namespace, uid=j.uid) for j in excess]
+        res = await self._delete(refs, "history")
+        for j in excess:
+            if j.name in res.deleted:
+                self.finished.pop(j.uid, None)
+        self.active = [a for a in self.active if a.name not in res.deleted]
+
+    # -- helpers --------------------------------------------------------------------------
+
+    async def _sleep(self) -> None:
+        now = workflow.now()
+        if self._advertised != self.next_time:
+            self._advertised = self.next_time
+            workflow.upsert_search_attributes([
+                NEXT_SCHEDULE_TIME.value_set(self.next_time) if self.next_time else NEXT_SCHEDULE_TIME.value_unset()])
+        if self.next_time is None:
+            await workflow.wait_condition(lambda: self._changed or self.obs.gone)
+            return
+        workflow.set_current_details(
+            f"CronJob {self.obs.namespace}/{self.obs.name} (`{self.obs.spec.schedule}`) next runs {_iso(self.next_time)}")
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: self._changed or self.obs.gone,
+                timeout=max(timedelta(0), self.next_time - now),
+                timeout_summary=f"CronJob {self.obs.namespace}/{self.obs.name} next schedule {_iso(self.next_time)}",
+            )
+
+    async def _set_suspend(self, value: bool) -> SuspendResult:
+        async with self._lock:
+            if self.obs.spec.suspend == value:
+                return SuspendResult(suspended=value, changed=False)
+            res: SyncCronJobResult = await workflow.execute_local_activity(
+                "set_cronjob_suspend",
+                SetSuspendInput(namespace=self.obs.namespace, name=self.obs.name, uid=self.obs.uid, suspend=value),
+                result_type=SyncCronJobResult, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
+                summary=f"set spec.suspend={str(value).lower()}")
+            if res.gone:
+                self.obs = self.obs.model_copy(update={"gone": True})
+                raise ApplicationError("the CronJob no longer exists", type="CronJobGone")
+            self.obs = self.obs.model_copy(update={"spec": self.obs.spec.model_copy(update={"suspend": value})})
+            self._changed = True
+            return SuspendResult(suspended=value, changed=True)
+
+    def _require_live(self) -> None:
+        if self.obs.gone or self.obs.deleting:
+            raise ValueError(f"CronJob {self.obs.namespace}/{self.obs.name} is being deleted or gone")
+
+    async def _create(self, name: str, scheduled: datetime, *, manual: bool = False) -> CreateJobResult:
+        res: CreateJobResult = await workflow.execute_local_activity(
+            "create_cronjob_job",
+            CreateJobInput(
+                namespace=self.obs.namespace, cronjob_name=self.obs.name, cronjob_uid=self.obs.uid, job_name=name,
+                scheduled=scheduled, manual=manual,
+                scheduled_annotation=None if manual else self._annotation(scheduled),
+            ),
+            result_type=CreateJobResult, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
+            summary=f"create Job {self.obs.namespace}/{name}")
+        if res.outcome == "cronjob_gone":
+            self.obs = self.obs.model_copy(update={"gone": True})
+        elif res.job is not None and not res.finished and not any(a.uid == res.job.uid for a in self.active):
+            # C25. A finished namesake (two runs in one minute, C16) is not active again: the
+            # bridge already reported its end and would not report it twice.
+            self.active.append(res.job)
+        return res
+
+    def _annotation(self, scheduled: datetime) -> str | None:
+        try:
+            return cron.scheduled_timestamp_annotation(scheduled, self.obs.spec.time_zone)
+        except cron.ScheduleError:
+            return None
+
+    async def _delete(self, refs: list[ObjectReference], purpose: str) -> DeleteJobsResult:
+        res: DeleteJobsResult = await workflow.execute_local_activity(
+            "delete_cronjob_jobs",
+            DeleteJobsInput(namespace=self.obs.namespace, cronjob_name=self.obs.name, cronjob_uid=self.obs.uid,
+                            jobs=refs, purpose=purpose),  # type: ignore[arg-type]
+            result_type=DeleteJobsResult, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
+            summary=f"delete {len(refs)} Job(s) ({purpose})")
+        return res
+
+    async def _write_status(self) -> None:
+        c = self.counters
+        wanted = (
+            tuple(a.uid for a in self.active), self.last_schedule_time, self.last_successful_time,
+            self.next_time, c.succeeded, c.failed, c.failures_since_last_success,
+        )
+        if wanted == self._synced:
+            return
+        res: SyncCronJobResult = await workflow.execute_local_activity(
+            "sync_cronjob",
+            SyncCronJobInput(
+                namespace=self.obs.namespace, name=self.obs.name, uid=self.obs.uid, active=self.active,
+                last_schedule_time=self.last_schedule_time, last_successful_time=self.last_successful_time,
+                annotations={
+                    NEXT_SCHEDULE_ANNOTATION: _iso(self.next_time) if self.next_time else None,
+                    SUCCEEDED_RUNS_ANNOTATION: str(c.succeeded),
+                    FAILED_RUNS_ANNOTATION: str(c.failed),
+                    FAILURES_SINCE_SUCCESS_ANNOTATION: str(c.failures_since_last_success),
+                },
+            ),
+            result_type=SyncCronJobResult, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
+            summary="write status and annotations")
+        if res.gone:
+            self.obs = self.obs.model_copy(update={"gone": True})
+        self._synced = wanted
+
+    def _warn_once(self, key: str, reason: str, message: str, *, type_: str = "Warning") -> None:
+        if key in self.reported:
+            return
+        self.reported = (self.reported + [key])[-REMEMBERED:]
+        workflow.logger.warning("CronJob %s/%s: %s: %s", self.obs.namespace, self.obs.name, reason, message)
+        self._queue_event(type_, reason, message)
+
+    def _queue_event(self, type_: str, reason: str, message: str) -> None:
+        self._events.append(EventInput(
+            ref=ObjectRef(kind="CronJob", namespace=self.obs.namespace, name=self.obs.name, uid=self.obs.uid),
+            type=type_, reason=reason, message=message, component=COMPONENT))  # type: ignore[arg-type]
+
+    async def _flush_events(self) -> None:
+        events, self._events = self._events, []
+        for ev in events:
+            try:
+                await workflow.execute_local_activity(
+                    "record_event", ev, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_BEST_EFFORT_RETRY,
+                    summary=f"event {ev.reason}")
+            except ActivityError:  # best effort: an Event is never worth stalling the schedule
+                workflow.logger.warning("could not record Event %s on CronJob %s", ev.reason, ev.ref.key())
+
+    def _record_run(self, run: CronJobRun) -> None:
+        self.recent = (self.recent + [run])[-RECENT_RUNS:]
+
+    def _adopt(self, obs: CronJobObservation) -> None:
+        """Start over for a (new) CronJob object: its own status, no Jobs, no counters."""
+        self._events = []
+        self._load(CronJobState(observation=obs, active=obs.status.active,
+                                last_schedule_time=obs.status.last_schedule_time,
+                                last_successful_time=obs.status.last_successful_time))
+
+    def state(self) -> CronJobState:
+        """All state, for continue-as-new."""
+        return CronJobState(
+            observation=self.obs, active=self.active, last_schedule_time=self.last_schedule_time,
+            last_successful_time=self.last_successful_time, finished=list(self.finished.values()),
+            counters=self.counters, recent=self.recent, reported=self.reported, counted=self.counted,
+        )
