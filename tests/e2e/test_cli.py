@@ -260,3 +260,16 @@ async def test_cronjob_trigger_suspend_resume_and_describe_use_the_workflows_upd
         finally:
             await handle.signal("stop")
             await handle.result()
+
+
+def test_tls_material_comes_from_a_mounted_secret_directory_when_present(tmp_path: Path) -> None:
+    from worker import cli
+
+    (tmp_path / "ca.crt").write_text("ca")  # a Secret with only a CA: server TLS, no client cert
+    kw: dict[str, Any] = {"temporal_address": "t:7233", "temporal_namespace": "default", "temporal_api_key": "",
+                          "temporal_tls": False, "temporal_tls_ca": None, "temporal_tls_cert": None,
+                          "temporal_tls_key": None, "temporal_tls_server_name": "", "temporal_tls_dir": tmp_path}
+    settings = cli._temporal_settings(kw)
+    assert (settings.tls_ca, settings.tls_cert, settings.tls_key) == (tmp_path / "ca.crt", None, None)  # type: ignore[attr-defined]
+    assert settings.api_key is None and settings.tls_config()  # type: ignore[attr-defined]
+    assert not kw, "every Temporal flag is consumed"
