@@ -91,6 +91,30 @@ def test_json_patch_supports_every_operation():
     assert err.value.code == 422
 
 
+PATCHES_OF_EACH_TYPE = [
+    ("merge", patch.MERGE_PATCH, {"metadata": {"labels": {"a": None, "b": "2"}}, "spec": {"x": {"y": 2}}}),
+    ("strategic", patch.STRATEGIC_MERGE_PATCH, {
+        "metadata": {"finalizers": ["b"], "$deleteFromPrimitiveList/finalizers": ["a"]},
+        "spec": {"containers": [{"name": "c", "image": "new"}, {"name": "d", "image": "d"}]},
+    }),
+    ("json", patch.JSON_PATCH, [{"op": "replace", "path": "/spec/containers/0/image", "value": "new"},
+                                {"op": "remove", "path": "/metadata/labels/a"},
+                                {"op": "copy", "from": "/spec/x", "path": "/spec/z"}]),
+]
+
+
+@pytest.mark.parametrize("ctype,body", [c[1:] for c in PATCHES_OF_EACH_TYPE],
+                         ids=[c[0] for c in PATCHES_OF_EACH_TYPE])
+def test_applying_a_patch_never_mutates_its_target(ctype, body):
+    # The server hands patches the stored snapshot with only its top level and metadata copied.
+    target = {"metadata": {"labels": {"a": "1"}, "finalizers": ["a"]},
+              "spec": {"x": {"y": 1}, "containers": [{"name": "c", "image": "old"}]}}
+    snapshot = json.loads(json.dumps(target))
+    result = patch.apply(ctype, target, json.loads(json.dumps(body)))
+    assert target == snapshot
+    assert result != snapshot
+
+
 def test_merge_patch_over_http_updates_labels(http: Http, ns):
     http.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", job_body("mp", labels={"a": "1", "b": "2"}))
     code, _, out = http.request("PATCH", f"/apis/batch/v1/namespaces/{ns}/jobs/mp",

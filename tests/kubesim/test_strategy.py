@@ -233,6 +233,33 @@ def test_prepare_create_does_not_mutate_its_argument() -> None:
     assert body == snapshot
 
 
+def _containers(value: Any) -> list[int]:
+    """ids of every dict and list inside a JSON value."""
+    if isinstance(value, dict):
+        return [id(value), *(i for v in value.values() for i in _containers(v))]
+    if isinstance(value, list):
+        return [id(value), *(i for v in value for i in _containers(v))]
+    return []
+
+
+def test_prepare_create_and_update_results_share_no_containers_with_their_inputs() -> None:
+    # The strategy copies each write once (while pruning); the stored object must not alias the
+    # request body or the old object, since stored snapshots are never mutated in place.
+    body = job()
+    body["metadata"]["labels"] = {"a": "b"}
+    body["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": 1}}
+    stored = create("batch", "jobs", body)
+    assert not set(_containers(stored)) & set(_containers(body))
+    new = copy.deepcopy(stored)
+    new["metadata"]["annotations"] = {"touched": "yes"}
+    old_snapshot = copy.deepcopy(stored)
+    updated = update("batch", "jobs", stored, new)
+    assert not set(_containers(updated)) & (set(_containers(stored)) | set(_containers(new)))
+    assert stored == old_snapshot
+    status = update("batch", "jobs", updated, {**copy.deepcopy(updated), "status": {"active": 1}}, "status")
+    assert not set(_containers(status)) & set(_containers(updated))
+
+
 # --------------------------------------------------------------------------------------------
 # Job validation
 # --------------------------------------------------------------------------------------------
