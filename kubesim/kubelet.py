@@ -25,8 +25,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kubesim import resources
+from kubesim.codec import clone
 from kubesim.gc import PODS, Lifecycle
-from kubesim.store import Clock, Obj, Store, WatchEvent, clone, timestamp
+from kubesim.store import Clock, Obj, Store, WatchEvent, timestamp
 
 log = logging.getLogger(__name__)
 

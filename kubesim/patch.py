@@ -11,9 +11,9 @@ table is replaced as a whole, as upstream does for lists without a patch strateg
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from kubesim.codec import clone
 from kubesim.errors import ApiError, bad_request
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -57,7 +57,7 @@ def unprocessable(message: str) -> ApiError:
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, null deletes, everything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -65,7 +65,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
         elif isinstance(value, dict):
             result[key] = merge_patch(result.get(key), value)
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = clone(value)
     return result
 
 
@@ -84,7 +84,7 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
 def _smp_map(original: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     directive = patch.get("$patch")
     if directive == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
     if directive == "delete":
         return {}
     if directive not in (None, "merge"):
@@ -124,7 +124,7 @@ def _smp_map(original: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, list):
             result[key] = _smp_list(key, current if isinstance(current, list) else [], value)
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = clone(value)
     for field, order in orders.items():
         if isinstance(result.get(field), list):
             result[field] = _apply_order(field, result[field], order)
@@ -136,15 +136,15 @@ def _smp_list(field: str, original: list[Any], patch: list[Any]) -> list[Any]:
         merged = list(original)
         for item in patch:
             if item not in merged:
-                merged.append(copy.deepcopy(item))
+                merged.append(clone(item))
         return merged
     key = MERGE_KEYS.get(field)
     if key is None:
         # No patch strategy: the patch's list replaces the original (directives dropped).
-        return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
+        return [clone(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
     if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
-        return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
-    merged = [copy.deepcopy(i) for i in original]
+        return [clone(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
+    merged = [clone(i) for i in original]
     for item in patch:
         if not isinstance(item, dict):
             raise bad_request(f"list {field} with merge key {key} must contain objects")
@@ -192,24 +192,24 @@ def json_patch(target: Any, ops: Any) -> Any:
     """RFC 6902: add, remove, replace, move, copy, test; a failed op is a 422."""
     if not isinstance(ops, list):
         raise bad_request("json patch must be a list of operations")
-    doc = copy.deepcopy(target)
+    doc = clone(target)
     for op in ops:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise bad_request(f"invalid json patch operation: {op}")
         kind = op["op"]
         path = op["path"]
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(_value(op)))
+            doc = _add(doc, path, clone(_value(op)))
         elif kind == "remove":
             doc, _ = _remove(doc, path)
         elif kind == "replace":
             doc, _ = _remove(doc, path)
-            doc = _add(doc, path, copy.deepcopy(_value(op)))
+            doc = _add(doc, path, clone(_value(op)))
         elif kind == "move":
             doc, moved = _remove(doc, _from(op))
             doc = _add(doc, path, moved)
         elif kind == "copy":
-            doc = _add(doc, path, copy.deepcopy(_get(doc, _from(op))))
+            doc = _add(doc, path, clone(_get(doc, _from(op))))
         elif kind == "test":
             if _get(doc, path) != _value(op):
                 raise unprocessable(f"testing value {path} failed")

@@ -18,11 +18,13 @@ import hashlib
 import inspect
 import json
 import re
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 import kubernetes.client as k8s
 
+from kubesim.codec import clone
 from kubesim.errors import ApiError, bad_request
 
 __all__ = [
@@ -220,71 +222,151 @@ def _type_error(path: str, value: Any, want: str) -> ApiError:
     return bad_request(f"json: cannot unmarshal {got} into Go struct field {path} of type {want}")
 
 
-def _prune_value(value: Any, type_str: str, owner: str, attr: str, path: str) -> Any:
-    if value is None:
-        return None
-    m = _LIST_RE.match(type_str)
-    if m:
-        if not isinstance(value, list):
-            raise _type_error(path, value, "[]" + m.group(1))
-        items = [_prune_value(v, m.group(1), owner, attr, path) for v in value]
-        return [v for v in items if v is not None]
-    m = _DICT_RE.match(type_str)
-    if m:
-        if not isinstance(value, dict):
-            raise _type_error(path, value, "map[string]" + (m.group(1) or m.group(2)))
-        inner = m.group(1) or m.group(2)
-        if (owner, attr) in _QUANTITY_FIELDS:
-            return value  # Quantity: strings or numbers
-        return {
-            k: v
-            for k, v in ((k, _prune_value(v, inner, owner, attr, path)) for k, v in value.items())
-            if v is not None
-        }
-    if type_str == "str":
-        if (owner, attr) in _QUANTITY_FIELDS:
-            return value
-        if not isinstance(value, str):
-            raise _type_error(path, value, "string")
-        return value
-    if type_str == "int":
-        if isinstance(value, bool) or not (
-            isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-        ):
-            raise _type_error(path, value, "int")
-        return int(value)
-    if type_str == "float":
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _type_error(path, value, "float64")
-        return value
-    if type_str == "bool":
-        if not isinstance(value, bool):
-            raise _type_error(path, value, "bool")
-        return value
-    if type_str == "datetime":
-        if not isinstance(value, str):
-            raise _type_error(path, value, "metav1.Time")
-        return value
-    if type_str in ("object", "bytes", "date"):
-        return value
-    if _model(type_str) is not None:
-        if not isinstance(value, dict):
-            raise _type_error(path, value, type_str)
-        return _prune_model(value, type_str, path)
+class _Mismatch(Exception):
+    """A value of the wrong JSON type; the field path is collected while it unwinds, so the
+    common case (no error) never formats a path."""
+
+    def __init__(self, value: Any, want: str) -> None:
+        super().__init__(want)
+        self.value = value
+        self.want = want
+        self.keys: list[str] = []
+
+
+# A compiled pruner: returns the pruned copy of a value (None: drop it) or raises _Mismatch.
+Pruner = Callable[[Any], Any]
+
+
+def _keep_str(value: Any) -> Any:
+    if type(value) is not str:
+        raise _Mismatch(value, "string")
     return value
 
 
-def _prune_model(obj: dict[str, Any], model: str, path: str) -> dict[str, Any]:
-    fields = _json_fields(model)
-    out: dict[str, Any] = {}
-    for key, value in obj.items():
-        if key not in fields:
-            continue  # unknown field: dropped, as the typed decoder drops it
-        attr, t = fields[key]
-        pruned = _prune_value(value, t, model, attr, f"{path}.{key}" if path else key)
-        if pruned is not None:
-            out[key] = pruned
-    return out
+def _keep_int(value: Any) -> Any:
+    t = type(value)
+    if t is int:
+        return value
+    if t is float and value.is_integer():
+        return int(value)
+    raise _Mismatch(value, "int")
+
+
+def _keep_float(value: Any) -> Any:
+    t = type(value)
+    if t is int or t is float:
+        return value
+    raise _Mismatch(value, "float64")
+
+
+def _keep_bool(value: Any) -> Any:
+    if type(value) is not bool:
+        raise _Mismatch(value, "bool")
+    return value
+
+
+def _keep_time(value: Any) -> Any:
+    if type(value) is not str:
+        raise _Mismatch(value, "metav1.Time")
+    return value
+
+
+@cache
+def _pruner(type_str: str, owner: str, attr: str) -> Pruner:
+    """The pruner of one field type, built once per (type, owning model, attribute)."""
+    m = _LIST_RE.match(type_str)
+    if m:
+        item = _pruner(m.group(1), owner, attr)
+        want = "[]" + m.group(1)
+
+        def prune_list(value: Any) -> Any:
+            if type(value) is not list:
+                raise _Mismatch(value, want)
+            return [p for p in (item(v) for v in value if v is not None) if p is not None]
+
+        return prune_list
+    m = _DICT_RE.match(type_str)
+    if m:
+        inner = m.group(1) or m.group(2)
+        want = "map[string]" + inner
+        if (owner, attr) in _QUANTITY_FIELDS:
+            # Quantity values: strings or numbers, kept as sent.
+            def prune_quantities(value: Any) -> Any:
+                if type(value) is not dict:
+                    raise _Mismatch(value, want)
+                return clone(value)
+
+            return prune_quantities
+        if inner == "str":
+            # Free-form string maps (labels, annotations, nodeSelector): the common case.
+            def prune_strings(value: Any) -> Any:
+                if type(value) is not dict:
+                    raise _Mismatch(value, want)
+                out = {}
+                for k, v in value.items():
+                    if v is None:
+                        continue
+                    if type(v) is not str:
+                        raise _Mismatch(v, "string")
+                    out[k] = v
+                return out
+
+            return prune_strings
+        entry = _pruner(inner, owner, attr)
+
+        def prune_map(value: Any) -> Any:
+            if type(value) is not dict:
+                raise _Mismatch(value, want)
+            out = {}
+            for k, v in value.items():
+                if v is not None:
+                    p = entry(v)
+                    if p is not None:
+                        out[k] = p
+            return out
+
+        return prune_map
+    if type_str == "str":
+        return clone if (owner, attr) in _QUANTITY_FIELDS else _keep_str
+    if type_str == "int":
+        return _keep_int
+    if type_str == "float":
+        return _keep_float
+    if type_str == "bool":
+        return _keep_bool
+    if type_str == "datetime":
+        return _keep_time
+    if _model(type_str) is not None:
+        return _model_pruner(type_str)
+    return clone  # free-form 'object' (int-or-string, raw extensions), bytes, date
+
+
+def _model_pruner(model: str) -> Pruner:
+    fields: dict[str, Pruner] | None = None  # built on first use: models refer to each other
+
+    def prune_model(value: Any) -> Any:
+        nonlocal fields
+        if type(value) is not dict:
+            raise _Mismatch(value, model)
+        if fields is None:
+            fields = {
+                key: _pruner(t, model, attr) for key, (attr, t) in _json_fields(model).items()
+            }
+        out = {}
+        for key, v in value.items():
+            p = fields.get(key)
+            if p is None or v is None:
+                continue  # unknown field: dropped, as the typed decoder drops it; null: nil
+            try:
+                pv = p(v)
+            except _Mismatch as e:
+                e.keys.append(key)
+                raise
+            if pv is not None:
+                out[key] = pv
+        return out
+
+    return prune_model
 
 
 def prune(group: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -292,12 +374,17 @@ def prune(group: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
 
     Free-form maps (labels, annotations, nodeSelector, resource limits…) keep all their keys;
     ``null`` values are dropped (a nil pointer is not serialised). A value of the wrong JSON
-    type raises ``400 BadRequest`` as the real decoder does. Unknown kinds come back unchanged.
+    type raises ``400 BadRequest`` as the real decoder does. The result is a new object that
+    shares nothing with ``obj`` (callers may mutate it freely; this is the one deep copy of a
+    write). Unknown kinds come back unchanged.
     """
     entry = _ROOT_MODELS.get((group, plural))
     if entry is None:
         return obj
-    out = _prune_model(obj, entry[0], "")
+    try:
+        out: dict[str, Any] = _pruner(entry[0], "", "")(obj)
+    except _Mismatch as e:
+        raise _type_error(".".join(reversed(e.keys)), e.value, e.want) from None
     # apiVersion and kind identify the object even when the body left them out.
     for key in ("apiVersion", "kind"):
         if key in obj and key not in out:

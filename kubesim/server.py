@@ -13,7 +13,6 @@ name, subresource, RBAC verb), recorded in the audit, possibly faulted, then dis
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import secrets
@@ -27,6 +26,7 @@ from aiohttp import web
 
 from kubesim import patch as patches
 from kubesim import resources, schema, strategy
+from kubesim.codec import dumps, loads
 from kubesim.errors import (
     ApiError,
     Cause,
@@ -44,7 +44,6 @@ from kubesim.store import (
     Filter,
     Obj,
     Store,
-    dumps,
     parse_field_selector,
     parse_label_selector,
     timestamp,
@@ -352,7 +351,7 @@ class ApiServer:
         try:
             if "yaml" in ctype:
                 return yaml.safe_load(raw)
-            return json.loads(raw)
+            return loads(raw)
         except (ValueError, yaml.YAMLError) as e:
             raise bad_request(f"the body of the request was in an unknown format: {e}") from e
 
@@ -610,14 +609,18 @@ class ApiServer:
             )
         raw = await request.read()
         try:
-            body = json.loads(raw) if raw else None
+            body = loads(raw) if raw else None
         except ValueError as e:
             raise bad_request(f"error decoding patch: {e}") from e
         if body is None:
             raise bad_request("empty patch")
         old = self._current(route)
         current = resources.to_view(route.res, old)
-        base = json.loads(dumps(current))  # the patch must not touch the stored snapshot
+        # Patches build new containers along the paths they change and share the rest with
+        # their target; the update path then changes only the top level and metadata of its
+        # input before strategy.prepare_update prunes it into a fresh copy. So copying those
+        # two levels is enough to leave the stored snapshot untouched.
+        base = {**current, "metadata": dict(current["metadata"])}
         new = patches.apply(ctype, base, body)
         new = self._check_kind(route.res, new)
         result = self.update_object(route, old, new)
@@ -630,7 +633,7 @@ class ApiServer:
         raw = await request.read()
         if raw:
             try:
-                parsed = json.loads(raw)
+                parsed = loads(raw)
             except ValueError as e:
                 raise bad_request(f"invalid DeleteOptions: {e}") from e
             if isinstance(parsed, dict):

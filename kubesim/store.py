@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from kubesim.codec import dumps
 from kubesim.errors import bad_request, gone
 
 Obj = dict[str, Any]
@@ -56,17 +57,6 @@ def micro_timestamp(t: datetime) -> str:
 def parse_timestamp(value: str) -> datetime:
     """Parse a metav1.Time / MicroTime string to an aware datetime."""
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def dumps(obj: Any) -> bytes:
-    """Compact JSON, the one encoder every response goes through."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def clone(obj: Obj) -> Obj:
-    """Deep copy of a JSON object; a JSON round trip is faster than copy.deepcopy."""
-    result: Obj = json.loads(json.dumps(obj))
-    return result
 
 
 # --- selectors --------------------------------------------------------------------------------

@@ -16,17 +16,18 @@ Rule numbers (``# spec D11``) refer to ``shared/spec/job.md`` and ``cronjob-and-
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import zoneinfo
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
 
 from kubesim import schema
+from kubesim.codec import clone
 from kubesim.errors import ApiError, Cause, invalid
 
 Obj = dict[str, Any]
@@ -158,11 +159,16 @@ _QUALIFIED_NAME_ERR = (
 )
 
 
+# The name checks are pure and see the same few label keys, values and names on every write.
+_NAME_CACHE = 16_384
+
+
 def _max_len_error(n: int) -> str:
     return f"must be no more than {n} characters"
 
 
-def is_dns1123_label(value: str) -> list[str]:
+@lru_cache(maxsize=_NAME_CACHE)
+def is_dns1123_label(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     if len(value) > 63:
         errs.append(_max_len_error(63))
@@ -176,10 +182,11 @@ def is_dns1123_label(value: str) -> list[str]:
                 "123-abc",
             )
         )
-    return errs
+    return tuple(errs)
 
 
-def is_dns1123_subdomain(value: str) -> list[str]:
+@lru_cache(maxsize=_NAME_CACHE)
+def is_dns1123_subdomain(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     if len(value) > 253:
         errs.append(_max_len_error(253))
@@ -192,10 +199,11 @@ def is_dns1123_subdomain(value: str) -> list[str]:
                 "example.com",
             )
         )
-    return errs
+    return tuple(errs)
 
 
-def is_qualified_name(value: str) -> list[str]:
+@lru_cache(maxsize=_NAME_CACHE)
+def is_qualified_name(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     parts = value.split("/")
     if len(parts) == 1:
@@ -207,11 +215,11 @@ def is_qualified_name(value: str) -> list[str]:
         else:
             errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
     else:
-        return [
+        return (
             "a qualified name "
             + _regex_error(_QUALIFIED_NAME_ERR, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+        )
     if not name:
         errs.append("name part must be non-empty")
     elif len(name) > 63:
@@ -221,10 +229,11 @@ def is_qualified_name(value: str) -> list[str]:
             "name part "
             + _regex_error(_QUALIFIED_NAME_ERR, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
         )
-    return errs
+    return tuple(errs)
 
 
-def is_valid_label_value(value: str) -> list[str]:
+@lru_cache(maxsize=_NAME_CACHE)
+def is_valid_label_value(value: str) -> tuple[str, ...]:
     errs: list[str] = []
     if len(value) > 63:
         errs.append(_max_len_error(63))
@@ -239,7 +248,7 @@ def is_valid_label_value(value: str) -> list[str]:
                 "12345",
             )
         )
-    return errs
+    return tuple(errs)
 
 
 def _is_path_segment_name(value: str) -> list[str]:
@@ -288,7 +297,9 @@ def _norm(value: Any) -> Any:
 
 
 def _sem_equal(a: Any, b: Any) -> bool:
-    return bool(_norm(a) == _norm(b))
+    # Equal values normalise equally: the plain comparison (in C) settles the common case of an
+    # unchanged field without building two normalised copies.
+    return a == b or bool(_norm(a) == _norm(b))
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -309,7 +320,7 @@ def _is_int(value: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 
 _TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
-NameFn = Callable[[str], list[str]]
+NameFn = Callable[[str], Sequence[str]]
 
 
 def _validate_labels(labels: Any, path: str, errs: _Errs) -> None:
@@ -400,7 +411,7 @@ def _carry_server_meta(new: Obj, old: Obj) -> None:
         "generation",
     ):
         if key in old_meta:
-            meta[key] = copy.deepcopy(old_meta[key])
+            meta[key] = old_meta[key]  # scalars
         else:
             meta.pop(key, None)
 
@@ -615,8 +626,8 @@ _POD_UPDATE_FORBIDDEN = (
 
 
 def _validate_pod_update(new: Obj, old: Obj, errs: _Errs) -> None:
-    spec = copy.deepcopy(new.get("spec") or {})
-    old_spec = copy.deepcopy(old.get("spec") or {})
+    spec = new.get("spec") or {}
+    old_spec = clone(old.get("spec") or {})  # made to match ``spec`` where changes are allowed
     # Mutable: images, activeDeadlineSeconds (set or lowered), tolerations (additions only).
     for key in ("containers", "initContainers"):
         new_cs = spec.get(key) or []
@@ -1171,9 +1182,11 @@ def _validate_job_update(job: Obj, old: Obj, errs: _Errs) -> None:
     errs.immutable("spec.selector", spec.get("selector"), old_spec.get("selector"))
     # spec A20: the template may change only its scheduling directives, and only while the old
     # Job is suspended and has never started.
-    template = copy.deepcopy(spec.get("template") or {})
-    old_template = copy.deepcopy(old_spec.get("template") or {})
+    template = spec.get("template") or {}
+    old_template = old_spec.get("template") or {}
     if old_spec.get("suspend") is True and _d(old, "status", "startTime") is None:
+        # The allowed changes are copied into (a copy of) the old template before comparing.
+        old_template = clone(old_template)
         t_spec = template.get("spec") or {}
         o_spec = old_template.setdefault("spec", {})
         new_aff = t_spec.get("affinity")
@@ -1187,11 +1200,11 @@ def _validate_job_update(job: Obj, old: Obj, errs: _Errs) -> None:
         elif new_aff is not None and old_aff is not None:
             old_aff["nodeAffinity"] = new_aff.get("nodeAffinity")
         for key in ("nodeSelector", "tolerations", "schedulingGates"):
-            o_spec[key] = copy.deepcopy(t_spec.get(key))
+            o_spec[key] = t_spec.get(key)
         o_meta = old_template.setdefault("metadata", {})
         t_meta = template.get("metadata") or {}
         for key in ("labels", "annotations"):
-            o_meta[key] = copy.deepcopy(t_meta.get(key))
+            o_meta[key] = t_meta.get(key)
     errs.immutable("spec.template", template, old_template)
     for key in (
         "completionMode",
@@ -1419,7 +1432,7 @@ def _require_prefixed_on_update(old: Obj) -> bool:
 
 def _job_update(job: Obj, old: Obj, errs: _Errs) -> None:
     _default_job(job)
-    job["status"] = copy.deepcopy(old.get("status") or {})  # spec A22
+    job["status"] = clone(old.get("status") or {})  # spec A22
     _bump_generation(job, old)
     _copy_template_labels(job)
     _validate_job(job, _require_prefixed_on_update(old), errs)
@@ -1427,7 +1440,7 @@ def _job_update(job: Obj, old: Obj, errs: _Errs) -> None:
 
 
 def _job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
-    job["spec"] = copy.deepcopy(old.get("spec") or {})  # spec A22, G9
+    job["spec"] = clone(old.get("spec") or {})  # spec A22, G9
     _validate_job_status_update(job, old, errs)
 
 
@@ -1738,7 +1751,7 @@ def _cronjob_create(cj: Obj, now: datetime, errs: _Errs) -> None:
 
 def _cronjob_update(cj: Obj, old: Obj, errs: _Errs) -> None:
     _default_cronjob(cj)
-    cj["status"] = copy.deepcopy(old.get("status") or {})
+    cj["status"] = clone(old.get("status") or {})
     _bump_generation(cj, old)
     _validate_object_meta(cj["metadata"], is_dns1123_subdomain, errs)
     _validate_cronjob_spec(cj.get("spec") or {}, old.get("spec") or {}, errs)
@@ -1746,7 +1759,7 @@ def _cronjob_update(cj: Obj, old: Obj, errs: _Errs) -> None:
 
 def _cronjob_status_update(cj: Obj, old: Obj, errs: _Errs) -> None:
     # Upstream's CronJob status strategy copies the spec and validates nothing else.
-    cj["spec"] = copy.deepcopy(old.get("spec") or {})
+    cj["spec"] = clone(old.get("spec") or {})
 
 
 # --------------------------------------------------------------------------------------------
@@ -1765,17 +1778,17 @@ def _pod_create(pod: Obj, now: datetime, errs: _Errs) -> None:
 
 def _pod_update(pod: Obj, old: Obj, errs: _Errs) -> None:
     _default_pod(pod)
-    pod["status"] = copy.deepcopy(old.get("status") or {})
+    pod["status"] = clone(old.get("status") or {})
     _validate_object_meta(_ensure(pod, "metadata"), is_dns1123_subdomain, errs)
     _validate_pod_update(pod, old, errs)
 
 
 def _pod_status_update(pod: Obj, old: Obj, errs: _Errs) -> None:
-    pod["spec"] = copy.deepcopy(old.get("spec") or {})
+    pod["spec"] = clone(old.get("spec") or {})
     # The pods/status endpoint may not touch owner references (old kubelets corrupted them).
     meta = _ensure(pod, "metadata")
     if "ownerReferences" in (old.get("metadata") or {}):
-        meta["ownerReferences"] = copy.deepcopy(old["metadata"]["ownerReferences"])
+        meta["ownerReferences"] = clone(old["metadata"]["ownerReferences"])
     else:
         meta.pop("ownerReferences", None)
     _validate_pod_status_update(pod, old, errs)
@@ -1808,14 +1821,14 @@ def _namespace_create(ns: Obj, now: datetime, errs: _Errs) -> None:
 
 def _namespace_update(ns: Obj, old: Obj, errs: _Errs) -> None:
     # Main writes keep the old finalizers (those change through /finalize) and status.
-    ns["spec"] = copy.deepcopy(old.get("spec") or {})
-    ns["status"] = copy.deepcopy(old.get("status") or {})
+    ns["spec"] = clone(old.get("spec") or {})
+    ns["status"] = clone(old.get("status") or {})
     _namespace_common(ns)
     _validate_namespace(ns, errs)
 
 
 def _namespace_status_update(ns: Obj, old: Obj, errs: _Errs) -> None:
-    ns["spec"] = copy.deepcopy(old.get("spec") or {})
+    ns["spec"] = clone(old.get("spec") or {})
     _namespace_common(ns)
     _validate_namespace(ns, errs)
 
@@ -1976,7 +1989,7 @@ def prepare_create(
     kind = _KINDS.get((group, plural))
     if kind is None:
         return obj
-    out = schema.prune(group, plural, copy.deepcopy(obj))
+    out = schema.prune(group, plural, obj)  # a fresh copy: the strategy may change it
     errs = _Errs()
     kind.create(out, now, errs)
     _raise_if(errs, kind, group, out)
@@ -2002,7 +2015,7 @@ def prepare_update(
     kind = _KINDS.get((group, plural))
     if kind is None:
         return new
-    out = schema.prune(group, plural, copy.deepcopy(new))
+    out = schema.prune(group, plural, new)  # a fresh copy: the strategy may change it
     _carry_server_meta(out, old)
     errs = _Errs()
     if subresource is None:
@@ -2017,7 +2030,7 @@ def prepare_update(
         kind.status_update(out, old, errs)
     elif subresource == "finalize" and kind.kind == "Namespace":
         # namespaces/finalize changes spec.finalizers only; status stays as stored.
-        out["status"] = copy.deepcopy(old.get("status") or {})
+        out["status"] = clone(old.get("status") or {})
         _namespace_common(out)
         _validate_namespace(out, errs)
     else:
