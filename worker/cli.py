@@ -134,6 +134,9 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
 @click.option("--ttl-scope", type=click.Choice(["managed", "all"]), default="managed", show_default=True,
               help="managed: Jobs with spec.managedBy=batchd.io/job-controller; all: every Job (disable the "
                    "built-in ttl-after-finished controller first).")
+@click.option("--cronjob-selector", default="batchd.io/managed=true", show_default=True,
+              help="Label selector of the CronJobs batchd schedules; '' takes every CronJob (disable the "
+                   "built-in cronjob controller first).")
 @click.option("--resync-seconds", type=float, default=600.0, show_default=True, help="Full relist period.")
 @click.option("--health-port", type=int, default=8080, show_default=True, help="/healthz, /readyz and /metrics.")
 @click.option("--max-concurrent-activities", type=int, default=64, show_default=True)
@@ -150,6 +153,7 @@ def worker(**kw: object) -> None:
     settings = app.WorkerSettings(
         temporal=temporal,  # type: ignore[arg-type]
         bridge=BridgeSettings(namespaces=namespaces, ttl_scope=str(kw["ttl_scope"]),
+                              cronjob_selector=str(kw["cronjob_selector"]),
                               task_queue=str(kw["task_queue"]), resync_seconds=float(kw["resync_seconds"])),  # type: ignore[arg-type]
         kubeconfig=kw["kubeconfig"],  # type: ignore[arg-type]
         health_port=int(kw["health_port"]),  # type: ignore[arg-type]
