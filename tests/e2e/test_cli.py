@@ -273,3 +273,35 @@ def test_tls_material_comes_from_a_mounted_secret_directory_when_present(tmp_pat
     assert (settings.tls_ca, settings.tls_cert, settings.tls_key) == (tmp_path / "ca.crt", None, None)  # type: ignore[attr-defined]
     assert settings.api_key is None and settings.tls_config()  # type: ignore[attr-defined]
     assert not kw, "every Temporal flag is consumed"
+
+
+async def test_the_cli_operates_the_real_cronjob_workflow(
+        client: Client, kube: Kube, namespace: str, task_queue: str, address: str) -> None:
+    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob",
+               "metadata": {"name": "yearly", "labels": {"batchd.io/managed": "true"}},
+               "spec": {"schedule": "0 0 1 1 *", "jobTemplate": {"spec": {"template": {"spec": {
+                   "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}}}
+    ref = f"{namespace}/yearly"
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob)
+
+        async def next_time_armed() -> dict[str, Any] | None:
+            res = await batchd(address, "describe", "cronjob", ref, "-o", "json")
+            return res.json()["workflows"][0] if res.code == 0 and res.json()["workflows"][0]["pendingTimers"] else None
+
+        wf = await eventually(next_time_armed, what="the CronJob workflow's schedule timer")
+        assert wf["type"] == "CronJob" and wf["workflowId"] == f"cronjob/{ref}"
+        assert wf["pendingTimers"][0]["summary"] == f"CronJob {ref} next schedule {wf['pendingTimers'][0]['firesAt']}"
+
+        trig = await batchd(address, "cronjob", "trigger", ref, "-o", "json")
+        assert trig.code == 0, trig
+        job_name = trig.json()["result"]["jobName"]
+        await eventually(lambda: kube.get("Job", namespace, job_name), what="the triggered Job")
+
+        suspended = await batchd(address, "cronjob", "suspend", ref, "-o", "json")
+        assert suspended.json()["result"] == {"suspended": True, "changed": True}
+        assert (kube.get("CronJob", namespace, "yearly") or {})["spec"]["suspend"] is True
+        resumed = await batchd(address, "cronjob", "resume", ref, "-o", "json")
+        assert resumed.json()["result"] == {"suspended": False, "changed": True}
+        state = await batchd(address, "cronjob", "describe", ref, "-o", "json")
+        assert state.code == 0 and job_name in json.dumps(state.json())
