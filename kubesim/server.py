@@ -8,11 +8,14 @@ store access needs no locks.
 A request to ``/api`` or ``/apis`` is parsed into a :class:`Route` (resource, namespace,
 name, subresource, RBAC verb), recorded in the audit, possibly faulted, then dispatched. Every
 :class:`~kubesim.errors.ApiError` becomes its Status response in :meth:`ApiServer.handle`.
+Writes honour ``fieldValidation`` (Strict rejects unknown fields, Warn answers with ``Warning``
+headers, Ignore or absent drops them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import secrets
@@ -147,6 +150,13 @@ def _response(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=dumps(body), status=status, content_type=JSON)
 
 
+def _warn(resp: web.Response, warnings: list[str]) -> web.Response:
+    """Add RFC 7234 ``Warning`` headers as kube-apiserver sends them (code 299, agent ``-``)."""
+    for text in warnings:
+        resp.headers.add("Warning", "299 - " + json.dumps(text))
+    return resp
+
+
 def _error_response(err: ApiError) -> web.Response:
     resp = _response(err.status(), err.code)
     if err.retry_after_seconds is not None:
@@ -272,7 +282,7 @@ class ApiServer:
         if verb == "create":
             return self._create(route, await self._body(request), request)
         if verb == "update":
-            return self._update(route, await self._body(request))
+            return self._update(route, await self._body(request), request)
         if verb == "patch":
             return await self._patch(route, request)
         if verb == "delete":
@@ -494,9 +504,10 @@ class ApiServer:
 
     # -- create ---------------------------------------------------------------------------
 
-    def _create(self, route: Route, body: Any, request: web.BaseRequest | None = None) -> web.Response:
+    def _create(self, route: Route, body: Any, request: web.BaseRequest) -> web.Response:
+        warnings = self._field_validation(route, request, "CreateOptions", body)
         obj = self.create_object(route.res, route.namespace, body)
-        return _response(self._view(route.res, obj), 201)
+        return _warn(_response(self._view(route.res, obj), 201), warnings)
 
     def create_object(self, res: Resource, namespace: str | None, body: Any) -> Obj:
         """Create semantics (also used to bootstrap the initial namespaces); returns stored obj."""
@@ -549,11 +560,42 @@ class ApiServer:
 
     # -- update and patch -----------------------------------------------------------------
 
-    def _update(self, route: Route, body: Any) -> web.Response:
+    def _update(self, route: Route, body: Any, request: web.BaseRequest) -> web.Response:
+        warnings = self._field_validation(route, request, "UpdateOptions", body)
         old = self._current(route)
         new = self._check_kind(route.res, body)
         result = self.update_object(route, old, new)
-        return _response(self._view(route.res, result))
+        return _warn(_response(self._view(route.res, result)), warnings)
+
+    def _field_validation(self, route: Route, request: web.BaseRequest, options_kind: str,
+                          obj: Any) -> list[str]:
+        """Apply ``fieldValidation`` to a decoded body (or a patched object): Strict raises the
+        strict decoding error, Warn returns one warning per unknown field, Ignore returns none.
+
+        Absent behaves as Ignore here (kube-apiserver's default is Warn): kubectl always sends
+        the parameter, and other clients then pay nothing for the unknown-field walk.
+        """
+        directive = request.query.get("fieldValidation")
+        if not directive or directive == "Ignore":
+            return []
+        if directive not in ("Warn", "Strict"):
+            raise ApiError(
+                422, "Invalid",
+                f'{options_kind}.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: '
+                f'"{directive}": supported values: "Ignore", "Strict", "Warn"',
+                kind=options_kind, group="meta.k8s.io",
+                causes=[Cause("fieldValidation", "FieldValueNotSupported",
+                              f'Unsupported value: "{directive}": supported values: "Ignore", "Strict", "Warn"')],
+            )
+        if not isinstance(obj, dict):
+            return []  # not an object: the normal path reports it
+        res = route.res
+        if directive == "Strict":
+            err = schema.strict_decoding_error(res.group, res.plural, obj)
+            if err is not None:
+                raise err
+            return []
+        return [f'unknown field "{p}"' for p in schema.unknown_fields(res.group, res.plural, obj)]
 
     def update_object(self, route: Route, old: Obj, new: Obj) -> Obj:
         """PUT semantics on ``new`` (in the route's view shape) against stored ``old``."""
@@ -622,9 +664,10 @@ class ApiServer:
         # two levels is enough to leave the stored snapshot untouched.
         base = {**current, "metadata": dict(current["metadata"])}
         new = patches.apply(ctype, base, body)
+        warnings = self._field_validation(route, request, "PatchOptions", new)
         new = self._check_kind(route.res, new)
         result = self.update_object(route, old, new)
-        return _response(self._view(route.res, result))
+        return _warn(_response(self._view(route.res, result)), warnings)
 
     # -- delete ---------------------------------------------------------------------------
 

@@ -250,9 +250,30 @@ def test_kubectl_apply_with_validation_rejects_an_unknown_field(kubectl: Any, ns
         "  ttlSecondsAfterFinished: 100\n", "  ttlSecondsAfterFinshed: 100\n"
     )
     proc = kubectl("apply", "-n", ns, "-f", "-", input=manifest, check=False)
-    if proc.returncode == 0:
-        pytest.xfail(
-            "kubesim server does not apply fieldValidation=Strict yet (schema.strict_decoding_error)"
-        )
-    assert 'unknown field "spec.ttlSecondsAfterFinshed"' in proc.stderr
+    assert proc.returncode != 0
+    assert 'strict decoding error: unknown field "spec.ttlSecondsAfterFinshed"' in proc.stderr
     assert kubectl("get", "-n", ns, "job", "typo", check=False).returncode != 0
+
+
+@needs_kubectl
+def test_kubectl_apply_with_validate_warn_creates_the_job_and_prints_the_warning(
+    kubectl: Any, ns: str
+) -> None:
+    manifest = JOB_YAML.format(name="warned").replace(
+        "  ttlSecondsAfterFinished: 100\n", "  ttlSecondsAfterFinished: 100\n  foo: 1\n"
+    )
+    proc = kubectl("apply", "--validate=warn", "-n", ns, "-f", "-", input=manifest)
+    assert 'Warning: unknown field "spec.foo"' in proc.stderr
+    got = json.loads(kubectl("get", "-n", ns, "job", "warned", "-o", "json").stdout)
+    assert "foo" not in got["spec"] and got["spec"]["ttlSecondsAfterFinished"] == 100
+
+
+@needs_kubectl
+def test_kubectl_apply_without_validation_drops_the_field_silently(kubectl: Any, ns: str) -> None:
+    manifest = JOB_YAML.format(name="ignored").replace(
+        "  ttlSecondsAfterFinished: 100\n", "  ttlSecondsAfterFinished: 100\n  foo: 1\n"
+    )
+    proc = kubectl("apply", "--validate=false", "-n", ns, "-f", "-", input=manifest)
+    assert "Warning" not in proc.stderr and "job.batch/ignored created" in proc.stdout
+    got = json.loads(kubectl("get", "-n", ns, "job", "ignored", "-o", "json").stdout)
+    assert "foo" not in got["spec"]
