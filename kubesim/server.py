@@ -21,6 +21,7 @@ import random
 import secrets
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -28,7 +29,7 @@ import yaml
 from aiohttp import web
 
 from kubesim import patch as patches
-from kubesim import resources, schema, strategy
+from kubesim import resources, schema, strategy, tables
 from kubesim.codec import dumps, loads
 from kubesim.errors import (
     ApiError,
@@ -47,6 +48,7 @@ from kubesim.store import (
     Filter,
     Obj,
     Store,
+    WatchEvent,
     parse_field_selector,
     parse_label_selector,
     timestamp,
@@ -274,7 +276,7 @@ class ApiServer:
             return _error_response(fault)
         verb = route.verb
         if verb == "get":
-            return self._get(route)
+            return self._get(route, request)
         if verb == "list":
             return self._list(route, request)
         if verb == "watch":
@@ -406,8 +408,15 @@ class ApiServer:
 
     # -- read verbs -----------------------------------------------------------------------
 
-    def _get(self, route: Route) -> web.Response:
-        return _response(self._view(route.res, self._current(route)))
+    def _get(self, route: Route, request: web.BaseRequest) -> web.Response:
+        obj = self._current(route)
+        table = tables.accepts_table(request.headers.get("Accept"))
+        if table is not None:
+            return _response(tables.object_table(
+                table, route.res.storage, obj, self._view(route.res, obj), self.clock.now(),
+                request.query.get("includeObject"),
+            ))
+        return _response(self._view(route.res, obj))
 
     def _list(self, route: Route, request: web.BaseRequest) -> web.Response:
         q = request.query
@@ -418,12 +427,18 @@ class ApiServer:
             raise bad_request(f"invalid limit {q.get('limit')!r}") from e
         items, token, remaining = self.store.select(route.res.storage, flt, max(0, limit), q.get("continue"))
         res = route.res
-        if flt.view is not None:
-            items = [flt.view(o) for o in items]
         meta: dict[str, Any] = {"resourceVersion": str(self.store.rv)}
         if token:
             meta["continue"] = token
             meta["remainingItemCount"] = remaining
+        table = tables.accepts_table(request.headers.get("Accept"))
+        if table is not None:
+            pairs = [(o, flt.view(o) if flt.view else o) for o in items]
+            return _response(tables.list_table(
+                table, res.storage, pairs, self.clock.now(), meta, q.get("includeObject"),
+            ))
+        if flt.view is not None:
+            items = [flt.view(o) for o in items]
         return _response({"kind": res.list_kind, "apiVersion": res.api_version, "metadata": meta, "items": items})
 
     async def _watch(self, route: Route, request: web.BaseRequest) -> web.StreamResponse:
@@ -454,8 +469,7 @@ class ApiServer:
             await resp.write(b'{"type":"ERROR","object":' + dumps(err.status()) + b"}\n")
             await resp.write_eof()
             return resp
-        view_name = res.api_version
-        view = flt.view
+        encode = self._watch_encoder(route, request, flt)
         loop = asyncio.get_running_loop()
         handles: list[asyncio.TimerHandle] = []
         queue = watcher.queue
@@ -469,7 +483,7 @@ class ApiServer:
         try:
             await resp.prepare(request)
             if initial:
-                await resp.write(b"".join(e.line(view_name, view) for e in initial))
+                await resp.write(b"".join(encode(e) for e in initial))
             else:
                 await resp.write(b"")
             closed = False
@@ -483,7 +497,7 @@ class ApiServer:
                     if isinstance(item, _Bookmark):
                         chunks.append(self._bookmark_line(res, item.rv))
                     else:
-                        chunks.append(item.line(view_name, view))
+                        chunks.append(encode(item))
                     if queue.empty():
                         break
                     item = queue.get_nowait()
@@ -497,6 +511,27 @@ class ApiServer:
             for h in handles:
                 h.cancel()
         return resp
+
+    def _watch_encoder(self, route: Route, request: web.BaseRequest,
+                       flt: Filter) -> Callable[[WatchEvent], bytes]:
+        """How this watch writes an event: the shared JSON line of its view, or (for kubectl's
+        ``get -w``) a one-row Table, with column definitions in the first event only."""
+        res = route.res
+        view_name, view = res.api_version, flt.view
+        version = tables.accepts_table(request.headers.get("Accept"))
+        if version is None:
+            return lambda event: event.line(view_name, view)
+        include = request.query.get("includeObject")
+        first = True
+
+        def table_line(event: WatchEvent) -> bytes:
+            nonlocal first
+            table = tables.watch_table(version, res.storage, event.obj, view(event.obj) if view else event.obj,
+                                       self.clock.now(), include, first)
+            first = False
+            return b'{"type":"' + event.type.encode() + b'","object":' + dumps(table) + b"}\n"
+
+        return table_line
 
     def _bookmark_line(self, res: Resource, rv: int) -> bytes:
         obj = {"kind": res.kind, "apiVersion": res.api_version, "metadata": {"resourceVersion": str(rv)}}
