@@ -207,20 +207,54 @@ class Filter:
                 return False
         return True
 
+    def select(self, event: WatchEvent) -> WatchEvent | None:
+        """The event a watcher with this filter sees, if any, as the watch cache decides it:
+        a change that makes an object stop matching is a DELETED (of its previous state, at
+        the new resourceVersion) and one that makes it start matching is an ADDED."""
+        if not self.matches(event.obj):
+            if event.prev is not None and (self.labels or self.fields) and self.matches(event.prev):
+                return event.variant("DELETED")
+            return None
+        if event.prev is not None and (self.labels or self.fields) and not self.matches(event.prev):
+            return event.variant("ADDED")
+        return event
+
 
 # --- events and watchers ----------------------------------------------------------------------
 
 
 @dataclass(eq=False)
 class WatchEvent:
-    """One change: type (ADDED, MODIFIED, DELETED), the object snapshot and its storage key."""
+    """One change: type (ADDED, MODIFIED, DELETED), the object snapshot and its storage key.
+
+    A MODIFIED event also holds ``prev``, the stored object it replaced, so that selective
+    watches can tell objects entering and leaving their selection (:meth:`Filter.select`).
+    """
 
     type: str
     obj: Obj
     key: StorageKey
     rv: int
+    prev: Obj | None = None
     # Encoded ``{"type":..,"object":..}\n`` lines per view name, computed on first use.
     lines: dict[str, bytes] = field(default_factory=dict)
+    # The ADDED / DELETED forms of a MODIFIED event, built once and shared by the watchers.
+    variants: dict[str, WatchEvent] = field(default_factory=dict)
+
+    def variant(self, kind: str) -> WatchEvent:
+        """This change seen by a watch whose selection it enters (ADDED, the new object) or
+        leaves (DELETED, the previous object at this event's resourceVersion)."""
+        found = self.variants.get(kind)
+        if found is None:
+            if kind == "ADDED":
+                found = WatchEvent("ADDED", self.obj, self.key, self.rv)
+            else:
+                assert self.prev is not None
+                prev = self.prev
+                obj = {**prev, "metadata": {**prev["metadata"], "resourceVersion": str(self.rv)}}
+                found = WatchEvent("DELETED", obj, self.key, self.rv)
+            self.variants[kind] = found
+        return found
 
     def line(self, view_name: str, view: Callable[[Obj], Obj] | None) -> bytes:
         cached = self.lines.get(view_name)
@@ -244,8 +278,9 @@ class Watcher:
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
 
     def offer(self, event: WatchEvent) -> None:
-        if self.filter.matches(event.obj):
-            self.queue.put_nowait(event)
+        selected = self.filter.select(event)
+        if selected is not None:
+            self.queue.put_nowait(selected)
 
     def close(self) -> None:
         self.queue.put_nowait(CLOSE)
@@ -370,7 +405,7 @@ class Store:
         meta["resourceVersion"] = str(rv)
         bucket[okey] = obj
         self._index(key, obj, old)
-        self._emit(WatchEvent("MODIFIED", obj, key, rv))
+        self._emit(WatchEvent("MODIFIED", obj, key, rv, old))
         return obj
 
     def remove(self, key: StorageKey, obj: Obj) -> Obj:
@@ -446,7 +481,8 @@ class Store:
                 if flt.matches(o)
             ]
         else:
-            initial = [e for e in self._history if e.rv > since and e.key == key and flt.matches(e.obj)]
+            selected = (flt.select(e) for e in self._history if e.rv > since and e.key == key)
+            initial = [e for e in selected if e is not None]
         self._watchers.setdefault(key, set()).add(watcher)
         return watcher, initial
 

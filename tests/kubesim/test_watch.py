@@ -188,3 +188,51 @@ def test_pod_watch_sees_every_kubelet_transition(core, ns):
     seen = [p for _, p in phases]
     assert seen.index("Pending") < seen.index("Running") < seen.index("Succeeded")
     assert all(t == "MODIFIED" for t, _ in phases[1:])
+
+
+def _selection_changes(batch, ns: str) -> None:
+    """A Job enters, leaves and re-enters the selection ``app=x``; one change stays outside."""
+    batch.create_namespaced_job(ns, job_body("sel", labels={"app": "x"}))
+    batch.patch_namespaced_job("sel", ns, {"metadata": {"annotations": {"a": "1"}}})
+    batch.patch_namespaced_job("sel", ns, {"metadata": {"labels": {"app": "y"}}})
+    batch.patch_namespaced_job("sel", ns, {"metadata": {"annotations": {"a": "2"}}})
+    batch.patch_namespaced_job("sel", ns, {"metadata": {"labels": {"app": "x"}}})
+
+
+SELECTION_EVENTS = [("ADDED", "x", None), ("MODIFIED", "x", "1"), ("DELETED", "x", "1"), ("ADDED", "x", "2")]
+
+
+def _seen(event) -> tuple[str, str, str | None]:
+    obj = event["object"]
+    return event["type"], obj.metadata.labels["app"], (obj.metadata.annotations or {}).get("a")
+
+
+def test_a_selective_watch_sees_objects_leave_and_enter_its_selection(batch, ns):
+    # As the watch cache: leaving the selection is a DELETED carrying the last matching state,
+    # entering it an ADDED; changes outside the selection are not sent.
+    got: list[tuple[str, str, str | None]] = []
+    rvs: list[int] = []
+    w = kubernetes.watch.Watch()
+    rv = batch.list_namespaced_job(ns).metadata.resource_version
+    threading.Thread(target=_selection_changes, args=(batch, ns), daemon=True).start()
+    for e in w.stream(batch.list_namespaced_job, ns, label_selector="app=x", resource_version=rv,
+                      timeout_seconds=5):
+        got.append(_seen(e))
+        rvs.append(int(e["object"].metadata.resource_version))
+        if len(got) == len(SELECTION_EVENTS):
+            w.stop()
+    assert got == SELECTION_EVENTS
+    assert rvs == sorted(rvs) and len(set(rvs)) == len(rvs)  # DELETED is at the leaving change's rv
+    stored = batch.read_namespaced_job("sel", ns).metadata.resource_version
+    assert rvs[-1] == int(stored)
+
+
+def test_a_selective_watch_from_history_replays_the_same_transitions(batch, ns):
+    rv = batch.list_namespaced_job(ns).metadata.resource_version
+    _selection_changes(batch, ns)
+    got = [_seen(e) for e in kubernetes.watch.Watch().stream(
+        batch.list_namespaced_job, ns, label_selector="app=x", resource_version=rv, timeout_seconds=1)]
+    assert got == SELECTION_EVENTS
+    outside = [_seen(e) for e in kubernetes.watch.Watch().stream(
+        batch.list_namespaced_job, ns, label_selector="app=y", resource_version=rv, timeout_seconds=1)]
+    assert outside == [("ADDED", "y", "1"), ("MODIFIED", "y", "2"), ("DELETED", "y", "2")]
