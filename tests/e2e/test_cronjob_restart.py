@@ -1,0 +1,86 @@
+"""Tier 4: CronJob workflows across worker deaths — a real ``batchd worker`` process SIGKILLed at
+random points across 10 schedule times, and a worker stopped across a schedule time with a
+``startingDeadlineSeconds`` (real minutes: marked slow).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from activities.kube import Kube
+from tests.conftest import eventually, running
+from tests.e2e.test_worker_process import free_port, worker_process
+from tests.integration.test_cronjob import cronjob_manifest, describe, jobs_of, started
+
+
+async def test_worker_sigkilled_across_10_schedule_times_creates_each_job_exactly_once(
+    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    skipper: Any, tmp_path: Path,
+) -> None:
+    client = temporal_env.client
+    rng = random.Random(7)
+    kube.create("CronJob", namespace, cronjob_manifest("tick", "* * * * *"))
+    health = free_port()
+    proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health)
+    proc = proc_cm.__enter__()
+    try:
+        handle = await started(client, namespace, "tick")
+        for i in range(10):
+            ff = asyncio.create_task(skipper.fast_forward(handle, timedelta(minutes=1)))
+            await asyncio.sleep(rng.uniform(0.0, 0.4))  # kill at a random point of the tick
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            proc_cm.__exit__(None, None, None)
+            proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i + 1}.log", health)
+            proc = proc_cm.__enter__()
+            assert await asyncio.wait_for(ff, 90)
+        jobs = await eventually(lambda: (j := jobs_of(kube, namespace, "tick")) and len(j) >= 10 and j,
+                                timeout=60, what="10 Jobs")
+        d = await describe(client, namespace, "tick")
+    finally:
+        proc_cm.__exit__(None, None, None)
+    # Real time passes too (about a minute and a half), so the virtual clock crosses 10 or 11
+    # schedule times: every minute between the first and the last has exactly one Job.
+    minutes = sorted(int(j["metadata"]["name"].rsplit("-", 1)[1]) for j in jobs)
+    assert len(minutes) == len(set(minutes)), minutes  # no duplicate
+    assert minutes == list(range(minutes[0], minutes[-1] + 1)) and len(minutes) >= 10, minutes  # none missing
+    assert sorted(d["active"]) == sorted(j["metadata"]["name"] for j in jobs)
+
+
+@pytest.mark.slow
+async def test_a_time_missed_beyond_the_starting_deadline_is_skipped(
+    client: Any, kube: Kube, namespace: str, task_queue: str,
+) -> None:
+    # spec B13, B22: the worker is down across a schedule time; when it comes back the missed time
+    # is older than startingDeadlineSeconds, so it is dropped silently and the next one runs.
+    # (A cron schedule: with @every, upstream's deadline clamp shifts the grid and never fires.)
+    kube.create("CronJob", namespace, cronjob_manifest("deadline", "* * * * *", sds=15))
+    async with running(client, kube, task_queue, namespace):
+        await started(client, namespace, "deadline")
+        first = await eventually(lambda: _last(client, namespace, "deadline"), timeout=75, what="first run")
+    # worker down; the next minute passes; come back 25 s after it (beyond the 15 s deadline)
+    await asyncio.sleep(max(0.0, (first + timedelta(seconds=85) - datetime.now(UTC)).total_seconds()))
+    async with running(client, kube, task_queue, namespace):
+        await asyncio.sleep(2)
+        assert await _last(client, namespace, "deadline") == first, "the missed time must not run"
+        third = await eventually(lambda: _after(client, namespace, "deadline", first), timeout=60, what="next run")
+    assert third == first + timedelta(minutes=2)
+    assert not [e for e in kube.list("Event", namespace)["items"] if e["reason"] == "MissSchedule"]  # B22: silent
+
+
+async def _last(client: Any, ns: str, name: str) -> datetime | None:
+    t = (await describe(client, ns, name))["lastScheduleTime"]
+    return datetime.fromisoformat(t.replace("Z", "+00:00")) if t else None
+
+
+async def _after(client: Any, ns: str, name: str, t: datetime) -> datetime | None:
+    last = await _last(client, ns, name)
+    return last if last and last > t else None
