@@ -15,7 +15,7 @@ Spec references are to ``shared/spec/cronjob-and-ttl.md`` (A*).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -512,3 +512,193 @@ class SuspendInput(_K8s):
 class SuspendResult(_K8s):
     suspended: bool
     changed: bool
+
+
+# --------------------------------------------------------------------------------------------
+# Job controller (finalizer-based tracking, KEP-3939). Spec references: shared/spec/job.md.
+
+POD_JOB_LABEL = "batchd.io/job-controller"  # on every Pod batchd creates: lets the bridge watch only those
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+CompletionMode = Literal["NonIndexed", "Indexed"]
+ReplacementPolicy = Literal["TerminatingOrFailed", "Failed"]
+
+
+class PodInfo(_K8s):
+    """What the Job controller reads of one of its Pods (a row of a :class:`JobSnapshot`)."""
+
+    name: str
+    uid: str
+    index: int | None = None  # completion index (Indexed Jobs); None if missing or invalid (B9)
+    phase: str = "Pending"
+    deleting: bool = False  # deletionTimestamp set
+    has_finalizer: bool = True  # batch.kubernetes.io/job-tracking still present (C1)
+    ready: bool = False
+    creation_time: datetime | None = None
+    finish_time: datetime | None = None  # F14 (a)-(d), filled in by the activity
+    restart_count: int = 0  # all containers and init containers (F4)
+    exit_codes: list[int] = Field(default_factory=list)
+
+
+class JobSpecView(_K8s):
+    """The Job spec fields the controller decides on (defaults as the API server applies them)."""
+
+    completions: int | None = 1
+    parallelism: int = 1
+    completion_mode: CompletionMode = "NonIndexed"
+    backoff_limit: int = 6
+    active_deadline_seconds: int | None = None
+    suspend: bool = False
+    pod_replacement_policy: ReplacementPolicy = "TerminatingOrFailed"
+    restart_policy: str = "Never"  # the Pod template's (F4)
+    unsupported: list[str] = Field(default_factory=list)  # fields batchd does not implement yet
+
+
+class JobStatusView(_K8s):
+    """The Job status fields the controller owns."""
+
+    active: int = 0
+    ready: int = 0
+    terminating: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    completed_indexes: str = ""
+    uncounted_succeeded: list[str] = Field(default_factory=list)
+    uncounted_failed: list[str] = Field(default_factory=list)
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class JobSnapshot(_K8s):
+    """A fresh read of a Job and all its Pods, taken by the ``observe_job`` activity."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str = ""
+    deleting: bool = False
+    gone: bool = False
+    spec: JobSpecView = Field(default_factory=JobSpecView)
+    status: JobStatusView = Field(default_factory=JobStatusView)
+    pods: list[PodInfo] = Field(default_factory=list)
+
+
+class BackoffRecord(_K8s):
+    """Pod-recreation backoff (F12, F13), durable here where upstream keeps it in memory (F15)."""
+
+    failures_after_last_success: int = 0
+    last_failure_time: datetime | None = None
+
+
+class JobMemory(_K8s):
+    """What the Job workflow remembers across syncs beyond the API's status."""
+
+    backoff: BackoffRecord = Field(default_factory=BackoffRecord)
+    finalizers_removed: list[str] = Field(default_factory=list)  # uids (C11), durable instead of in-memory
+    counted_backoff: list[str] = Field(default_factory=list)  # failed-pod uids already added to the backoff record
+
+
+class PodToCreate(_K8s):
+    index: int | None = None  # completion index for Indexed Jobs
+
+
+class JobEvent(_K8s):
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+class SyncPlan(_K8s):
+    """The decisions of one sync (upstream ``syncJob``), computed purely from a snapshot and memory.
+
+    The workflow applies them in this order, each an idempotent activity:
+    ``delete`` / ``release_and_delete`` → ``create`` → step 1 write ``record`` (if not None) →
+    step 2 remove finalizers of ``release`` → step 3 :func:`fold` and write → ``finish``.
+    """
+
+    record: JobStatusView | None = None  # step 1: status with new uncounted uids, interim conditions, counts
+    release: list[str] = Field(default_factory=list)  # step 2: pod names whose finalizer to remove
+    create: list[PodToCreate] = Field(default_factory=list)
+    delete: list[str] = Field(default_factory=list)  # plain DELETE, finalizer kept (F17: finishing)
+    release_and_delete: list[str] = Field(default_factory=list)  # finalizer removed first, not counted (B13)
+    events: list[JobEvent] = Field(default_factory=list)
+    backoff: BackoffRecord = Field(default_factory=BackoffRecord)
+    counted_backoff: list[str] = Field(default_factory=list)
+    requeue_after: timedelta | None = None  # backoff wait or active deadline
+    finished: bool = False  # the Job already carries Complete=True or Failed=True (C18)
+
+
+def _ts(raw: object) -> datetime | None:
+    if not isinstance(raw, str) or not raw:
+        return None
+    return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+
+
+def pod_info(raw: dict[str, Any]) -> PodInfo:
+    """Summarise a Pod as the Job controller reads it (B9 index, C1 finalizer, D2 ready, F14 finish time)."""
+    meta = raw.get("metadata") or {}
+    status = raw.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    idx_raw = annotations.get(COMPLETION_INDEX_ANNOTATION)
+    index = int(idx_raw) if isinstance(idx_raw, str) and idx_raw.isdigit() else None
+    statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+    terminated = [((s.get("state") or {}).get("terminated") or {}) for s in statuses]
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    ready = (conditions.get("Ready") or {}).get("status") == "True"
+    # F14: (a) every container terminated -> latest finishedAt; (b) Ready=False transition;
+    # (c) deletionTimestamp - grace; (d) creationTimestamp
+    finish: datetime | None = None
+    finished_at = [_ts(t.get("finishedAt")) for t in terminated if t]
+    if statuses and len(finished_at) == len(statuses) and all(finished_at):
+        finish = max(f for f in finished_at if f)
+    elif (conditions.get("Ready") or {}).get("status") == "False" and _ts(conditions["Ready"].get("lastTransitionTime")):
+        finish = _ts(conditions["Ready"].get("lastTransitionTime"))
+    elif _ts(meta.get("deletionTimestamp")):
+        finish = _ts(meta.get("deletionTimestamp")) - timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))  # type: ignore[operator]
+    else:
+        finish = _ts(meta.get("creationTimestamp"))
+    return PodInfo(
+        name=meta.get("name", ""), uid=meta.get("uid", ""), index=index,
+        phase=status.get("phase") or "Pending", deleting=bool(meta.get("deletionTimestamp")),
+        has_finalizer=JOB_TRACKING_FINALIZER in (meta.get("finalizers") or []), ready=ready,
+        creation_time=_ts(meta.get("creationTimestamp")), finish_time=finish,
+        restart_count=sum(int(s.get("restartCount") or 0) for s in statuses),
+        exit_codes=[int(t["exitCode"]) for t in terminated if t and t.get("exitCode") is not None],
+    )
+
+
+def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, namespace: str, name: str,
+                 uid: str) -> JobSnapshot:
+    """A :class:`JobSnapshot` from a fresh GET of the Job (None: gone) and the LIST of its Pods."""
+    infos = [pod_info(p) for p in pods]
+    if job is None or (job.get("metadata") or {}).get("uid") != uid:
+        return JobSnapshot(namespace=namespace, name=name, uid=uid, gone=True, pods=infos)
+    meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
+    unsupported = [f for f in ("podFailurePolicy", "successPolicy", "backoffLimitPerIndex", "maxFailedIndexes")
+                   if spec.get(f) is not None]
+    template_spec = ((spec.get("template") or {}).get("spec") or {})
+    uncounted = status.get("uncountedTerminatedPods") or {}
+    return JobSnapshot(
+        namespace=namespace, name=name, uid=uid, resource_version=meta.get("resourceVersion", ""),
+        deleting=bool(meta.get("deletionTimestamp")),
+        spec=JobSpecView(
+            completions=spec.get("completions"), parallelism=spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1,
+            completion_mode=spec.get("completionMode") or "NonIndexed",
+            backoff_limit=spec.get("backoffLimit", 6) if spec.get("backoffLimit") is not None else 6,
+            active_deadline_seconds=spec.get("activeDeadlineSeconds"), suspend=bool(spec.get("suspend")),
+            pod_replacement_policy=spec.get("podReplacementPolicy") or "TerminatingOrFailed",
+            restart_policy=template_spec.get("restartPolicy") or "Never", unsupported=unsupported,
+        ),
+        status=JobStatusView(
+            active=status.get("active") or 0, ready=status.get("ready") or 0, terminating=status.get("terminating") or 0,
+            succeeded=status.get("succeeded") or 0, failed=status.get("failed") or 0,
+            completed_indexes=status.get("completedIndexes") or "",
+            uncounted_succeeded=list(uncounted.get("succeeded") or []), uncounted_failed=list(uncounted.get("failed") or []),
+            start_time=_ts(status.get("startTime")), completion_time=_ts(status.get("completionTime")),
+            conditions=[Condition.model_validate(c) for c in status.get("conditions") or []],
+        ),
+        pods=infos,
+    )
