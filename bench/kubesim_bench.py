@@ -150,6 +150,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000, help="requests per operation and run")
     parser.add_argument("--objects", type=int, default=10_000, help="objects present for the watch test")
     args = parser.parse_args()
+    load = os.getloadavg()
     proc = subprocess.Popen([sys.executable, "-m", "kubesim", "--port", "0", "--no-kubelet"],
                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
@@ -171,6 +172,8 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+    # The machine is shared and noisy: print what else was running alongside the figures.
+    print("load average before/after: " + " / ".join(" ".join(f"{x:.2f}" for x in la) for la in (load, os.getloadavg())))
     print(f"{'operation':<10}{'clients':>8}{'req/s':>10}{'failed':>8}{'server CPU us/req':>19}")
     for op, clients, rate, failures, per_request in rows:
         print(f"{op:<10}{clients:>8}{rate:>10.0f}{failures:>8}{per_request:>19.0f}")

@@ -9,7 +9,8 @@ as the real server's typed decoding drops them. :func:`openapi_v3_index` and
 Every client model class carries ``openapi_types`` (python attribute → type string such as
 ``'str'``, ``'List[V1Container]'``, ``'Dict[str, str]'``) and ``attribute_map`` (python attribute
 → JSON name). Those are the generated form of upstream's OpenAPI definitions, so walking them
-reproduces the schemas. The built documents are cached: the only module-level mutable state.
+reproduces the schemas. The built documents and the per-type pruners (compiled from those
+types once, so a write walks no type strings) are cached: the only module-level mutable state.
 """
 
 from __future__ import annotations

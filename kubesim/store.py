@@ -7,7 +7,9 @@ server's event loop, so no locking is needed.
 
 Stored objects are never mutated in place: every write stores a new dict. Watch events and the
 event history hold references to those snapshots, so fan-out costs no copies, and each event's
-JSON encoding is computed once per view and shared by every watcher.
+JSON encoding is computed once per view and shared by every watcher (kubectl's Table watches,
+whose rows show ages, encode per watcher). A watch with a selector sees an object's change across
+the selector as DELETED or ADDED, as the real watch cache does.
 """
 
 from __future__ import annotations
