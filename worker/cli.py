@@ -96,7 +96,10 @@ def _run_ops(kw: dict, command: Callable[[Client], Awaitable[str]], *,  # type: 
     from worker.temporal import TemporalSettings, connect
 
     settings: TemporalSettings = _temporal_settings(kw)  # type: ignore[assignment]
-    code, out, err = asyncio.run(ops.main(lambda: connect(settings), command, timeout=timeout))
+    try:
+        code, out, err = asyncio.run(ops.main(lambda: connect(settings), command, timeout=timeout))
+    except Exception as exc:  # a bug or an unexpected SDK error: still one line and the clean exit path
+        code, out, err = ops.EXIT_FAILURE, "", f"{type(exc).__name__}: {exc}"
     if out:
         click.echo(out)
     if err:
@@ -156,8 +159,8 @@ def worker(**kw: object) -> None:
                               cronjob_selector=str(kw["cronjob_selector"]),
                               task_queue=str(kw["task_queue"]), resync_seconds=float(kw["resync_seconds"])),  # type: ignore[arg-type]
         kubeconfig=kw["kubeconfig"],  # type: ignore[arg-type]
-        health_port=int(kw["health_port"]),  # type: ignore[arg-type]
-        max_concurrent_activities=int(kw["max_concurrent_activities"]),  # type: ignore[arg-type]
+        health_port=int(kw["health_port"]),  # type: ignore[call-overload]
+        max_concurrent_activities=int(kw["max_concurrent_activities"]),  # type: ignore[call-overload]
     )
     code = 0
     try:
