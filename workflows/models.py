@@ -672,8 +672,18 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
 
 def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, namespace: str, name: str,
                  uid: str) -> JobSnapshot:
-    """A :class:`JobSnapshot` from a fresh GET of the Job (None: gone) and the LIST of its Pods."""
-    infos = [pod_info(p) for p in pods]
+    """A :class:`JobSnapshot` from a fresh GET of the Job (None: gone) and the LIST of its Pods.
+
+    Pods that finished, no longer hold the tracking finalizer and are not in the uncounted lists
+    are already counted (C1) and play no part in any decision: they are left out, which keeps
+    snapshots (and so workflow history) proportional to the Pods in flight, not to completions.
+    """
+    uncounted_uids = set()
+    if job is not None:
+        unc = ((job.get("status") or {}).get("uncountedTerminatedPods") or {})
+        uncounted_uids = {*(unc.get("succeeded") or []), *(unc.get("failed") or [])}
+    infos = [i for i in map(pod_info, pods)
+             if i.has_finalizer or i.phase not in ("Succeeded", "Failed") or i.uid in uncounted_uids]
     if job is None or (job.get("metadata") or {}).get("uid") != uid:
         return JobSnapshot(namespace=namespace, name=name, uid=uid, gone=True, pods=infos)
     meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
@@ -702,3 +712,57 @@ def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, name
         ),
         pods=infos,
     )
+
+
+class JobInput(_K8s):
+    """Start argument of the Job workflow (fresh, or carried by continue-as-new)."""
+
+    namespace: str
+    name: str
+    uid: str
+    memory: JobMemory = Field(default_factory=JobMemory)
+
+
+class ObserveJobInput(_K8s):
+    namespace: str
+    name: str
+    uid: str
+
+
+class WriteStatusInput(_K8s):
+    namespace: str
+    name: str
+    uid: str
+    status: JobStatusView
+    indexed: bool = False
+
+
+class CreatePodsInput(_K8s):
+    namespace: str
+    name: str
+    uid: str
+    indexes: list[int | None]
+
+
+class CreatePodsResult(_K8s):
+    created: list[str] = Field(default_factory=list)
+    failed: int = 0
+    invalid: str | None = None  # 422: the template is rejected; retrying cannot help
+    forbidden: str | None = None  # 403 (quota-like): back off
+    gone: bool = False
+
+
+class ReleaseInput(_K8s):
+    namespace: str
+    pods: list[str]
+
+
+class DeletePodsInput(_K8s):
+    namespace: str
+    pods: list[str]
+    release: bool = False
+
+
+class PodsResult(_K8s):
+    names: list[str] = Field(default_factory=list)
+    gone: bool = False

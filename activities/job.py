@@ -1,0 +1,219 @@
+"""Activities of the Job workflow: snapshot, Pod creation and deletion, finalizers, status writes.
+
+Layer: activities. Called by workflows/job.py by name; registered by worker/temporal.py. Each is
+idempotent and batched (one activity call handles many Pods, so history stays small however many
+Pods a Job runs). Upstream's three tracking steps map to :meth:`JobActivities.write_status`
+(step 1 and step 3) and :meth:`JobActivities.release_finalizers` (step 2). Spec references:
+shared/spec/job.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from temporalio import activity
+
+from activities.errors import Forbidden, Invalid, KubeError, NotFound, temporal_errors
+from activities.kube import Clock, Kube, SystemClock
+from workflows.models import (
+    COMPLETION_INDEX_ANNOTATION,
+    CONTROLLER_UID_LABEL,
+    JOB_TRACKING_FINALIZER,
+    POD_JOB_LABEL,
+    CreatePodsInput,
+    CreatePodsResult,
+    DeletePodsInput,
+    EventInput,
+    JobSnapshot,
+    JobStatusView,
+    ObserveJobInput,
+    PodsResult,
+    ReleaseInput,
+    WriteStatusInput,
+    job_snapshot,
+)
+
+MAX_PARALLEL = 16  # concurrent Pod requests within one activity
+#: Strategic merge patch that removes only the tracking finalizer (as upstream does, C5).
+_RELEASE = {"metadata": {"$deleteFromPrimitiveList/finalizers": [JOB_TRACKING_FINALIZER]}}
+
+
+def _stamp(t: Any) -> str | None:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
+
+
+def status_body(s: JobStatusView, indexed: bool) -> dict[str, Any]:
+    """The API form of a :class:`JobStatusView` (a full replacement of the controller-owned fields)."""
+    body: dict[str, Any] = {
+        "active": s.active, "ready": s.ready, "terminating": s.terminating,
+        "succeeded": s.succeeded, "failed": s.failed,
+        "uncountedTerminatedPods": {"succeeded": s.uncounted_succeeded, "failed": s.uncounted_failed},
+        "startTime": _stamp(s.start_time), "completionTime": _stamp(s.completion_time),
+        "conditions": [
+            {"type": c.type, "status": c.status, "reason": c.reason or "", "message": c.message or "",
+             "lastTransitionTime": _stamp(c.last_transition_time), "lastProbeTime": _stamp(c.last_transition_time)}
+            for c in s.conditions
+        ] or None,
+    }
+    if indexed:
+        body["completedIndexes"] = s.completed_indexes
+    return body
+
+
+def _truncated_prefix(job_name: str, index: int) -> str:
+    """B6: ``<job>-<i>-`` with the job part cut so the prefix stays within 58 characters."""
+    suffix = f"-{index}-"
+    return job_name[: 58 - len(suffix)] + suffix
+
+
+def build_pod(job: dict[str, Any], index: int | None) -> dict[str, Any]:
+    """A Pod for ``job`` (B1–B7): template copy, controller reference, tracking finalizer, index."""
+    meta, spec = job["metadata"], job["spec"]
+    template = spec.get("template") or {}
+    tmeta = template.get("metadata") or {}
+    labels = {**(tmeta.get("labels") or {}), POD_JOB_LABEL: "true"}
+    annotations = dict(tmeta.get("annotations") or {})
+    finalizers = list(tmeta.get("finalizers") or [])
+    if JOB_TRACKING_FINALIZER not in finalizers:
+        finalizers.append(JOB_TRACKING_FINALIZER)
+    pod_spec = copy.deepcopy(template.get("spec") or {})
+    name = meta["name"]
+    generate = f"{name}-"
+    if index is not None:
+        annotations[COMPLETION_INDEX_ANNOTATION] = str(index)
+        labels[COMPLETION_INDEX_ANNOTATION] = str(index)
+        pod_spec["hostname"] = f"{name}-{index}"
+        generate = _truncated_prefix(name, index)
+        for c in [*pod_spec.get("containers", []), *pod_spec.get("initContainers", [])]:
+            env = c.setdefault("env", [])
+            if not any(e.get("name") == "JOB_COMPLETION_INDEX" for e in env):
+                env.append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                    "fieldPath": f"metadata.labels['{COMPLETION_INDEX_ANNOTATION}']"}}})
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "generateName": generate, "namespace": meta["namespace"], "labels": labels,
+            "annotations": annotations, "finalizers": finalizers,
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": meta["uid"],
+                                 "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": pod_spec,
+    }
+
+
+class JobActivities:
+    """The Job controller activities, bound to one Kubernetes client."""
+
+    def __init__(self, kube: Kube, clock: Clock | None = None) -> None:
+        self.kube = kube
+        self.clock = clock or SystemClock()
+
+    def _pods(self, namespace: str, uid: str) -> list[dict[str, Any]]:
+        pods: list[dict[str, Any]] = []
+        cont: str | None = None
+        while True:
+            page = self.kube.list("Pod", namespace, label_selector=f"{CONTROLLER_UID_LABEL}={uid}", limit=1000,
+                                  continue_=cont)
+            pods += page.get("items") or []
+            cont = (page.get("metadata") or {}).get("continue") or None
+            if not cont:
+                return pods
+
+    @activity.defn(name="observe_job")
+    @temporal_errors
+    def observe(self, inp: ObserveJobInput) -> JobSnapshot:
+        """GET the Job and LIST its Pods (by controller-uid label), as one snapshot."""
+        job = self.kube.get("Job", inp.namespace, inp.name)
+        return job_snapshot(job, self._pods(inp.namespace, inp.uid), namespace=inp.namespace, name=inp.name,
+                            uid=inp.uid)
+
+    @activity.defn(name="write_job_status")
+    @temporal_errors
+    def write_status(self, inp: WriteStatusInput) -> PodsResult:
+        """Replace the controller-owned status fields (tracking steps 1 and 3)."""
+        try:
+            self.kube.patch("Job", inp.namespace, inp.name,
+                            {"metadata": {"uid": inp.uid}, "status": status_body(inp.status, inp.indexed)},
+                            subresource="status")
+        except NotFound:
+            return PodsResult(gone=True)
+        return PodsResult()
+
+    @activity.defn(name="create_job_pods")
+    @temporal_errors
+    def create_pods(self, inp: CreatePodsInput) -> CreatePodsResult:
+        """Create Pods in slow-start batches of 1, 2, 4, … (B18); stop after a batch with an error."""
+        job = self.kube.get("Job", inp.namespace, inp.name)
+        if job is None or job["metadata"]["uid"] != inp.uid:
+            return CreatePodsResult(gone=True)
+        out = CreatePodsResult()
+        todo = list(inp.indexes)
+        batch = 1
+        with ThreadPoolExecutor(MAX_PARALLEL) as pool:
+            while todo:
+                chunk, todo = todo[:batch], todo[batch:]
+                results = list(pool.map(lambda i: self._create_one(job, i), chunk))
+                for created, err in results:
+                    if created is not None:
+                        out.created.append(created)
+                    elif isinstance(err, Invalid):
+                        out.invalid = err.message
+                    elif isinstance(err, Forbidden):
+                        out.forbidden = err.message
+                    elif err is not None:
+                        out.failed += 1
+                if out.invalid or out.forbidden or out.failed:
+                    break
+                batch *= 2
+        if out.failed and not out.created:
+            raise KubeError(0, "CreateFailed", f"could not create Pods for Job {inp.namespace}/{inp.name}")
+        return out
+
+    def _create_one(self, job: dict[str, Any], index: int | None) -> tuple[str | None, KubeError | None]:
+        try:
+            pod = self.kube.create("Pod", job["metadata"]["namespace"], build_pod(job, index))
+            return pod["metadata"]["name"], None
+        except KubeError as err:
+            if err.reason == "Forbidden" and "NamespaceTerminating" in err.message:
+                return None, None  # B19: ignored
+            return None, err
+
+    def _release(self, namespace: str, name: str) -> str:
+        try:
+            self.kube.patch("Pod", namespace, name, _RELEASE, patch_type="application/strategic-merge-patch+json")
+        except NotFound:
+            pass
+        return name
+
+    @activity.defn(name="release_job_pods")
+    @temporal_errors
+    def release_finalizers(self, inp: ReleaseInput) -> PodsResult:
+        """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, C5)."""
+        with ThreadPoolExecutor(MAX_PARALLEL) as pool:
+            return PodsResult(names=list(pool.map(lambda n: self._release(inp.namespace, n), inp.pods)))
+
+    @activity.defn(name="delete_job_pods")
+    @temporal_errors
+    def delete_pods(self, inp: DeletePodsInput) -> PodsResult:
+        """Delete Pods; with ``release`` the finalizer goes first so they are never counted (B13)."""
+        def one(name: str) -> str:
+            if inp.release:
+                self._release(inp.namespace, name)
+            self.kube.delete("Pod", inp.namespace, name)
+            return name
+
+        with ThreadPoolExecutor(MAX_PARALLEL) as pool:
+            return PodsResult(names=list(pool.map(one, inp.pods)))
+
+    @activity.defn(name="record_job_event")
+    @temporal_errors
+    def record_event(self, inp: EventInput) -> None:
+        """Record (or aggregate) an Event on the Job."""
+        self.kube.record_event(inp.ref, type=inp.type, reason=inp.reason, message=inp.message,
+                               component=inp.component, now=self.clock.now())
+
+    def all(self) -> list[Any]:
+        return [self.observe, self.write_status, self.create_pods, self.release_finalizers, self.delete_pods,
+                self.record_event]

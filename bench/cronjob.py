@@ -1,0 +1,99 @@
+"""bench/cronjob: 500 CronJobs ``* * * * *`` over 3 minutes — creation skew, completeness, memory.
+
+    .venv/bin/python -m bench.cronjob [--cronjobs 500] [--minutes 3]
+
+Prints (never asserts): Jobs created vs expected (and duplicates), creation skew p50/p99/max
+(the first watch event of each Job minus its scheduled time), worker peak RSS. The created Jobs
+name another controller in ``spec.managedBy`` so nothing runs them: this measures scheduling only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+from bench.harness import (
+    dev_server,
+    kube_for,
+    kubesim_process,
+    percentile,
+    table,
+    workdir,
+    worker_process,
+)
+
+
+def cronjob(name: str) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": name, "labels": {"batchd.io/managed": "true"}},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {
+                "managedBy": "bench.batchd.io/nobody",
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}}
+
+
+async def main(count: int, minutes: int) -> None:
+    wd = workdir()
+    env = await dev_server()
+    async with env:
+        with kubesim_process(wd) as (_, kubeconfig):
+            kube = kube_for(kubeconfig)
+            ns = f"bench-cron-{uuid.uuid4().hex[:6]}"
+            kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+            seen: dict[str, float] = {}
+            scheduled: dict[str, datetime] = {}
+            stop = threading.Event()
+
+            def watch() -> None:
+                rv = kube.list("Job", ns, limit=1)["metadata"]["resourceVersion"]
+                while not stop.is_set():
+                    with contextlib.suppress(Exception):
+                        for ev in kube.watch("Job", ns, resource_version=rv, timeout_seconds=10):
+                            meta = ev["object"].get("metadata", {})
+                            rv = meta.get("resourceVersion", rv)
+                            if ev["type"] == "ADDED" and meta["name"] not in seen:
+                                seen[meta["name"]] = time.time()
+                                stamp = meta["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"]
+                                scheduled[meta["name"]] = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+            threading.Thread(target=watch, daemon=True).start()
+            with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-cron") as proc:
+                with ThreadPoolExecutor(8) as pool:
+                    list(pool.map(lambda i: kube.create("CronJob", ns, cronjob(f"cj-{i:04d}")), range(count)))
+                q = f'K8sNamespace = "{ns}" AND WorkflowType = "CronJob" AND ExecutionStatus = "Running"'
+                while (await env.client.count_workflows(q)).count < count:
+                    await asyncio.sleep(0.5)
+                now = datetime.now(UTC)
+                first = (now + timedelta(minutes=1)).replace(second=0, microsecond=0)
+                last = first + timedelta(minutes=minutes - 1)
+                await asyncio.sleep((last - datetime.now(UTC)).total_seconds() + 30)
+                _, peak = proc.rss_mb()
+            stop.set()
+    window = {k: v for k, v in scheduled.items() if first <= v <= last}
+    skews = [seen[k] - window[k].timestamp() for k in window]
+    expected = count * minutes
+    per_minute: dict[datetime, int] = {}
+    for t in window.values():
+        per_minute[t] = per_minute.get(t, 0) + 1
+    print(f"cronjob: {count} CronJobs '* * * * *', {minutes} schedule times ({first:%H:%M}–{last:%H:%M} UTC)")
+    print(table([
+        ("Jobs created / expected", f"{len(window)} / {expected}"),
+        ("per schedule time", ", ".join(f"{t:%H:%M}={n}" for t, n in sorted(per_minute.items()))),
+        ("creation skew p50 / p99 / max (s)",
+         f"{percentile(skews, 50):.2f} / {percentile(skews, 99):.2f} / {max(skews, default=float('nan')):.2f}"),
+        ("worker peak RSS (MiB)", f"{peak:.0f}"),
+    ]))
+    print(f"(logs in {wd})")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cronjobs", type=int, default=500)
+    parser.add_argument("--minutes", type=int, default=3)
+    a = parser.parse_args()
+    asyncio.run(main(a.cronjobs, a.minutes))
