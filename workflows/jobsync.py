@@ -1,0 +1,680 @@
+"""Pure decisions of the Job controller: one sync of upstream ``syncJob`` over a fresh snapshot.
+
+Layer: workflows, pure (no I/O, no wall clock, no randomness, no temporalio). Caller: the Job
+workflow, once per sync. An activity reads the Job and its Pods into a :class:`JobSnapshot`;
+:func:`plan_sync` turns it and the workflow's durable :class:`JobMemory` into a
+:class:`SyncPlan`; the workflow applies the plan with idempotent activities (deletes, creates,
+step 1 write ``record``, step 2 remove the finalizers of ``release``) and finally calls
+:func:`fold` (step 3) and writes its result if it changed. Every time is passed in as an aware
+datetime; a naive one is a bug and raises ValueError.
+
+Rule numbers refer to ``shared/spec/job.md``. Deliberate differences from upstream:
+
+* Finalizer removals are remembered durably (``JobMemory.finalizers_removed``, C11) and a
+  failure's contribution to the backoff record is remembered by uid
+  (``JobMemory.counted_backoff``), so a sync re-run after a crash between any two steps
+  neither double counts nor loses a count (C6, C7, C13, F13).
+* The Job is not declared finished (``Complete``/``Failed``, step 3) while any Pod of the
+  snapshot still holds the tracking finalizer and has not been released; this is what
+  "cannot be marked finished" means after the MaxUncountedPods cap (C10), and it guarantees
+  that no finalizer is left behind once the Job has finished.
+* Suspending clears ``status.startTime`` (KEP-5440, upstream since v1.35) so that resuming can
+  set it to ``now`` (F26) without breaking G22 (kubesim enforces the pre-fix rule that an
+  unsuspended Job's startTime cannot change). A Job resumed while its startTime is still set
+  keeps it.
+* ``podFailurePolicy``, ``successPolicy`` and ``backoffLimitPerIndex`` are not implemented:
+  they are reported in a Warning ``UnsupportedField`` Event and otherwise ignored, so
+  podReplacementPolicy is taken from the field alone (E2).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Literal
+
+from workflows.models import (
+    BackoffRecord,
+    Condition,
+    JobEvent,
+    JobMemory,
+    JobSnapshot,
+    JobSpecView,
+    JobStatusView,
+    PodInfo,
+    PodToCreate,
+    SyncPlan,
+)
+
+#: C10: step 1 stops recording once new indexes + uncounted uids reach this many.
+MAX_UNCOUNTED_PODS = 500
+#: B15: creates and scale-down deletes per sync.
+MAX_POD_CREATE_DELETE_PER_SYNC = 500
+#: F12: Pod recreation backoff, base and cap.
+DEFAULT_BACKOFF = timedelta(seconds=10)
+MAX_BACKOFF = timedelta(minutes=10)
+#: F16: the shortest requeue.
+MIN_REQUEUE = timedelta(seconds=1)
+
+COMPLETE, FAILED = "Complete", "Failed"
+FAILURE_TARGET, SUCCESS_CRITERIA_MET = "FailureTarget", "SuccessCriteriaMet"
+SUSPENDED = "Suspended"
+#: F3, F5, F21 (newer): reasons and messages, worded as upstream.
+BACKOFF_LIMIT_EXCEEDED = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+DEADLINE_EXCEEDED = ("DeadlineExceeded", "Job was active longer than specified deadline")
+COMPLETIONS_REACHED = ("CompletionsReached", "Reached expected number of succeeded pods")
+
+_TERMINAL = ("Succeeded", "Failed")
+_PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}  # controller.ActivePods (B11)
+_GO_ATOI = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts (D9)
+
+
+# --- index strings (D8, D9) -----------------------------------------------------------------
+
+
+def format_indexes(indexes: Iterable[int]) -> str:
+    """Format a set of completion indexes as ``status.completedIndexes`` (D8).
+
+    Args:
+        indexes: non-negative indexes, in any order, duplicates allowed.
+
+    Returns:
+        Sorted, comma-separated; runs of 3 or more as ``a-b``, a pair as ``a,b``; ``""`` if
+        empty. For example ``{1, 3, 4, 5, 7}`` gives ``1,3-5,7``.
+    """
+    out: list[str] = []
+    ordered = sorted(set(indexes))
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        if j - i >= 2:
+            out.append(f"{ordered[i]}-{ordered[j]}")
+        else:
+            out.extend(str(x) for x in ordered[i : j + 1])
+        i = j + 1
+    return ",".join(out)
+
+
+def parse_indexes(text: str, completions: int) -> set[int]:
+    """Parse an index string leniently, as upstream ``parseIndexesFromString`` (D9).
+
+    A malformed interval is skipped; an interval starting at or above ``completions`` stops
+    the parse; an interval end above ``completions - 1`` is clamped.
+
+    Args:
+        text: the string, e.g. ``status.completedIndexes``.
+        completions: ``spec.completions``.
+
+    Returns:
+        The indexes, all in ``[0, completions)``.
+    """
+    result: set[int] = set()
+    for part in text.split(","):
+        limits = part.split("-")
+        if not _GO_ATOI.fullmatch(limits[0]):
+            continue
+        first = int(limits[0])
+        if first >= completions:
+            break
+        last = first
+        if len(limits) > 1:
+            if not _GO_ATOI.fullmatch(limits[1]):
+                continue
+            last = min(int(limits[1]), completions - 1)
+        result.update(range(max(first, 0), last + 1))
+    return result
+
+
+# --- backoff (F12, F13, F16) --------------------------------------------------------------
+
+
+def backoff_remaining(
+    record: BackoffRecord,
+    now: datetime,
+    *,
+    base: timedelta = DEFAULT_BACKOFF,
+    cap: timedelta = MAX_BACKOFF,
+) -> timedelta:
+    """Time left before the next Pod may be created (F12).
+
+    Args:
+        record: the backoff record after this sync's failures were added.
+        now: the current instant (aware).
+        base: delay after the first failure.
+        cap: longest delay.
+
+    Returns:
+        ``min(base * 2**(n-1), cap) - (now - lastFailureTime)``, floored at zero; zero when
+        there is no failure since the last success.
+
+    Raises:
+        ValueError: ``now`` is naive.
+    """
+    now = _aware(now)
+    n, last = record.failures_after_last_success, record.last_failure_time
+    if n <= 0 or last is None:
+        return timedelta(0)
+    delay = base
+    for _ in range(1, n):
+        delay *= 2
+        if delay >= cap:
+            delay = cap
+            break
+    elapsed = max(now - last, timedelta(0))
+    return max(delay - elapsed, timedelta(0))
+
+
+def new_backoff_record(
+    record: BackoffRecord, succeeded: list[PodInfo], failed: list[PodInfo], now: datetime
+) -> BackoffRecord:
+    """Add the Pods that newly finished in this sync to the backoff record (F13).
+
+    Args:
+        record: the record so far.
+        succeeded: Pods newly Succeeded in this sync.
+        failed: Pods newly failed in this sync and not yet in the record.
+        now: finish time of a Pod that has none (F14 gives one in practice).
+
+    Returns:
+        The new record: failures only add up; any success restarts the count with the
+        failures that finished strictly after the latest success.
+    """
+    fail_times = sorted(_finish(p, now) for p in failed)
+    if not succeeded:
+        if not fail_times:
+            return record
+        return BackoffRecord(
+            failures_after_last_success=record.failures_after_last_success + len(fail_times),
+            last_failure_time=fail_times[-1],
+        )
+    last_success = max(_finish(p, now) for p in succeeded)
+    after = [t for t in fail_times if t > last_success]
+    return BackoffRecord(
+        failures_after_last_success=len(after), last_failure_time=after[-1] if after else None
+    )
+
+
+# --- step 3 (C6, F18-F20) -----------------------------------------------------------------
+
+
+def fold(
+    status: JobStatusView,
+    pods: list[PodInfo],
+    removed: set[str],
+    spec: JobSpecView,
+    now: datetime,
+) -> JobStatusView:
+    """Step 3: count released Pods and, once nothing is pending, finish the Job (C6, C14, F18-F20).
+
+    Each uid in the uncounted lists whose Pod no longer holds the finalizer (uid in
+    ``removed``, Pod missing from ``pods``, or ``has_finalizer`` False) moves into
+    ``succeeded``/``failed``. Then, if ``FailureTarget``/``SuccessCriteriaMet`` is True, both
+    lists are empty, ``active`` and ``terminating`` are 0 and no Pod of ``pods`` still holds an
+    unreleased finalizer, ``Failed`` (same reason/message) or ``Complete`` (+ completionTime) is
+    added with ``now`` as its time (G19-G29).
+
+    Args:
+        status: the status as written in step 1 (``plan.record``), or the snapshot's if the
+            plan had nothing to record.
+        pods: the Pods of the snapshot the plan was computed from.
+        removed: uids whose finalizer removal succeeded (``memory.finalizers_removed`` after
+            step 2).
+        spec: the Job's spec (Indexed Jobs count succeeded indexes, D7).
+        now: the current instant (aware).
+
+    Returns:
+        The status to write; equal to ``status`` if there is nothing to do.
+
+    Raises:
+        ValueError: ``now`` is naive.
+    """
+    now = _aware(now)
+    by_uid = {p.uid: p for p in pods}
+    keep_s = [u for u in status.uncounted_succeeded if not _released(u, by_uid, removed)]
+    keep_f = [u for u in status.uncounted_failed if not _released(u, by_uid, removed)]
+    succeeded = status.succeeded + len(status.uncounted_succeeded) - len(keep_s)
+    if spec.completion_mode == "Indexed" and spec.completions is not None:
+        succeeded = max(succeeded, len(parse_indexes(status.completed_indexes, spec.completions)))
+    out = status.model_copy(
+        update={
+            "uncounted_succeeded": keep_s,
+            "uncounted_failed": keep_f,
+            "succeeded": succeeded,
+            "failed": status.failed + len(status.uncounted_failed) - len(keep_f),
+        }
+    )
+    return _enact_job_finished(out, pods, removed, now)
+
+
+def _enact_job_finished(
+    status: JobStatusView, pods: list[PodInfo], removed: set[str], now: datetime
+) -> JobStatusView:
+    """Add Complete or Failed once the interim condition's Pods are all accounted (F18-F20)."""
+    if _true(status.conditions, COMPLETE) or _true(status.conditions, FAILED):
+        return status
+    target = _true(status.conditions, FAILURE_TARGET) or _true(status.conditions, SUCCESS_CRITERIA_MET)
+    if target is None or status.uncounted_succeeded or status.uncounted_failed:
+        return status  # C14
+    if status.terminating or status.active or status.ready:
+        return status  # E11, F19, G19, G27
+    if any(p.has_finalizer and p.uid not in removed for p in pods):
+        return status  # C10: Pods not yet recorded; no finalizer left behind
+    final = FAILED if target.type == FAILURE_TARGET else COMPLETE
+    conditions, _ = _ensure(status.conditions, final, "True", target.reason, target.message, now)
+    return status.model_copy(
+        update={
+            "conditions": conditions,
+            "start_time": status.start_time or now,  # G20 (a Job failed while suspended)
+            "completion_time": now if final == COMPLETE else status.completion_time,  # F20
+        }
+    )
+
+
+# --- one sync (upstream syncJob) ------------------------------------------------------------
+
+
+def plan_sync(
+    snap: JobSnapshot,
+    memory: JobMemory,
+    now: datetime,
+    *,
+    backoff_base: timedelta = DEFAULT_BACKOFF,
+    backoff_cap: timedelta = MAX_BACKOFF,
+) -> SyncPlan:
+    """Decide one sync of a Job (upstream ``syncJob``): Pods to create/delete, the step-1 status.
+
+    Args:
+        snap: a fresh read of the Job and its Pods.
+        memory: the workflow's durable memory (backoff record, released finalizers, C11).
+        now: the current instant (aware).
+        backoff_base: first recreation delay (F12); shorter only in tests.
+        backoff_cap: longest recreation delay (F12).
+
+    Returns:
+        The plan. A gone Job (``record`` None) or a finished one (``finished``, C18) only
+        releases the finalizers its Pods still hold (C15-C17, G8).
+
+    Raises:
+        ValueError: ``now`` is naive.
+    """
+    now = _aware(now)
+    if snap.gone:
+        return SyncPlan(release=[p.name for p in snap.pods if p.has_finalizer])
+    if _true(snap.status.conditions, COMPLETE) or _true(snap.status.conditions, FAILED):
+        return SyncPlan(release=[p.name for p in snap.pods if p.has_finalizer], finished=True)
+    return _Sync(snap, memory, now, backoff_base, backoff_cap).sync_job()
+
+
+class _Sync:
+    """The state of one live sync; methods mirror upstream's names (STYLE 2)."""
+
+    def __init__(
+        self, snap: JobSnapshot, memory: JobMemory, now: datetime, base: timedelta, cap: timedelta
+    ) -> None:
+        self.snap, self.spec, self.memory, self.now = snap, snap.spec, memory, now
+        self.base, self.cap = base, cap
+        self.removed = set(memory.finalizers_removed)
+        self.indexed = self.spec.completion_mode == "Indexed"
+        self.limit = self.spec.completions or 0  # Indexed: valid indexes are [0, limit) (B9)
+        self.replace_failed_only = self.spec.pod_replacement_policy == "Failed"  # E2
+        st = snap.status
+        by_uid = {p.uid: p for p in snap.pods}
+        # C7: step 3 runs at the start of every sync (crash between steps 2 and 3).
+        self.uncounted_s = [u for u in st.uncounted_succeeded if not _released(u, by_uid, self.removed)]
+        self.uncounted_f = [u for u in st.uncounted_failed if not _released(u, by_uid, self.removed)]
+        self.succeeded_total = st.succeeded + len(st.uncounted_succeeded) - len(self.uncounted_s)
+        self.failed_total = st.failed + len(st.uncounted_failed) - len(self.uncounted_f)
+        self.conditions = list(st.conditions)
+        self.start_time = st.start_time
+        self.prev_indexes = parse_indexes(st.completed_indexes, self.limit) if self.indexed else set()
+        self.active_pods = [p for p in snap.pods if _is_active(p)]  # D1
+        self.active = len(self.active_pods)
+        self.ready = sum(1 for p in self.active_pods if p.ready)  # D2
+        self.terminating = sum(1 for p in snap.pods if p.deleting and p.phase not in _TERMINAL)  # D3
+        self.succeeded = self.failed = 0  # decision counts (D5-D7)
+        self.succeeded_indexes: set[int] = set()
+        self.completed_indexes: set[int] = set(self.prev_indexes)
+        self.finishing: Condition | None = None
+        self.reached_max = False
+        self.delete: list[str] = []
+        self.release_and_delete: list[str] = []
+        self.release: list[str] = []
+        self.create: list[PodToCreate] = []
+        self.events: list[JobEvent] = []
+        self.requeue: list[timedelta] = []
+        self.backoff = memory.backoff
+        self.counted_backoff: list[str] = []
+
+    # -- the steps of syncJob --
+
+    def sync_job(self) -> SyncPlan:
+        """Run the sync in upstream's order and assemble the plan."""
+        if self.spec.unsupported:
+            self._event("Warning", "UnsupportedField",
+                        "batchd does not implement, and ignores, spec fields: "
+                        + ", ".join(self.spec.unsupported))
+        if self.start_time is None and not self.spec.suspend:
+            self.start_time = self.now  # F27
+        self.count_new_finished_pods()
+        self.finishing = self.past_failure_conditions()
+        if self.finishing is not None:
+            self.delete_active_pods()
+        else:
+            manage_called = not self.snap.deleting  # B25
+            if manage_called:
+                self.manage_job()
+            if self.complete():
+                self.finishing = _condition(SUCCESS_CRITERIA_MET, *COMPLETIONS_REACHED, self.now)
+            elif manage_called:
+                self.update_suspend_condition()
+        self.track_job_status()
+        self.add_interim_condition()
+        return self.build_plan()
+
+    def count_new_finished_pods(self) -> None:
+        """Decision counts (D5-D7, D17) and the backoff record (F13, F15)."""
+        uncounted = set(self.uncounted_s) | set(self.uncounted_f)
+        new = [p for p in self.snap.pods
+               if self._tracked(p) and p.uid not in uncounted and self._valid(p)]
+        new_succeeded = [p for p in new if p.phase == "Succeeded"]
+        new_failed = [p for p in new if self._failed(p)]
+        new_failed_uids = {p.uid for p in new_failed}
+        self.succeeded_indexes = self.prev_indexes | {
+            p.index for p in new_succeeded if p.index is not None and self.indexed}
+        if self.indexed:
+            self.succeeded = len(self.succeeded_indexes)  # D7
+        else:
+            self.succeeded = self.succeeded_total + len(self.uncounted_s) + len(new_succeeded)  # D6
+        self.failed = self.failed_total + len(self.uncounted_f) + len(new_failed)  # D5
+        # F13 with a durable record: a failure counts once, even if step 1 already recorded it.
+        counted = set(self.memory.counted_backoff)
+        recorded = set(self.snap.status.uncounted_failed)
+        for_backoff = [p for p in self.snap.pods if p.uid not in counted and self._failed(p)
+                       and self._valid(p) and (p.uid in new_failed_uids or p.uid in recorded)]
+        self.backoff = new_backoff_record(self.memory.backoff, new_succeeded, for_backoff, self.now)
+        present = {p.uid for p in self.snap.pods}
+        self.counted_backoff = [u for u in self.memory.counted_backoff if u in present]
+        self.counted_backoff += [p.uid for p in for_backoff]
+
+    def past_failure_conditions(self) -> Condition | None:
+        """The finishing condition, first that applies (F1-F6); requeue for the deadline (F6)."""
+        existing = _true(self.conditions, SUCCESS_CRITERIA_MET) or _true(self.conditions, FAILURE_TARGET)
+        if existing is not None:
+            return existing  # F1 (1), (2); F2
+        if self.failed > self.spec.backoff_limit or self.past_backoff_limit_on_failure():
+            return _condition(FAILURE_TARGET, *BACKOFF_LIMIT_EXCEEDED, self.now)  # F3, F4, F28
+        ads = self.spec.active_deadline_seconds
+        if ads is None or self.spec.suspend or self.start_time is None:
+            return None
+        left = self.start_time + timedelta(seconds=ads) - self.now
+        if left <= timedelta(0):
+            return _condition(FAILURE_TARGET, *DEADLINE_EXCEEDED, self.now)  # F5
+        self.requeue.append(left)  # F6
+        return None
+
+    def past_backoff_limit_on_failure(self) -> bool:
+        """F4: restartPolicy OnFailure counts container restarts of Pending/Running Pods."""
+        if self.spec.restart_policy != "OnFailure":
+            return False
+        restarts = sum(p.restart_count for p in self.snap.pods if p.phase in ("Pending", "Running"))
+        if self.spec.backoff_limit == 0:
+            return restarts > 0
+        return restarts >= self.spec.backoff_limit
+
+    def delete_active_pods(self) -> None:
+        """F17: a finishing Job deletes every active Pod, keeping the finalizer (no cap)."""
+        self.delete = [p.name for p in self.active_pods]
+        self.terminating += self.active  # D3
+        self.active = self.ready = 0
+
+    def manage_job(self) -> None:
+        """Suspend, scale down or create, never both (B10-B17, E3, E4, F25)."""
+        if self.spec.suspend:
+            self._scale_down(self.active_pods_for_removal(self.active))  # F25, no cap (B15)
+            return
+        want = self.want_active()
+        rm = self.active_pods_for_removal(max(self.active - want, 0))
+        if rm:
+            self._scale_down(rm[:MAX_POD_CREATE_DELETE_PER_SYNC])  # B11, B15
+            return  # B12: deletion wins
+        diff = want - self.active - (self.terminating if self.replace_failed_only else 0)  # B14
+        if diff <= 0:
+            return
+        remaining = backoff_remaining(self.backoff, self.now, base=self.base, cap=self.cap)
+        if remaining > timedelta(0):
+            self.requeue.append(max(remaining, MIN_REQUEUE))  # B16, F16
+            return
+        diff = min(diff, MAX_POD_CREATE_DELETE_PER_SYNC)  # B15
+        if self.indexed:
+            self.create = [PodToCreate(index=i) for i in self.first_pending_indexes(diff)]  # B17
+        else:
+            self.create = [PodToCreate() for _ in range(diff)]
+        self.active += len(self.create)  # D1, B22
+
+    def want_active(self) -> int:
+        """B10: the number of Pods that should be active."""
+        if self.spec.completions is None:
+            return self.active if self.succeeded > 0 else self.spec.parallelism
+        return max(0, min(self.spec.completions - self.succeeded, self.spec.parallelism))
+
+    def active_pods_for_removal(self, rm_at_least: int) -> list[PodInfo]:
+        """B11: Indexed out-of-range and duplicate Pods first, then the least advanced."""
+        rm: list[PodInfo] = []
+        left = self.active_pods
+        if self.indexed:
+            rm, left = self._duplicated_index_pods()
+        if len(rm) < rm_at_least:
+            rm += sorted(left, key=_active_pods_order)[: rm_at_least - len(rm)]
+        return rm
+
+    def _duplicated_index_pods(self) -> tuple[list[PodInfo], list[PodInfo]]:
+        """Out-of-range Pods, and all but the most advanced Pod of each index (B9, B11)."""
+        rm = [p for p in self.active_pods if not self._valid(p)]
+        by_index: dict[int, list[PodInfo]] = {}
+        for p in self.active_pods:
+            if self._valid(p) and p.index is not None:
+                by_index.setdefault(p.index, []).append(p)
+        left: list[PodInfo] = []
+        for index in sorted(by_index):
+            group = sorted(by_index[index], key=_active_pods_order)
+            rm += group[:-1]
+            left.append(group[-1])
+        return rm, left
+
+    def first_pending_indexes(self, count: int) -> list[int]:
+        """B17, E4: the lowest indexes not succeeded, not active and (under Failed) not terminating."""
+        busy = set(self.succeeded_indexes)
+        busy.update(p.index for p in self.active_pods if p.index is not None)
+        if self.replace_failed_only:
+            busy.update(p.index for p in self.snap.pods
+                        if p.index is not None and p.deleting and p.phase not in _TERMINAL)
+        out: list[int] = []
+        candidate = 0
+        while candidate < self.limit and len(out) < count:
+            if candidate not in busy:
+                out.append(candidate)
+            candidate += 1
+        return out
+
+    def complete(self) -> bool:
+        """D18: enough successes and nothing active after this sync's deletions."""
+        if self.spec.completions is None:
+            return self.succeeded > 0 and self.active == 0
+        return self.succeeded >= self.spec.completions and self.active == 0
+
+    def update_suspend_condition(self) -> None:
+        """F25-F27: Suspended=True/False and the matching Event; startTime on resume."""
+        if self.spec.suspend:
+            self.conditions, changed = _ensure(self.conditions, SUSPENDED, "True", "JobSuspended",
+                                               "Job suspended", self.now)
+            if changed:
+                self._event("Normal", "Suspended", "Job suspended")
+            self.start_time = None  # KEP-5440: lets resume reset it (see module docstring)
+            return
+        self.conditions, changed = _ensure(self.conditions, SUSPENDED, "False", "JobResumed",
+                                           "Job resumed", self.now)
+        if changed:
+            self._event("Normal", "Resumed", "Job resumed")
+            self.start_time = self.start_time or self.now  # F26
+
+    def track_job_status(self) -> None:
+        """Step 1 (C3, C8-C10, C13, D15-D17): uids to record and finalizers to release."""
+        failing = self.finishing is not None and self.finishing.type != SUCCESS_CRITERIA_MET
+        release_all = self.snap.deleting or self.finishing is not None  # C8
+        skip = set(self.release_and_delete)
+        recorded = set(self.uncounted_s) | set(self.uncounted_f)
+        new_indexes: set[int] = set()
+        for p in sorted(self.snap.pods, key=lambda q: q.uid not in recorded):  # recorded first
+            if not p.has_finalizer or p.name in skip:
+                continue
+            if p.uid in self.removed:
+                self.release.append(p.name)  # C11: already released; ask again
+                continue
+            failed = self._failed(p)
+            if not (release_all or failed or p.phase == "Succeeded"):
+                continue
+            self.release.append(p.name)
+            self._record(p, failed or failing, new_indexes)
+            if len(new_indexes) + len(self.uncounted_s) + len(self.uncounted_f) >= MAX_UNCOUNTED_PODS:
+                self.reached_max = True  # C10
+                break
+        self.completed_indexes = self.prev_indexes | new_indexes
+
+    def _record(self, p: PodInfo, count_failed: bool, new_indexes: set[int]) -> None:
+        """C3, C9, C13: record one released Pod as succeeded or failed, or not at all."""
+        if p.phase == "Succeeded" and p.uid not in self.uncounted_f:
+            if not self.indexed:
+                if p.uid not in self.uncounted_s:
+                    self.uncounted_s.append(p.uid)
+            elif self._valid(p) and p.index is not None and p.index not in self.prev_indexes:
+                new_indexes.add(p.index)
+        elif count_failed and self._valid(p) and p.uid not in self.uncounted_f:
+            self.uncounted_f.append(p.uid)  # D4, D15, D17
+
+    def add_interim_condition(self) -> None:
+        """F18, F19, F24, D19: FailureTarget or SuccessCriteriaMet in the step-1 write."""
+        cond = self.finishing
+        if cond is None:
+            return
+        self.conditions, added = _ensure(self.conditions, cond.type, "True", cond.reason,
+                                         cond.message, self.now)
+        if not added:
+            return
+        if cond.type == FAILURE_TARGET:
+            self._event("Warning", cond.reason or "", cond.message or "")
+            return
+        completions = self.spec.completions
+        if completions is not None and self.succeeded > completions:
+            self._event("Warning", "TooManySucceededPods",
+                        "Too many succeeded pods running after completion count reached")
+        self._event("Normal", "Completed", "Job completed")
+
+    def build_plan(self) -> SyncPlan:
+        """Assemble the step-1 status (None if unchanged) and the plan."""
+        st = self.snap.status
+        status = st.model_copy(update={
+            "active": self.active, "ready": self.ready, "terminating": self.terminating,
+            "succeeded": max(len(self.completed_indexes), self.succeeded_total)
+            if self.indexed else self.succeeded_total,
+            "failed": self.failed_total,
+            "completed_indexes": format_indexes(self.completed_indexes) if self.indexed else "",
+            "uncounted_succeeded": self.uncounted_s, "uncounted_failed": self.uncounted_f,
+            "start_time": self.start_time, "conditions": self.conditions,
+        })
+        if self.reached_max:
+            self.requeue.append(MIN_REQUEUE)
+        return SyncPlan(
+            record=None if status == st else status,
+            create=self.create, events=self.events, backoff=self.backoff,
+            counted_backoff=self.counted_backoff,
+            requeue_after=min(self.requeue) if self.requeue else None,
+            delete=self.delete, release_and_delete=self.release_and_delete, release=self.release,
+        )
+
+    # -- helpers --
+
+    def _scale_down(self, pods: list[PodInfo]) -> None:
+        """B13: release the finalizer, then delete; the Pods become terminating (D3)."""
+        self.release_and_delete = [p.name for p in pods]
+        self.active -= len(pods)
+        self.ready -= sum(1 for p in pods if p.ready)
+        self.terminating += len(pods)
+
+    def _tracked(self, p: PodInfo) -> bool:
+        """C1, C11: the Pod holds the finalizer and its removal was not requested."""
+        return p.has_finalizer and p.uid not in self.removed
+
+    def _valid(self, p: PodInfo) -> bool:
+        """B9, D17: any Pod of a NonIndexed Job; an index in [0, completions) otherwise."""
+        return not self.indexed or (p.index is not None and 0 <= p.index < self.limit)
+
+    def _failed(self, p: PodInfo) -> bool:
+        """D4, E5, E6: Failed, or terminating and not Succeeded under TerminatingOrFailed."""
+        if p.phase == "Failed":
+            return True
+        return not self.replace_failed_only and p.deleting and p.phase != "Succeeded"
+
+    def _event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        self.events.append(JobEvent(type=type_, reason=reason, message=message))
+
+
+# --- small pure helpers -----------------------------------------------------------------------
+
+
+def _aware(now: datetime) -> datetime:
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ValueError(f"now must be timezone-aware, got naive {now!r}")
+    return now
+
+
+def _released(uid: str, by_uid: dict[str, PodInfo], removed: set[str]) -> bool:
+    """C6: the Pod of an uncounted uid no longer holds the finalizer."""
+    pod = by_uid.get(uid)
+    return uid in removed or pod is None or not pod.has_finalizer
+
+
+def _is_active(p: PodInfo) -> bool:
+    return p.phase not in _TERMINAL and not p.deleting  # D1
+
+
+def _finish(p: PodInfo, now: datetime) -> datetime:
+    return p.finish_time or p.creation_time or now  # F14
+
+
+def _active_pods_order(p: PodInfo) -> tuple[int, bool, int, tuple[int, float]]:
+    """controller.ActivePods: pending < running, not ready < ready, more restarts, newer first."""
+    created = (0, 0.0) if p.creation_time is None else (1, -p.creation_time.timestamp())
+    return (_PHASE_RANK.get(p.phase, 0), p.ready, -p.restart_count, created)
+
+
+def _true(conditions: list[Condition], type_: str) -> Condition | None:
+    """The condition of that type if its status is True (F2)."""
+    return next((c for c in conditions if c.type == type_ and c.status == "True"), None)
+
+
+def _condition(type_: str, reason: str, message: str, now: datetime) -> Condition:
+    return Condition(type=type_, status="True", reason=reason, message=message,
+                     last_transition_time=now)
+
+
+def _ensure(
+    conditions: list[Condition], type_: str, status: str, reason: str | None,
+    message: str | None, now: datetime,
+) -> tuple[list[Condition], bool]:
+    """F23: rewrite a condition whose status/reason/message changed; never append a False one."""
+    out = list(conditions)
+    for i, c in enumerate(out):
+        if c.type == type_:
+            if (c.status, c.reason, c.message) == (status, reason, message):
+                return out, False
+            out[i] = Condition(type=type_, status=status, reason=reason, message=message,
+                               last_transition_time=now)
+            return out, True
+    if status == "False":
+        return out, False
+    out.append(Condition(type=type_, status=status, reason=reason, message=message,
+                         last_transition_time=now))
+    return out, True
