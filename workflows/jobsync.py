@@ -555,14 +555,17 @@ class _Sync:
             self.uncounted_f.append(p.uid)  # D4, D15, D17
 
     def add_interim_condition(self) -> None:
-        """F18, F19, F24, D19: FailureTarget or SuccessCriteriaMet in the step-1 write."""
+        """F18, F19, F24, D19: FailureTarget or SuccessCriteriaMet in the step-1 write.
+
+        The finish Events are planned on every sync from the interim condition until the Job
+        is finished (C18 plans none), so a crash after step 1 cannot lose them; the workflow
+        dedupes them.
+        """
         cond = self.finishing
         if cond is None:
             return
-        self.conditions, added = _ensure(self.conditions, cond.type, "True", cond.reason,
-                                         cond.message, self.now)
-        if not added:
-            return
+        self.conditions, _ = _ensure(self.conditions, cond.type, "True", cond.reason,
+                                     cond.message, self.now)
         if cond.type == FAILURE_TARGET:
             self._event("Warning", cond.reason or "", cond.message or "")
             return

@@ -1,0 +1,739 @@
+"""Tier-1 tables for workflows/jobsync.py: the Job controller's pure sync decisions.
+
+Rule numbers are those of ``shared/spec/job.md``. ``Sim`` applies a plan the way the Job
+workflow does (deletes, creates, step 1 record, step 2 release, step 3 fold) against a tiny
+in-memory cluster with a fake kubelet, can "crash" after any step and re-sync from a fresh
+snapshot, and checks every status write against the API's rules G10-G28. Every ``now`` is
+a fixed instant; the real clock is never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from workflows.jobsync import (
+    MAX_BACKOFF,
+    backoff_remaining,
+    fold,
+    format_indexes,
+    new_backoff_record,
+    parse_indexes,
+    plan_sync,
+)
+from workflows.models import (
+    BackoffRecord,
+    Condition,
+    JobMemory,
+    JobSnapshot,
+    JobSpecView,
+    JobStatusView,
+    PodInfo,
+    SyncPlan,
+)
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+S = timedelta(seconds=1)
+
+
+def pod(name: str, phase: str = "Running", *, index: int | None = None, deleting: bool = False,
+        fin: bool = True, ready: bool = False, created: datetime | None = None,
+        finished: datetime | None = None, restarts: int = 0, uid: str | None = None) -> PodInfo:
+    """A Pod row; uid defaults to ``u-<name>``."""
+    return PodInfo(name=name, uid=uid or f"u-{name}", index=index, phase=phase, deleting=deleting,
+                   has_finalizer=fin, ready=ready, creation_time=created, finish_time=finished,
+                   restart_count=restarts)
+
+
+def cond(type_: str, status: str = "True", reason: str | None = None, message: str | None = None,
+         at: datetime = NOW - 100 * S) -> Condition:
+    return Condition(type=type_, status=status, reason=reason, message=message, last_transition_time=at)
+
+
+def make_snapshot(*pods: PodInfo, status: JobStatusView | None = None, deleting: bool = False,
+                  gone: bool = False, **spec: Any) -> JobSnapshot:
+    """A snapshot of Job ``ns/job``; a status defaults to a started Job (F27)."""
+    return JobSnapshot(namespace="ns", name="job", uid="job-uid", deleting=deleting, gone=gone,
+                       spec=JobSpecView(**spec),
+                       status=status or JobStatusView(start_time=NOW - 100 * S), pods=list(pods))
+
+
+def ctype(status: JobStatusView | None, type_: str) -> Condition | None:
+    assert status is not None
+    return next((c for c in status.conditions if c.type == type_), None)
+
+
+def is_true(status: JobStatusView, type_: str) -> bool:
+    c = ctype(status, type_)
+    return c is not None and c.status == "True"
+
+
+def check_write(old: JobStatusView, new: JobStatusView, spec: JobSpecView) -> None:
+    """What kubesim's Job status strategy enforces (G10-G28)."""
+    for key in ("active", "ready", "terminating", "succeeded", "failed"):
+        assert getattr(new, key) >= 0, key  # G10
+    uids = new.uncounted_succeeded + new.uncounted_failed
+    assert all(uids) and len(set(uids)) == len(uids)  # G10
+    assert new.ready <= new.active  # G28
+    assert new.failed >= old.failed and new.succeeded >= old.succeeded  # G13, G14
+    for t in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet"):
+        assert not is_true(old, t) or is_true(new, t), t  # G15, G10
+    complete, failed = is_true(new, "Complete"), is_true(new, "Failed")
+    assert not (complete and (failed or is_true(new, "FailureTarget")))  # G16
+    assert not (is_true(new, "SuccessCriteriaMet") and (failed or is_true(new, "FailureTarget")))
+    assert not complete or is_true(new, "SuccessCriteriaMet")  # G26
+    assert not failed or is_true(new, "FailureTarget")  # G26
+    assert (new.completion_time is not None) == complete  # G25
+    assert old.completion_time is None or new.completion_time == old.completion_time  # G24
+    if complete or failed:  # G19-G21, G27
+        assert new.active == new.ready == new.terminating == 0 and not uids
+        assert new.start_time is not None
+    if old.start_time is not None and new.start_time != old.start_time:
+        assert spec.suspend  # G22 (as kubesim enforces it)
+    if new.completion_time and new.start_time:
+        assert new.completion_time >= new.start_time  # G23
+    if spec.completion_mode == "NonIndexed":
+        assert new.completed_indexes == ""  # G17
+    else:
+        assert spec.completions is not None
+        assert format_indexes(parse_indexes(new.completed_indexes, spec.completions)) == new.completed_indexes
+
+
+class Sim:
+    """A Job, its Pods and the workflow's memory; ``sync`` applies a plan like the workflow."""
+
+    def __init__(self, *, gc_finished: bool = False, **spec: Any) -> None:
+        self.spec = JobSpecView(**spec)
+        self.status = JobStatusView()
+        self.pods: dict[str, PodInfo] = {}
+        self.memory = JobMemory()
+        self.now = NOW
+        self.created = 0
+        self.events: list[str] = []
+        self.succeeded_uids: set[str] = set()  # Pods that reached Succeeded (ground truth)
+        self.failed_uids: set[str] = set()
+        self.gc_finished = gc_finished  # PodGC deletes finished Pods once their finalizer is gone
+
+    def snapshot(self) -> JobSnapshot:
+        return JobSnapshot(namespace="ns", name="job", uid="job-uid", spec=self.spec,
+                           status=self.status, pods=list(self.pods.values()))
+
+    def write(self, new: JobStatusView) -> None:
+        check_write(self.status, new, self.spec)
+        self.status = new
+
+    def set(self, name: str, **update: Any) -> None:
+        if name in self.pods:
+            self.pods[name] = self.pods[name].model_copy(update=update)
+
+    def sync(self, crash_after: str | None = None) -> SyncPlan:
+        """One sync; ``crash_after`` in create/record/release stops the workflow there."""
+        snap = self.snapshot()
+        plan = plan_sync(snap, self.memory, self.now)
+        for name in plan.delete:
+            self.set(name, deleting=True)  # F17: finalizer kept
+        for name in plan.release_and_delete:
+            self.set(name, has_finalizer=False, deleting=True)  # B13
+        for want in plan.create:
+            self.created += 1
+            name = f"job-{self.created}" if want.index is None else f"job-{want.index}-{self.created}"
+            self.pods[name] = pod(name, "Pending", index=want.index, created=self.now)
+        self.gc()
+        if crash_after == "create":
+            return plan
+        if plan.record is not None:
+            self.write(plan.record)  # step 1
+        if crash_after == "record":
+            return plan
+        uids = {p.name: p.uid for p in snap.pods}
+        for name in plan.release:  # step 2
+            self.set(name, has_finalizer=False)
+        self.memory = self.memory.model_copy(update={
+            "finalizers_removed": [*self.memory.finalizers_removed, *(uids[n] for n in plan.release)]})
+        self.gc()
+        if crash_after == "release":
+            return plan
+        base = plan.record or snap.status
+        folded = fold(base, snap.pods, set(self.memory.finalizers_removed), self.spec, self.now)
+        if folded != base:
+            self.write(folded)  # step 3
+        self.memory = self.memory.model_copy(update={"backoff": plan.backoff,
+                                                     "counted_backoff": plan.counted_backoff})
+        self.events += [e.reason for e in plan.events]
+        return plan
+
+    def gc(self) -> None:
+        for name, p in list(self.pods.items()):
+            finished = p.phase in ("Succeeded", "Failed")
+            if not p.has_finalizer and finished and (p.deleting or self.gc_finished):
+                del self.pods[name]
+
+    def kubelet(self, *, fail: Sequence[str] = ()) -> None:
+        """One tick: deleted Pods stop (Failed, E9), Running ones finish, Pending ones start."""
+        self.now += S
+        for name, p in list(self.pods.items()):
+            if p.phase in ("Succeeded", "Failed"):
+                continue
+            if p.deleting:
+                self.set(name, phase="Failed", ready=False, finish_time=self.now)
+            elif p.phase == "Running":
+                phase = "Failed" if name in fail else "Succeeded"
+                (self.failed_uids if phase == "Failed" else self.succeeded_uids).add(p.uid)
+                self.set(name, phase=phase, ready=False, finish_time=self.now)
+            else:
+                self.set(name, phase="Running", ready=True)
+        self.gc()
+
+    def finished(self) -> bool:
+        return is_true(self.status, "Complete") or is_true(self.status, "Failed")
+
+    def run(self, crash_after: str | None = None, rounds: int = 60) -> None:
+        """Sync (crashing, then re-syncing, if asked) and tick until the Job finishes."""
+        for _ in range(rounds):
+            if crash_after:
+                self.sync(crash_after)
+            self.sync()
+            if self.finished():
+                return
+            self.kubelet()
+        raise AssertionError(f"not finished: {self.status}")
+
+    def assert_clean(self) -> None:
+        """No finalizer left behind; nothing active; nothing uncounted."""
+        assert [p.name for p in self.pods.values() if p.has_finalizer] == []
+        assert self.status.active == self.status.terminating == 0
+        assert self.status.uncounted_succeeded == self.status.uncounted_failed == []
+
+
+CRASHES = [None, "create", "record", "release"]
+CRASH_IDS = ["no crash", "crash after create", "crash after step 1", "crash after step 2"]
+
+
+# --- happy paths through several syncs, with crashes between steps (C3-C7, C13, D6, D7) -------
+
+
+@pytest.mark.parametrize("gc_finished", [False, True], ids=["pods kept", "podgc deletes released pods"])
+@pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
+def test_nonindexed_runs_to_complete_counting_each_pod_once(crash: str | None, gc_finished: bool) -> None:
+    sim = Sim(completions=5, parallelism=2, gc_finished=gc_finished)
+    sim.run(crash)
+    assert sim.status.succeeded == len(sim.succeeded_uids) == 5 and sim.status.failed == 0
+    c = ctype(sim.status, "Complete")
+    assert c and c.reason == "CompletionsReached" and c.message == "Reached expected number of succeeded pods"  # F21
+    assert sim.status.completion_time == c.last_transition_time  # F20
+    assert ctype(sim.status, "SuccessCriteriaMet") is not None  # F19
+    assert sim.events.count("Completed") >= 1 and "TooManySucceededPods" not in sim.events  # F24
+    sim.assert_clean()
+
+
+@pytest.mark.parametrize("gc_finished", [False, True], ids=["pods kept", "podgc deletes released pods"])
+@pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
+def test_indexed_runs_to_complete_with_every_index_once(crash: str | None, gc_finished: bool) -> None:
+    sim = Sim(completions=7, parallelism=3, completion_mode="Indexed", gc_finished=gc_finished)
+    sim.run(crash)
+    assert sim.status.completed_indexes == "0-6" and sim.status.succeeded == 7  # D7, D8
+    assert sim.status.uncounted_succeeded == []  # C3: no uids for Indexed successes
+    assert sorted(p.index for p in sim.pods.values() if p.index is not None) == (
+        list(range(7)) if not gc_finished else [])
+    sim.assert_clean()
+
+
+def test_indexed_creates_lowest_pending_indexes_first() -> None:  # B17
+    status = JobStatusView(start_time=NOW, completed_indexes="0,2", succeeded=2)
+    plan = plan_sync(make_snapshot(pod("a", index=1), status=status, completions=8, parallelism=4,
+                                   completion_mode="Indexed"), JobMemory(), NOW)
+    assert [c.index for c in plan.create] == [3, 4, 5]
+
+
+@pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
+def test_work_queue_job_completes_after_first_success_and_the_rest_finish(crash: str | None) -> None:
+    sim = Sim(completions=None, parallelism=3)  # B10, D18
+    sim.run(crash)
+    assert sim.status.succeeded == 3 and sim.created == 3
+    sim.assert_clean()
+
+
+def test_succeeded_after_counted_failed_stays_failed() -> None:  # C13, E5
+    status = JobStatusView(start_time=NOW, uncounted_failed=["u-a"])
+    plan = plan_sync(make_snapshot(pod("a", "Succeeded"), status=status, completions=2), JobMemory(), NOW)
+    assert plan.record is None or plan.record.uncounted_succeeded == []
+    assert plan.release == ["a"]
+    folded = fold(plan.record or status, [pod("a", "Succeeded")], {"u-a"}, JobSpecView(), NOW)
+    assert (folded.succeeded, folded.failed) == (0, 1)
+
+
+def test_too_many_succeeded_pods_warns() -> None:  # D19
+    pods = [pod(n, "Succeeded") for n in "abc"]
+    plan = plan_sync(make_snapshot(*pods, completions=2, parallelism=3), JobMemory(), NOW)
+    assert [e.reason for e in plan.events] == ["TooManySucceededPods", "Completed"]
+    assert plan.record and plan.record.uncounted_succeeded == ["u-a", "u-b", "u-c"]
+
+
+# --- Pods deleted mid-run (D4, E5, C6) -----------------------------------------------------
+
+
+@pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
+def test_pod_deleted_by_someone_mid_run_is_counted_failed_once_and_replaced(crash: str | None) -> None:
+    sim = Sim(completions=2, parallelism=2)
+    sim.sync()
+    sim.kubelet()  # both running
+    victim = next(iter(sim.pods))
+    sim.set(victim, deleting=True, finish_time=sim.now)  # kubectl delete: finalizer holds it
+    if crash:
+        sim.sync(crash)
+    sim.sync()
+    assert sim.status.failed + len(sim.status.uncounted_failed) == 1
+    sim.now += 30 * S  # past the 10 s backoff (E7)
+    sim.run()
+    assert (sim.status.failed, sim.status.succeeded) == (1, 2)
+    sim.assert_clean()
+
+
+# --- backoff (F12-F16, B16, E7) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("failures", "elapsed", "remaining"),
+    [
+        (0, 0, 0),  # F12: n = 0, no delay
+        (1, 0, 10),
+        (1, 4, 6),
+        (1, 10, 0),
+        (1, 50, 0),
+        (2, 0, 20),
+        (3, 5, 35),
+        (6, 0, 320),
+        (7, 0, 600),  # 640 s capped at 10 min
+        (30, 100, 500),  # cap, no overflow
+    ],
+    ids=["no failure", "first failure", "first failure 4s ago", "exactly elapsed", "long ago",
+         "second doubles", "third 5s ago", "sixth", "seventh hits 10 min cap", "thirtieth capped"],
+)
+def test_backoff_remaining(failures: int, elapsed: int, remaining: int) -> None:
+    record = BackoffRecord(failures_after_last_success=failures, last_failure_time=NOW - elapsed * S)
+    assert backoff_remaining(record, NOW) == remaining * S
+    assert MAX_BACKOFF == timedelta(minutes=10)
+
+
+@pytest.mark.parametrize(
+    ("before", "succeeded_at", "failed_at", "after"),
+    [
+        ((2, -50), [], [], (2, -50)),
+        ((2, -50), [], [-30, -20], (4, -20)),  # failures only add up
+        ((2, -50), [-10], [], (0, None)),  # a success resets
+        ((2, -50), [-25], [-30, -20, -5], (2, -5)),  # only failures strictly after the success
+        ((0, None), [-5], [-5], (0, None)),  # same instant is not after
+    ],
+    ids=["nothing new", "failures add", "success resets", "failures after success", "tie is not after"],
+)
+def test_new_backoff_record(before: tuple[int, int | None], succeeded_at: list[int],
+                            failed_at: list[int], after: tuple[int, int | None]) -> None:  # F13
+    def rec(n: int, t: int | None) -> BackoffRecord:
+        return BackoffRecord(failures_after_last_success=n, last_failure_time=None if t is None else NOW + t * S)
+    got = new_backoff_record(rec(*before), [pod(f"s{i}", "Succeeded", finished=NOW + t * S) for i, t in enumerate(succeeded_at)],
+                             [pod(f"f{i}", "Failed", finished=NOW + t * S) for i, t in enumerate(failed_at)], NOW)
+    assert got == rec(*after)
+
+
+@pytest.mark.parametrize(
+    ("finished_ago", "creates", "requeue"),
+    [(3, 0, 7), (9.5, 0, 1), (10, 1, None), (60, 1, None)],
+    ids=["7s left: requeue 7s", "0.5s left: requeue at least 1s", "delay over: replace", "long ago: replace"],
+)
+def test_failed_pod_replacement_waits_for_backoff(finished_ago: float, creates: int, requeue: int | None) -> None:
+    snap = make_snapshot(pod("a", "Failed", finished=NOW - timedelta(seconds=finished_ago)), completions=1)
+    plan = plan_sync(snap, JobMemory(), NOW)  # B16, F16
+    assert len(plan.create) == creates
+    assert plan.requeue_after == (None if requeue is None else requeue * S)
+    assert plan.backoff.failures_after_last_success == 1 and plan.counted_backoff == ["u-a"]
+
+
+def test_backoff_counts_a_failure_once_across_a_crash_after_step_1() -> None:  # F13, C7
+    snap = make_snapshot(pod("a", "Failed", finished=NOW), completions=1)
+    first = plan_sync(snap, JobMemory(), NOW)
+    assert first.record and first.record.uncounted_failed == ["u-a"]
+    again = make_snapshot(pod("a", "Failed", finished=NOW), status=first.record, completions=1)
+    assert plan_sync(again, JobMemory(), NOW).backoff.failures_after_last_success == 1  # memory lost
+    stored = JobMemory(backoff=first.backoff, counted_backoff=first.counted_backoff)
+    assert plan_sync(again, stored, NOW).backoff.failures_after_last_success == 1  # not 2
+
+
+# --- failure conditions (F1-F6, F17-F20, D15) ----------------------------------------------
+
+
+@pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
+def test_backoff_limit_exceeded_sets_failure_target_then_failed(crash: str | None) -> None:
+    sim = Sim(completions=3, parallelism=3, backoff_limit=1)
+    sim.sync()
+    sim.kubelet()
+    names = list(sim.pods)
+    sim.kubelet(fail=names[:2])  # two failures > backoffLimit 1; the third succeeds
+    sim.pods[names[2]] = sim.pods[names[2]].model_copy(update={"phase": "Running", "ready": True})
+    sim.succeeded_uids.clear()
+    if crash:
+        sim.sync(crash)
+    plan = sim.sync()
+    ft = ctype(sim.status, "FailureTarget")
+    assert ft and (ft.reason, ft.message) == ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    assert not is_true(sim.status, "Failed")  # F19: the deleted Pod is still terminating
+    if not crash:
+        assert plan.delete == [names[2]] and names[2] in plan.release  # F17, D15
+    assert "BackoffLimitExceeded" in sim.events  # F24 Warning
+    sim.run()
+    failed = ctype(sim.status, "Failed")
+    assert failed and (failed.reason, failed.message) == (ft.reason, ft.message)  # F18
+    assert sim.status.completion_time is None  # F20
+    assert sim.status.failed == 3 and sim.status.succeeded == 0  # D15: the running Pod counts failed
+    sim.assert_clean()
+
+
+@pytest.mark.parametrize(
+    ("restarts", "phase", "limit", "fails"),
+    [(1, "Running", 0, True), (0, "Running", 0, False), (2, "Running", 3, False),
+     (3, "Pending", 3, True), (5, "Failed", 3, False)],
+    ids=["limit 0: any restart", "limit 0: no restart", "below limit", "at limit (>=)", "terminal pods ignored"],
+)
+def test_on_failure_restart_counts(restarts: int, phase: str, limit: int, fails: bool) -> None:  # F4
+    snap = make_snapshot(pod("a", phase, restarts=restarts), restart_policy="OnFailure", backoff_limit=limit,
+                         completions=5)
+    rec = plan_sync(snap, JobMemory(), NOW).record
+    got = ctype(rec, "FailureTarget") if rec else None
+    assert (got is not None and got.reason == "BackoffLimitExceeded") == fails
+
+
+@pytest.mark.parametrize(
+    ("started_ago", "suspend", "reason", "requeue"),
+    [(61, False, "DeadlineExceeded", None), (60, False, "DeadlineExceeded", None),
+     (30, False, None, 30), (600, True, None, None)],
+    ids=["past deadline", "exactly at deadline (>=)", "requeue for the deadline", "suspended Job cannot hit it"],
+)
+def test_active_deadline(started_ago: int, suspend: bool, reason: str | None, requeue: int | None) -> None:  # F5, F6
+    status = JobStatusView(start_time=NOW - started_ago * S, active=1)
+    plan = plan_sync(make_snapshot(pod("a", ready=True), status=status, active_deadline_seconds=60,
+                                   suspend=suspend), JobMemory(), NOW)
+    ft = ctype(plan.record, "FailureTarget") if plan.record else None
+    assert (ft.reason if ft else None) == reason
+    if reason:
+        assert ft and ft.message == "Job was active longer than specified deadline"
+        assert plan.delete == ["a"] and plan.record and plan.record.uncounted_failed == ["u-a"]  # F17, D15
+        assert (plan.record.active, plan.record.ready, plan.record.terminating) == (0, 0, 1)
+    assert plan.requeue_after == (None if requeue is None else requeue * S)
+
+
+def test_existing_failure_target_keeps_failing_and_success_is_never_added() -> None:  # F1, F2, G10
+    status = JobStatusView(start_time=NOW, conditions=[cond("FailureTarget", reason="DeadlineExceeded", message="m")])
+    plan = plan_sync(make_snapshot(pod("a", "Succeeded"), status=status, completions=1), JobMemory(), NOW)
+    assert plan.record and ctype(plan.record, "SuccessCriteriaMet") is None
+    done = fold(plan.record, [pod("a", "Succeeded")], {"u-a"}, JobSpecView(), NOW)
+    assert is_true(done, "Failed") and ctype(done, "Failed").reason == "DeadlineExceeded"  # type: ignore[union-attr]
+
+
+def test_job_failed_while_suspended_gets_a_start_time() -> None:  # F28, G20
+    status = JobStatusView(conditions=[cond("Suspended", reason="JobSuspended", message="Job suspended")])
+    sim_snap = make_snapshot(pod("a", "Failed", fin=True), status=status, suspend=True, backoff_limit=0)
+    plan = plan_sync(sim_snap, JobMemory(), NOW)
+    assert plan.record and ctype(plan.record, "FailureTarget") is not None
+    done = fold(plan.record, sim_snap.pods, {"u-a"}, sim_snap.spec, NOW)
+    assert is_true(done, "Failed") and done.start_time == NOW
+    check_write(sim_snap.status, done, sim_snap.spec)
+
+
+# --- podReplacementPolicy (E1-E7, D3, B14) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("policy", "phase", "counted", "released", "creates", "terminating"),
+    [
+        ("TerminatingOrFailed", "Running", True, True, 1, 1),  # E5: failed at once, replaced
+        ("Failed", "Running", False, False, 0, 1),  # E6: occupies the slot until terminal
+        ("Failed", "Failed", True, True, 1, 0),  # terminal: counted and replaced
+    ],
+    ids=["TerminatingOrFailed: terminating pod counted failed and replaced",
+         "Failed: terminating pod neither counted nor replaced",
+         "Failed: once terminal it is counted and replaced"],
+)
+def test_pod_replacement_policy_with_a_terminating_pod(policy: str, phase: str, counted: bool,
+                                                        released: bool, creates: int, terminating: int) -> None:
+    snap = make_snapshot(pod("a", phase, deleting=True, finished=NOW - 60 * S), completions=2,
+                         parallelism=1, pod_replacement_policy=policy)
+    plan = plan_sync(snap, JobMemory(), NOW)
+    assert plan.record is not None
+    assert (plan.record.uncounted_failed == ["u-a"]) == counted
+    assert (plan.release == ["a"]) == released
+    assert len(plan.create) == creates and plan.record.terminating == terminating  # D3
+    assert plan.record.active == creates
+
+
+def test_failed_policy_indexed_terminating_index_is_not_pending() -> None:  # E4, B17
+    a = pod("a", deleting=True, index=0, finished=NOW - 60 * S)
+    plan = plan_sync(make_snapshot(a, completions=4, parallelism=3, completion_mode="Indexed",
+                                   pod_replacement_policy="Failed"), JobMemory(), NOW)
+    assert [c.index for c in plan.create] == [1, 2]  # 3 - active 0 - terminating 1; index 0 busy
+    plan = plan_sync(make_snapshot(a, completions=4, parallelism=3, completion_mode="Indexed",
+                                   pod_replacement_policy="TerminatingOrFailed"), JobMemory(), NOW)
+    assert [c.index for c in plan.create] == [0, 1, 2]  # E4: pending as soon as it is deleted
+
+
+@pytest.mark.parametrize("policy", ["TerminatingOrFailed", "Failed"])
+def test_slow_terminating_pod_in_sim(policy: str) -> None:
+    sim = Sim(completions=1, parallelism=1, pod_replacement_policy=policy)
+    sim.sync()
+    sim.kubelet()
+    (name,) = sim.pods
+    sim.set(name, deleting=True, finish_time=sim.now - 60 * S)
+    plan = sim.sync()
+    assert sim.status.terminating == 1
+    assert len(plan.create) == (1 if policy == "TerminatingOrFailed" else 0)  # E1
+    sim.kubelet()  # the slow Pod reaches Failed
+    sim.now += 60 * S
+    sim.run()
+    assert (sim.status.succeeded, sim.status.failed) == (1, 1)
+    sim.assert_clean()
+
+
+# --- suspend / resume (F25-F27, B13) -------------------------------------------------------
+
+
+def test_suspend_then_resume() -> None:
+    sim = Sim(completions=4, parallelism=2, active_deadline_seconds=3600)
+    sim.sync()
+    sim.kubelet()
+    assert sim.status.start_time == NOW
+    sim.spec = sim.spec.model_copy(update={"suspend": True})
+    plan = sim.sync()
+    assert sorted(plan.release_and_delete) == sorted(sim.pods) and plan.create == []  # F25, no cap
+    assert plan.release == [] and sim.status.failed == 0  # B13: not counted
+    s = ctype(sim.status, "Suspended")
+    assert s and (s.status, s.reason, s.message) == ("True", "JobSuspended", "Job suspended")
+    assert sim.status.start_time is None and sim.status.terminating == 2
+    assert "Suspended" in sim.events
+    sim.kubelet()
+    sim.sync()
+    assert sim.pods == {} and sim.status.terminating == 0 and sim.status.failed == 0
+    sim.now += 100 * S
+    sim.spec = sim.spec.model_copy(update={"suspend": False})
+    plan = sim.sync()
+    s = ctype(sim.status, "Suspended")
+    assert s and (s.status, s.reason, s.message, s.last_transition_time) == ("False", "JobResumed", "Job resumed", sim.now)
+    assert sim.status.start_time == sim.now and len(plan.create) == 2  # F26
+    assert plan.requeue_after == 3600 * S  # F6 from the new startTime
+    assert "Resumed" in sim.events
+    sim.run()
+    assert sim.status.succeeded == 4 and sim.status.failed == 0
+    sim.assert_clean()
+
+
+def test_job_created_suspended_has_no_start_time_and_never_resumed_gets_no_false_condition() -> None:
+    plan = plan_sync(make_snapshot(status=JobStatusView(), suspend=True), JobMemory(), NOW)
+    assert plan.record and plan.record.start_time is None and plan.create == []  # F27
+    assert [e.reason for e in plan.events] == ["Suspended"]
+    plan = plan_sync(make_snapshot(status=JobStatusView()), JobMemory(), NOW)
+    assert plan.record and ctype(plan.record, "Suspended") is None and plan.record.start_time == NOW  # F26
+
+
+def test_unchanged_condition_keeps_its_timestamp() -> None:  # F23
+    status = JobStatusView(conditions=[cond("Suspended", reason="JobSuspended", message="Job suspended")])
+    plan = plan_sync(make_snapshot(status=status, suspend=True), JobMemory(), NOW)
+    assert plan.record is None and plan.events == []
+
+
+# --- Job deleting / gone / finished (C8, C9, C15-C18, G8) ------------------------------------
+
+
+def test_deleting_job_records_finished_pods_and_releases_every_finalizer() -> None:
+    pods = [pod("run"), pod("ok", "Succeeded"), pod("bad", "Failed"), pod("done", "Succeeded", fin=False)]
+    plan = plan_sync(make_snapshot(*pods, deleting=True, completions=5, parallelism=5), JobMemory(), NOW)
+    assert plan.create == [] and plan.delete == [] and plan.release_and_delete == []  # B25
+    assert sorted(plan.release) == ["bad", "ok", "run"]  # C8
+    assert plan.record and plan.record.uncounted_succeeded == ["u-ok"]
+    assert plan.record.uncounted_failed == ["u-bad"]  # C9: the running Pod is not counted
+
+
+def test_gone_job_releases_every_finalizer_and_writes_nothing() -> None:
+    pods = [pod("run"), pod("ok", "Succeeded"), pod("free", fin=False), pod("again", uid="u-r")]
+    plan = plan_sync(make_snapshot(*pods, gone=True), JobMemory(finalizers_removed=["u-r"]), NOW)
+    assert plan.record is None and sorted(plan.release) == ["again", "ok", "run"]
+    assert plan.create == plan.delete == plan.release_and_delete == [] and not plan.finished
+
+
+@pytest.mark.parametrize("final", ["Complete", "Failed"])
+def test_finished_job_only_releases(final: str) -> None:  # C18
+    status = JobStatusView(start_time=NOW, conditions=[cond(final)], completion_time=NOW if final == "Complete" else None)
+    memory = JobMemory(backoff=BackoffRecord(failures_after_last_success=3, last_failure_time=NOW))
+    plan = plan_sync(make_snapshot(pod("late", "Failed"), pod("x", fin=False), status=status), memory, NOW)
+    assert plan.finished and plan.release == ["late"] and plan.record is None
+    assert plan.create == plan.delete == plan.release_and_delete == [] and plan.events == []
+    assert plan.backoff == BackoffRecord()  # F15: dropped once finished
+
+
+# --- scale-down (B11-B13, B15) ---------------------------------------------------------------
+
+
+def test_nonindexed_scale_down_removes_least_advanced_first() -> None:
+    pods = [pod("old-ready", ready=True, created=NOW - 90 * S), pod("pending", "Pending"),
+            pod("not-ready"), pod("new-ready", ready=True, created=NOW - 10 * S)]
+    snap = make_snapshot(*pods, status=JobStatusView(start_time=NOW, active=4, ready=2), completions=10, parallelism=1)
+    plan = plan_sync(snap, JobMemory(), NOW)
+    assert plan.release_and_delete == ["pending", "not-ready", "new-ready"] and plan.create == []
+    assert plan.record and (plan.record.active, plan.record.ready, plan.record.terminating) == (1, 1, 3)
+    assert plan.release == [] and plan.record.failed == 0  # B13: never counted
+
+
+def test_indexed_scale_down_out_of_range_and_duplicates_first_and_no_create() -> None:  # B9, B11, B12
+    pods = [pod("i0-pending", "Pending", index=0), pod("i0-run", index=0, ready=True),
+            pod("i9", index=9), pod("noidx"), pod("i1", index=1, ready=True)]
+    snap = make_snapshot(*pods, completions=4, parallelism=4, completion_mode="Indexed")
+    plan = plan_sync(snap, JobMemory(), NOW)
+    assert sorted(plan.release_and_delete) == ["i0-pending", "i9", "noidx"]
+    assert plan.create == []  # B12: deletion wins, indexes 2 and 3 next sync
+
+
+def test_out_of_range_failed_pod_is_released_but_not_counted() -> None:  # B9, C9, D17
+    snap = make_snapshot(pod("i9", "Failed", index=9), completions=4, parallelism=1, completion_mode="Indexed")
+    plan = plan_sync(snap, JobMemory(), NOW)
+    assert plan.release == ["i9"] and plan.record and plan.record.uncounted_failed == []
+    assert plan.backoff == BackoffRecord()
+
+
+# --- caps (B15, C10) ----------------------------------------------------------------------------
+
+
+def test_create_cap_per_sync() -> None:  # B15
+    plan = plan_sync(make_snapshot(completions=2000, parallelism=800), JobMemory(), NOW)
+    assert len(plan.create) == 500 and plan.record and plan.record.active == 500
+
+
+def test_scale_down_cap_but_suspend_has_none() -> None:  # B15, F25
+    pods = [pod(f"p{i}") for i in range(700)]
+    plan = plan_sync(make_snapshot(*pods, completions=2000, parallelism=100), JobMemory(), NOW)
+    assert len(plan.release_and_delete) == 500
+    plan = plan_sync(make_snapshot(*pods, completions=2000, parallelism=100, suspend=True), JobMemory(), NOW)
+    assert len(plan.release_and_delete) == 700
+
+
+@pytest.mark.parametrize("mode", ["NonIndexed", "Indexed"])
+def test_max_uncounted_pods_cap_delays_completion(mode: str) -> None:  # C10
+    sim = Sim(completions=600, parallelism=600, completion_mode=mode)
+    for i in range(600):
+        sim.pods[f"p{i}"] = pod(f"p{i}", "Succeeded", index=i if mode == "Indexed" else None)
+    plan = sim.sync()
+    assert len(plan.release) == 500 and plan.requeue_after == S
+    assert is_true(sim.status, "SuccessCriteriaMet") and not is_true(sim.status, "Complete")
+    assert sim.status.succeeded == 500
+    sim.sync()
+    assert is_true(sim.status, "Complete") and sim.status.succeeded == 600
+    sim.assert_clean()
+
+
+# --- fold (C6, C14, F18-F20, G19-G27) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pods", "removed", "counts", "left"),
+    [
+        ([pod("a", "Succeeded"), pod("b", "Failed")], {"u-a", "u-b"}, (1, 1), 0),
+        ([pod("a", "Succeeded", fin=False), pod("b", "Failed", fin=False)], set(), (1, 1), 0),
+        ([], set(), (1, 1), 0),
+        ([pod("a", "Succeeded"), pod("b", "Failed")], {"u-a"}, (1, 0), 1),
+    ],
+    ids=["released this sync", "finalizer already gone", "pods already deleted", "one still holds it"],
+)
+def test_fold_moves_released_uids(pods: list[PodInfo], removed: set[str], counts: tuple[int, int], left: int) -> None:
+    status = JobStatusView(start_time=NOW, uncounted_succeeded=["u-a"], uncounted_failed=["u-b"])
+    out = fold(status, pods, removed, JobSpecView(completions=5), NOW)
+    assert (out.succeeded, out.failed) == counts
+    assert len(out.uncounted_succeeded) + len(out.uncounted_failed) == left
+
+
+@pytest.mark.parametrize(
+    ("update", "pods", "finishes"),
+    [
+        ({}, [], True),
+        ({"terminating": 1}, [], False),  # F19, E11
+        ({"uncounted_failed": ["u-z"]}, [pod("z", "Failed")], False),  # C14
+        ({}, [pod("late", "Succeeded")], False),  # C10: not all recorded yet
+        ({}, [pod("free", "Succeeded", fin=False)], True),
+    ],
+    ids=["all accounted", "terminating pods", "uncounted uid", "pod holding finalizer", "released pod"],
+)
+@pytest.mark.parametrize("interim", ["SuccessCriteriaMet", "FailureTarget"])
+def test_fold_finishes_only_when_nothing_is_pending(interim: str, update: dict[str, Any],
+                                                    pods: list[PodInfo], finishes: bool) -> None:
+    status = JobStatusView(start_time=NOW - 10 * S, succeeded=1,
+                           conditions=[cond(interim, reason="R", message="M")]).model_copy(update=update)
+    out = fold(status, pods, set(), JobSpecView(), NOW)
+    final = "Complete" if interim == "SuccessCriteriaMet" else "Failed"
+    assert is_true(out, final) == finishes
+    if finishes:
+        c = ctype(out, final)
+        assert c and (c.reason, c.message, c.last_transition_time) == ("R", "M", NOW)  # F18, F23
+        assert out.completion_time == (NOW if final == "Complete" else None)  # F20
+        check_write(status, out, JobSpecView())
+
+
+# --- index strings (D8, D9) -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("indexes", "text"),
+    [(set(), ""), ({0}, "0"), ({0, 1}, "0,1"), ({0, 1, 2}, "0-2"), ({1, 3, 4, 5, 7}, "1,3-5,7"),
+     ({5, 3, 1, 2}, "1-3,5"), ({0, 1, 3, 4}, "0,1,3,4"), ({9, 10, 11, 20, 21}, "9-11,20,21")],
+    ids=["empty", "single", "pair stays a pair", "run of three", "upstream example", "unsorted input",
+         "two pairs", "run then pair"],
+)
+def test_format_indexes(indexes: set[int], text: str) -> None:
+    assert format_indexes(indexes) == text
+    assert parse_indexes(text, 100) == indexes
+
+
+@pytest.mark.parametrize(
+    ("text", "completions", "indexes"),
+    [
+        ("", 5, set()),
+        ("1,3-5,7", 10, {1, 3, 4, 5, 7}),
+        ("x,2,3-y,4", 10, {2, 4}),  # bad intervals skipped
+        ("1,6,2", 5, {1}),  # an interval at >= completions stops the parse
+        ("2-9", 5, {2, 3, 4}),  # end clamped (elastic scale-down)
+        ("0-2,3-4", 10, {0, 1, 2, 3, 4}),
+        ("+3", 10, {3}),  # Go's Atoi accepts a sign
+        (" 3", 10, set()),
+        ("4-2", 10, set()),
+    ],
+    ids=["empty", "canonical", "garbage skipped", "stops at completions", "end clamped",
+         "adjacent intervals merge", "plus sign", "space is garbage", "reversed interval"],
+)
+def test_parse_indexes_is_lenient(text: str, completions: int, indexes: set[int]) -> None:
+    assert parse_indexes(text, completions) == indexes
+
+
+# --- unsupported fields, times ---------------------------------------------------------------------
+
+
+def test_unsupported_fields_warn_and_are_ignored() -> None:
+    snap = make_snapshot(completions=1, unsupported=["podFailurePolicy", "successPolicy"])
+    plan = plan_sync(snap, JobMemory(), NOW)
+    (event,) = plan.events
+    assert (event.type, event.reason) == ("Warning", "UnsupportedField")
+    assert "podFailurePolicy" in event.message and "successPolicy" in event.message
+    assert len(plan.create) == 1
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda now: plan_sync(make_snapshot(), JobMemory(), now),
+     lambda now: fold(JobStatusView(), [], set(), JobSpecView(), now),
+     lambda now: backoff_remaining(BackoffRecord(), now)],
+    ids=["plan_sync", "fold", "backoff_remaining"],
+)
+def test_naive_now_is_rejected(call: Any) -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        call(datetime(2026, 3, 1, 12, 0))
+
+
+def test_first_sync_initialises_status() -> None:  # F27, D1-D3
+    plan = plan_sync(make_snapshot(status=JobStatusView(), completions=3, parallelism=2), JobMemory(), NOW)
+    assert plan.record == JobStatusView(active=2, start_time=NOW)
+    assert len(plan.create) == 2 and plan.requeue_after is None
