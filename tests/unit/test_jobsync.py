@@ -116,10 +116,12 @@ class Sim:
         self.succeeded_uids: set[str] = set()  # Pods that reached Succeeded (ground truth)
         self.failed_uids: set[str] = set()
         self.gc_finished = gc_finished  # PodGC deletes finished Pods once their finalizer is gone
+        self.deleting = self.gone = False
 
     def snapshot(self) -> JobSnapshot:
         return JobSnapshot(namespace="ns", name="job", uid="job-uid", spec=self.spec,
-                           status=self.status, pods=list(self.pods.values()))
+                           status=self.status, pods=list(self.pods.values()),
+                           deleting=self.deleting, gone=self.gone)
 
     def write(self, new: JobStatusView) -> None:
         check_write(self.status, new, self.spec)
@@ -154,7 +156,7 @@ class Sim:
         self.memory = self.memory.model_copy(update={
             "finalizers_removed": [*self.memory.finalizers_removed, *(uids[n] for n in plan.release)]})
         self.gc()
-        if crash_after == "release":
+        if crash_after == "release" or snap.gone:
             return plan
         base = plan.record or snap.status
         folded = fold(base, snap.pods, set(self.memory.finalizers_removed), self.spec, self.now)
@@ -737,3 +739,51 @@ def test_first_sync_initialises_status() -> None:  # F27, D1-D3
     plan = plan_sync(make_snapshot(status=JobStatusView(), completions=3, parallelism=2), JobMemory(), NOW)
     assert plan.record == JobStatusView(active=2, start_time=NOW)
     assert len(plan.create) == 2 and plan.requeue_after is None
+
+
+# --- crash recovery at the start of a sync (C7, C11) -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pods", "removed", "moved"),
+    [
+        ([pod("a", "Succeeded", fin=False), pod("b", "Failed", fin=False)], [], (1, 1)),
+        ([], [], (1, 1)),
+        ([pod("a", "Succeeded"), pod("b", "Failed")], ["u-a", "u-b"], (1, 1)),
+        ([pod("a", "Succeeded"), pod("b", "Failed")], [], (0, 0)),
+    ],
+    ids=["crash after step 2: finalizers gone", "crash after step 2: pods deleted since",
+         "removal remembered durably (C11)", "crash after step 1: still held, not counted yet"],
+)
+def test_sync_starts_with_step_3(pods: list[PodInfo], removed: list[str], moved: tuple[int, int]) -> None:
+    status = JobStatusView(start_time=NOW, uncounted_succeeded=["u-a"], uncounted_failed=["u-b"])
+    plan = plan_sync(make_snapshot(*pods, status=status, completions=5, parallelism=0),
+                     JobMemory(finalizers_removed=removed), NOW)
+    rec = plan.record or status
+    assert (rec.succeeded, rec.failed) == moved  # C7
+    assert len(rec.uncounted_succeeded) + len(rec.uncounted_failed) == 2 - sum(moved)
+    assert sorted(plan.release) == sorted(p.name for p in pods if p.has_finalizer)  # released (again)
+    done = fold(rec, pods, {*removed, *(f"u-{n}" for n in plan.release)}, JobSpecView(), NOW)
+    assert (done.succeeded, done.failed) == (1, 1)  # never twice
+
+
+@pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
+def test_job_deleted_mid_run_frees_every_finalizer(crash: str | None) -> None:  # C8, C9, C15-C17, G8
+    sim = Sim(completions=6, parallelism=3)
+    sim.sync()
+    sim.kubelet()
+    sim.kubelet()  # three succeed
+    sim.sync()
+    sim.kubelet()  # three more running
+    sim.kubelet(fail=[n for n, p in sim.pods.items() if p.phase == "Running"][:1])  # one fails
+    sim.deleting = True  # Foreground deletion: the Job waits for its Pods
+    if crash:
+        sim.sync(crash)
+    plan = sim.sync()
+    assert plan.create == [] and [p.name for p in sim.pods.values() if p.has_finalizer] == []
+    assert (sim.status.succeeded, sim.status.failed) == (5, 1)  # finished Pods counted once
+    assert not sim.finished()
+    sim.pods["orphan"] = pod("orphan")  # e.g. created just before the deletion
+    sim.gone = True
+    plan = sim.sync()
+    assert plan.record is None and plan.release == ["orphan"]
