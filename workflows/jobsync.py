@@ -13,7 +13,8 @@ Rule numbers refer to ``shared/spec/job.md``. Deliberate differences from upstre
 * Finalizer removals are remembered durably (``JobMemory.finalizers_removed``, C11) and a
   failure's contribution to the backoff record is remembered by uid
   (``JobMemory.counted_backoff``), so a sync re-run after a crash between any two steps
-  neither double counts nor loses a count (C6, C7, C13, F13).
+  neither double counts nor loses a count (C6, C7, C13, F13). :func:`prune_finalizers_removed`
+  keeps that memory bounded however many Pods the Job runs.
 * The Job is not declared finished (``Complete``/``Failed``, step 3) while any Pod of the
   snapshot still holds the tracking finalizer and has not been released; this is what
   "cannot be marked finished" means after the MaxUncountedPods cap (C10), and it guarantees
@@ -195,6 +196,24 @@ def new_backoff_record(
     return BackoffRecord(
         failures_after_last_success=len(after), last_failure_time=after[-1] if after else None
     )
+
+
+def prune_finalizers_removed(snap: JobSnapshot, removed: Iterable[str]) -> list[str]:
+    """The part of ``memory.finalizers_removed`` still worth keeping (C11), to bound memory.
+
+    A uid matters only while a fresh read still shows its Pod holding the finalizer: a Pod that
+    is gone, or whose finalizer is gone, counts as released anyway (C6). Call it on the
+    snapshot a plan was computed from, before adding that sync's released uids.
+
+    Args:
+        snap: the fresh snapshot of this sync.
+        removed: ``memory.finalizers_removed``.
+
+    Returns:
+        The uids to keep, in their original order.
+    """
+    holding = {p.uid for p in snap.pods if p.has_finalizer}
+    return [u for u in removed if u in holding]
 
 
 # --- step 3 (C6, F18-F20) -----------------------------------------------------------------

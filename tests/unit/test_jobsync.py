@@ -23,6 +23,7 @@ from workflows.jobsync import (
     new_backoff_record,
     parse_indexes,
     plan_sync,
+    prune_finalizers_removed,
 )
 from workflows.models import (
     BackoffRecord,
@@ -787,3 +788,25 @@ def test_job_deleted_mid_run_frees_every_finalizer(crash: str | None) -> None:  
     sim.gone = True
     plan = sim.sync()
     assert plan.record is None and plan.release == ["orphan"]
+
+
+def test_prune_finalizers_removed_keeps_only_uids_a_fresh_read_still_shows_held() -> None:  # C11
+    snap = make_snapshot(pod("held"), pod("free", fin=False))
+    assert prune_finalizers_removed(snap, ["u-gone", "u-free", "u-held"]) == ["u-held"]
+
+
+@pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
+def test_pruned_memory_still_counts_each_pod_once(crash: str | None) -> None:
+    sim = Sim(completions=6, parallelism=3, gc_finished=True)
+    for _ in range(40):
+        sim.memory = sim.memory.model_copy(update={
+            "finalizers_removed": prune_finalizers_removed(sim.snapshot(), sim.memory.finalizers_removed)})
+        if crash:
+            sim.sync(crash)
+        sim.sync()
+        if sim.finished():
+            break
+        sim.kubelet()
+    assert sim.status.succeeded == 6 and sim.memory.finalizers_removed != []
+    assert prune_finalizers_removed(sim.snapshot(), sim.memory.finalizers_removed) == []
+    sim.assert_clean()
