@@ -38,17 +38,23 @@ from workflows.identity import (
     K8S_UID,
     TASK_QUEUE,
     cronjob_workflow_id,
+    job_workflow_id,
     ttl_workflow_id,
 )
+from workflows.job import JobWorkflow
 from workflows.models import (
+    CONTROLLER_UID_LABEL,
     CRONJOB_MANAGED_LABEL,
     JOB_MANAGED_BY,
+    JOB_NAME_LABEL,
+    POD_JOB_LABEL,
     POD_TTL_LABEL,
     CronJob,
     CronJobInput,
     CronJobObservation,
     CronJobState,
     Job,
+    JobInput,
     JobSummary,
     Pod,
     TTLInput,
@@ -182,6 +188,7 @@ class Bridge:
         self._warned: set[tuple[str, str]] = set()  # (uid, problem) already reported as an Event
         self._cronjobs: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of managed CronJobs
         self._sent: dict[str, Any] = {}  # uid -> what the CronJob workflow was last told about it
+        self._to_poke: set[str] = set()  # Job workflows to poke on the next tick (coalesces Pod events)
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -203,6 +210,9 @@ class Bridge:
             self._informers.append(Informer(self.kube, "Job", ns, self._enqueue, resync_seconds=resync))
             self._informers.append(Informer(self.kube, "Pod", ns, self._enqueue, label_selector=POD_TTL_LABEL,
                                             resync_seconds=resync))
+            self._informers.append(Informer(self.kube, "Pod", ns, self._enqueue, label_selector=POD_JOB_LABEL,
+                                            resync_seconds=resync))
+        self._tasks.append(asyncio.create_task(self._poker(), name="bridge-poker"))
         for inf in self._informers[len(cronjobs):]:
             inf.start()
 
@@ -271,10 +281,17 @@ class Bridge:
             if self.settings.ttl_scope == "all" or job.spec.managed_by == JOB_MANAGED_BY:
                 await self.ttl(etype, TTLObservation.of_job(job))
             await self.cronjob_job(etype, job, obj)
+            if job.spec.managed_by == JOB_MANAGED_BY:
+                await self.job(etype, job)
         elif kind == "CronJob":
             await self.cronjob(etype, obj)
         elif kind == "Pod":
-            await self.ttl(etype, TTLObservation.of_pod(Pod.model_validate(obj)))
+            labels = meta.get("labels") or {}
+            if POD_TTL_LABEL in labels:
+                await self.ttl(etype, TTLObservation.of_pod(Pod.model_validate(obj)))
+            if POD_JOB_LABEL in labels and labels.get(CONTROLLER_UID_LABEL) and labels.get(JOB_NAME_LABEL):
+                self._to_poke.add(job_workflow_id(meta.get("namespace", ""), labels[JOB_NAME_LABEL],
+                                                  labels[CONTROLLER_UID_LABEL]))
 
     async def ttl(self, etype: str, obs: TTLObservation) -> None:
         """Start or inform the TTL workflow of one object."""
@@ -297,6 +314,41 @@ class Bridge:
             # TTL removed, or someone else began deleting it: the workflow re-checks and ends.
             await self._signal(wid, obs)
             self._dispatched[wid] = obs.resource_version
+
+    async def job(self, etype: str, job: Job) -> None:
+        """Start (or poke) the Job workflow of a Job batchd runs; its own status writes are skipped."""
+        meta = job.metadata
+        wid = job_workflow_id(meta.namespace, meta.name, meta.uid)
+        finished = TTLObservation.of_job(job).finished
+        seen = (meta.generation, meta.deletion_timestamp is not None, finished, etype == "DELETED")
+        if self._sent.get(meta.uid) == seen:
+            return
+        if etype == "DELETED" or finished:
+            await self._signal(wid, None, name="poke")  # a running workflow follows through; none is started
+        else:
+            await _retry(lambda: self.client.start_workflow(
+                JobWorkflow.run, JobInput(namespace=meta.namespace, name=meta.name, uid=meta.uid), id=wid,
+                task_queue=self.settings.task_queue, start_signal="poke",
+                search_attributes=_attributes("Job", meta.namespace, meta.name, meta.uid),
+                static_summary=f"Job {meta.namespace}/{meta.name}",
+            ))
+        if etype == "DELETED":
+            self._sent.pop(meta.uid, None)
+        else:
+            self._sent[meta.uid] = seen
+
+    async def _poker(self, interval: float = 0.2) -> None:
+        """Send at most one ``poke`` per Job workflow per tick, however many Pod events came in."""
+        while True:
+            await asyncio.sleep(interval)
+            if not self._to_poke:
+                continue
+            batch, self._to_poke = self._to_poke, set()
+            results = await asyncio.gather(*(self._signal(wid, None, name="poke") for wid in batch),
+                                           return_exceptions=True)
+            for wid, res in zip(batch, results, strict=True):
+                if isinstance(res, Exception):
+                    log.warning("could not poke %s: %s", wid, res)
 
     async def cronjob(self, etype: str, obj: dict[str, Any]) -> None:
         """Start or inform the CronJob workflow; status-only changes (our own writes) are skipped."""
@@ -368,8 +420,9 @@ class Bridge:
 
     async def _signal(self, wid: str, arg: Any, *, name: str = "observe") -> None:
         handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(wid)
+        args = [] if arg is None else [arg]
         try:
-            await _retry(lambda: handle.signal(name, arg))
+            await _retry(lambda: handle.signal(name, *args))
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise  # NOT_FOUND: no workflow or it already ended; nothing to tell

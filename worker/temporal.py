@@ -27,15 +27,17 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.cronjob import CronJobActivities
+from activities.job import JobActivities
 from activities.kube import Clock, Kube
 from activities.ttl import TTLActivities
 from workflows.cronjob import CronJobWorkflow
 from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE
+from workflows.job import JobWorkflow
 from workflows.ttl import TTLAfterFinishedWorkflow
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS: list[type] = [TTLAfterFinishedWorkflow, CronJobWorkflow]
+WORKFLOWS: list[type] = [TTLAfterFinishedWorkflow, CronJobWorkflow, JobWorkflow]
 
 
 @dataclass(frozen=True)
@@ -120,11 +122,12 @@ def build_worker(
     """A worker with every batchd workflow and activity; sync activities run in a thread pool."""
     ttl = TTLActivities(kube, clock)
     cronjob = CronJobActivities(kube, clock)
+    job = JobActivities(kube, clock)
     return Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=[*ttl.all(), *cronjob.all()],
+        activities=[*ttl.all(), *cronjob.all(), *job.all()],
         activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="activity"),
         max_concurrent_activities=max_concurrent_activities,
         **options,

@@ -103,7 +103,7 @@ async def test_worker_killed_with_200_ttl_timers_asleep_deletes_all_on_time_once
     client = temporal_env.client
     query = f'K8sNamespace = "{namespace}" AND ExecutionStatus = "Running"'
     with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker1.log", health) as proc:
-        await eventually(lambda: _count(client, query, n), timeout=60, what="200 TTL workflows running")
+        await eventually(lambda: _count(client, query, n), timeout=120, what="200 TTL workflows running")
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert all(kube.get("Job", namespace, name) for name in list(ttls)[:5]), "nothing may be deleted before expiry"

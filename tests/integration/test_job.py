@@ -1,0 +1,215 @@
+"""Tier 3: the Job controller end to end — kubesim's fake kubelet runs the Pods, the real dev server
+runs the workflows. Spec references: shared/spec/job.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio.client import Client
+
+from activities.kube import Kube
+from tests.conftest import eventually, running
+from workflows.identity import job_workflow_id
+from workflows.models import JOB_MANAGED_BY, JOB_TRACKING_FINALIZER
+
+
+def job_manifest(name: str, *, completions: int | None = 1, parallelism: int = 1, indexed: bool = False,
+                 run_seconds: float = 0.3, exit_code: int = 0, backoff_limit: int | None = None,
+                 deadline: int | None = None, suspend: bool = False, policy: str | None = None,
+                 terminate_seconds: float | None = None, ttl: int | None = None, grace: int = 1,
+                 container_name: str = "main") -> dict[str, Any]:
+    annotations = {"kubesim.batchd.io/run-seconds": str(run_seconds), "kubesim.batchd.io/exit-code": str(exit_code)}
+    if terminate_seconds is not None:
+        annotations["kubesim.batchd.io/terminate-seconds"] = str(terminate_seconds)
+    spec: dict[str, Any] = {
+        "managedBy": JOB_MANAGED_BY, "parallelism": parallelism, "suspend": suspend,
+        "template": {"metadata": {"labels": {"app": name}, "annotations": annotations},
+                     "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": grace,
+                              "containers": [{"name": container_name, "image": "busybox:1.36"}]}},
+    }
+    if completions is not None:
+        spec["completions"] = completions
+    if indexed:
+        spec["completionMode"] = "Indexed"
+    for key, value in (("backoffLimit", backoff_limit), ("activeDeadlineSeconds", deadline),
+                       ("podReplacementPolicy", policy), ("ttlSecondsAfterFinished", ttl)):
+        if value is not None:
+            spec[key] = value
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+
+
+def pods_of(kube: Kube, ns: str, job: dict[str, Any]) -> list[dict[str, Any]]:
+    uid = job["metadata"]["uid"]
+    return kube.list("Pod", ns, label_selector=f"batch.kubernetes.io/controller-uid={uid}")["items"]
+
+
+def condition(job: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    if not job:
+        return None
+    return next((c for c in job.get("status", {}).get("conditions") or [] if c["type"] == type_ and c["status"] == "True"), None)
+
+
+async def outcome(client: Client, ns: str, job: dict[str, Any], timeout: float = 60) -> str:
+    wid = job_workflow_id(ns, job["metadata"]["name"], job["metadata"]["uid"])
+    await eventually(lambda: _exists(client, wid), what=f"workflow {wid}")
+    return await asyncio.wait_for(client.get_workflow_handle(wid).result(), timeout)
+
+
+async def _exists(client: Client, wid: str) -> bool:
+    try:
+        await client.get_workflow_handle(wid).describe()
+        return True
+    except Exception:
+        return False
+
+
+def no_finalizers_left(kube: Kube, ns: str, job: dict[str, Any]) -> bool:
+    return not [p for p in pods_of(kube, ns, job) if JOB_TRACKING_FINALIZER in p["metadata"].get("finalizers", [])]
+
+
+async def test_nonindexed_job_runs_to_complete_and_counts_every_pod_once(client, kube: Kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("plain", completions=3, parallelism=2))
+        assert await outcome(client, namespace, job) == "Complete"
+    fresh = kube.get("Job", namespace, "plain")
+    st = fresh["status"]
+    assert st["succeeded"] == 3 and st.get("failed", 0) == 0 and st["active"] == 0
+    assert condition(fresh, "SuccessCriteriaMet") and condition(fresh, "Complete")  # spec F19, G26
+    assert st["completionTime"] and st["startTime"]
+    assert st["uncountedTerminatedPods"] in ({}, {"succeeded": [], "failed": []})
+    pods = pods_of(kube, namespace, fresh)
+    assert len(pods) == 3 and no_finalizers_left(kube, namespace, fresh)
+    p = pods[0]["metadata"]
+    assert p["labels"]["batch.kubernetes.io/job-name"] == "plain"  # spec B1, A9
+    owner = p["ownerReferences"][0]
+    assert (owner["kind"], owner["controller"], owner["blockOwnerDeletion"]) == ("Job", True, True)  # spec B2
+
+
+async def test_indexed_job_completes_every_index_once(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("idx", completions=4, parallelism=2, indexed=True))
+        assert await outcome(client, namespace, job) == "Complete"
+    fresh = kube.get("Job", namespace, "idx")
+    assert fresh["status"]["completedIndexes"] == "0-3" and fresh["status"]["succeeded"] == 4  # spec D7, D8
+    pods = pods_of(kube, namespace, fresh)
+    indexes = sorted(int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]) for p in pods)
+    assert indexes == [0, 1, 2, 3]
+    for p in pods:
+        i = p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        assert p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == i  # spec B4
+        assert p["spec"]["hostname"] == f"idx-{i}"  # spec B5
+        assert p["metadata"]["generateName"] == f"idx-{i}-"  # spec B6
+
+
+async def test_a_pod_deleted_mid_run_is_counted_once_and_replaced(client, kube, namespace, task_queue):
+    # spec E5: under TerminatingOrFailed a deleted running Pod counts failed at once
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("victim", completions=2, parallelism=2, run_seconds=3))
+        victim = await eventually(lambda: next((p for p in pods_of(kube, namespace, job)
+                                                if p.get("status", {}).get("phase") == "Running"), None))
+        kube.delete("Pod", namespace, victim["metadata"]["name"])
+        assert await outcome(client, namespace, job) == "Complete"
+    st = kube.get("Job", namespace, "victim")["status"]
+    assert st["succeeded"] == 2 and st["failed"] == 1
+    assert no_finalizers_left(kube, namespace, job)
+
+
+async def test_backoff_limit_fails_the_job_after_retries(client, kube, namespace, task_queue):
+    # spec F3, F18: FailureTarget then Failed, reason BackoffLimitExceeded
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("crash", exit_code=1, backoff_limit=1, run_seconds=0.1))
+        assert await outcome(client, namespace, job, timeout=90) == "Failed"
+    fresh = kube.get("Job", namespace, "crash")
+    failed = condition(fresh, "Failed")
+    assert failed and failed["reason"] == "BackoffLimitExceeded" and condition(fresh, "FailureTarget")
+    assert fresh["status"]["failed"] == 2 and not fresh["status"].get("completionTime")  # spec F20
+    pods = sorted(pods_of(kube, namespace, fresh), key=lambda p: p["metadata"]["creationTimestamp"])
+    assert len(pods) == 2 and no_finalizers_left(kube, namespace, fresh)
+
+
+async def test_active_deadline_fails_the_job_and_deletes_its_pods(client, kube, namespace, task_queue):
+    # spec F5, F17
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("slow", run_seconds=60, deadline=2))
+        assert await outcome(client, namespace, job) == "Failed"
+    fresh = kube.get("Job", namespace, "slow")
+    assert condition(fresh, "Failed")["reason"] == "DeadlineExceeded"
+    assert fresh["status"]["active"] == 0 and no_finalizers_left(kube, namespace, fresh)
+
+
+async def test_replacement_policy_failed_waits_for_a_terminating_pod_to_finish(client, kube, namespace, task_queue):
+    # spec E1, E3, E6, D3: under Failed, no replacement while the old Pod is terminating
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("patient", run_seconds=60, policy="Failed",
+                                                          terminate_seconds=3, grace=30))
+        first = await eventually(lambda: _running(kube, namespace, job))
+        kube.delete("Pod", namespace, first["metadata"]["name"])
+        await eventually(lambda: kube.get("Job", namespace, "patient")["status"].get("terminating") == 1,
+                         what="terminating=1")
+        assert [p["metadata"]["uid"] for p in pods_of(kube, namespace, job)] == [first["metadata"]["uid"]]
+        replacement = await eventually(lambda: _other(kube, namespace, job, first), timeout=40, what="replacement")
+        old = kube.get("Pod", namespace, first["metadata"]["name"])
+        assert old is None or old["status"]["phase"] == "Failed", "replaced only once terminal"
+        assert replacement["metadata"]["creationTimestamp"] >= first["metadata"]["creationTimestamp"]
+        kube.delete("Job", namespace, "patient", propagation="Foreground")
+        assert await outcome(client, namespace, job) == "gone"
+
+
+async def test_replacement_policy_terminating_or_failed_replaces_while_terminating(client, kube, namespace, task_queue):
+    # spec E1, E5, E7: the deleted Pod counts failed at once; its replacement waits only for the
+    # recreation backoff (10 s from the deletion), not for the Pod to terminate (here 25 s)
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("eager", run_seconds=60, terminate_seconds=25, grace=60))
+        first = await eventually(lambda: _running(kube, namespace, job))
+        kube.delete("Pod", namespace, first["metadata"]["name"])
+        await eventually(lambda: kube.get("Job", namespace, "eager")["status"].get("failed") == 1, what="failed=1")
+        await eventually(lambda: _other(kube, namespace, job, first), timeout=30, what="replacement")
+        old = kube.get("Pod", namespace, first["metadata"]["name"])
+        assert old is not None and old["metadata"].get("deletionTimestamp") and old["status"]["phase"] == "Running"
+        kube.delete("Job", namespace, "eager", propagation="Foreground")
+        assert await outcome(client, namespace, job, timeout=90) == "gone"
+
+
+def _running(kube: Kube, ns: str, job: dict[str, Any]) -> dict[str, Any] | None:
+    return next((p for p in pods_of(kube, ns, job) if p.get("status", {}).get("phase") == "Running"), None)
+
+
+def _other(kube: Kube, ns: str, job: dict[str, Any], first: dict[str, Any]) -> dict[str, Any] | None:
+    return next((p for p in pods_of(kube, ns, job) if p["metadata"]["uid"] != first["metadata"]["uid"]), None)
+
+
+async def test_suspend_deletes_active_pods_and_resume_restarts_the_clock(client, kube, namespace, task_queue):
+    # spec F25, F26
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("nap", run_seconds=30))
+        await eventually(lambda: pods_of(kube, namespace, job))
+        kube.patch("Job", namespace, "nap", {"spec": {"suspend": True}})
+        suspended = await eventually(lambda: condition(kube.get("Job", namespace, "nap"), "Suspended"), what="Suspended")
+        assert suspended["reason"] == "JobSuspended"
+        await eventually(lambda: kube.get("Job", namespace, "nap")["status"].get("active") == 0)
+        await eventually(lambda: no_finalizers_left(kube, namespace, job))
+        kube.patch("Job", namespace, "nap", {"spec": {"suspend": False}})
+        await eventually(lambda: kube.get("Job", namespace, "nap")["status"].get("active") == 1, what="resumed")
+        resumed = next(c for c in kube.get("Job", namespace, "nap")["status"]["conditions"] if c["type"] == "Suspended")
+        assert resumed["status"] == "False" and resumed["reason"] == "JobResumed"
+        kube.delete("Job", namespace, "nap", propagation="Foreground")
+        assert await outcome(client, namespace, job) == "gone"
+
+
+async def test_job_deleted_mid_run_frees_its_pods_finalizers(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("doomed", completions=3, parallelism=3, run_seconds=30))
+        await eventually(lambda: len(pods_of(kube, namespace, job)) == 3)
+        kube.delete("Job", namespace, "doomed", propagation="Foreground")
+        assert await outcome(client, namespace, job) == "gone"
+        await eventually(lambda: kube.get("Job", namespace, "doomed") is None, what="job gone")
+        await eventually(lambda: not pods_of(kube, namespace, job), timeout=30, what="pods gone")
+
+
+async def test_the_ttl_workflow_deletes_the_finished_job_later(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("short", ttl=1))
+        assert await outcome(client, namespace, job) == "Complete"
+        await eventually(lambda: kube.get("Job", namespace, "short") is None, timeout=30, what="TTL deletion")

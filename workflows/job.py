@@ -1,0 +1,211 @@
+"""The Job controller as one durable workflow per Job (finalizer-based Pod tracking, KEP-3939).
+
+Layer: workflows (deterministic). Started and poked by the bridge (worker/bridge.py) on
+``job/{ns}/{name}/{uid}`` for Jobs whose ``spec.managedBy`` is ``batchd.io/job-controller``.
+Activities (activities/job.py) are called by name; the decisions are pure (workflows/jobsync.py).
+
+Each *sync* mirrors upstream's ``syncJob``:
+
+1. ``observe_job``: a fresh snapshot — the Job and every Pod it owns;
+2. ``jobsync.plan_sync``: what to delete, create, record, release, and when to look again;
+3. act: delete and create Pods (batched), then the tracking protocol — step 1 write the new
+   uncounted uids (and interim conditions), step 2 remove those Pods' finalizers, step 3 fold
+   the uids into ``succeeded``/``failed`` — each an idempotent activity.
+
+The uids whose finalizer removal was requested live in the workflow's durable memory, where
+upstream keeps an in-memory cache that a restart loses. A worker killed between any two steps
+resumes from history; the next snapshot shows exactly what landed, so nothing is counted twice
+or lost. The workflow ends once the Job has finished (or is gone) and no Pod holds the
+finalizer any more; the TTL workflow takes it from there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import jobsync
+    from workflows.models import (
+        Condition,
+        CreatePodsInput,
+        CreatePodsResult,
+        DeletePodsInput,
+        EventInput,
+        JobInput,
+        JobMemory,
+        JobSnapshot,
+        JobStatusView,
+        ObjectRef,
+        ObserveJobInput,
+        PodsResult,
+        ReleaseInput,
+        WriteStatusInput,
+    )
+    from workflows.policies import K8S_BEST_EFFORT_RETRY, K8S_CALL_TIMEOUT, K8S_RETRY
+
+COMPONENT = "batchd-job-controller"
+BULK_TIMEOUT = timedelta(minutes=5)  # activities that touch up to 500 Pods
+CREATE_BACKOFF_MAX = timedelta(minutes=5)
+
+
+def _finished(status: JobStatusView) -> bool:
+    return any(c.type in ("Complete", "Failed") and c.status == "True" for c in status.conditions)
+
+
+@workflow.defn(name="Job")
+class JobWorkflow:
+    """Runs one Job: keeps its Pods going and its status counted, until it finishes or goes."""
+
+    @workflow.init
+    def __init__(self, inp: JobInput) -> None:
+        self.ns, self.name, self.uid = inp.namespace, inp.name, inp.uid
+        self.memory: JobMemory = inp.memory
+        self._poked = False
+        self._reported: set[str] = set()
+        self._create_backoff = timedelta(seconds=10)
+        self._last: JobSnapshot | None = None
+        self.syncs = 0
+
+    @workflow.signal(name="poke")
+    def poke(self) -> None:
+        """The Job or one of its Pods changed; sync again."""
+        self._poked = True
+
+    @workflow.query(name="describe")
+    def describe(self) -> dict[str, Any]:
+        """The last snapshot's counts and the durable memory."""
+        snap = self._last
+        return {
+            "namespace": self.ns, "name": self.name, "uid": self.uid, "syncs": self.syncs,
+            "status": snap.status.model_dump(mode="json", by_alias=True) if snap else None,
+            "pods": len(snap.pods) if snap else None,
+            "backoff": self.memory.backoff.model_dump(mode="json", by_alias=True),
+        }
+
+    @workflow.run
+    async def run(self, inp: JobInput) -> str:
+        while True:
+            self._poked = False
+            outcome, requeue = await self.sync()
+            if outcome is not None:
+                return outcome
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(JobInput(namespace=self.ns, name=self.name, uid=self.uid, memory=self.memory))
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self._poked, timeout=requeue,
+                    timeout_summary=f"Job {self.ns}/{self.name}: look again" if requeue else None)
+
+    async def sync(self) -> tuple[str | None, timedelta | None]:
+        """One sync; returns the final outcome (to end the workflow) and when to look again."""
+        self.syncs += 1
+        snap: JobSnapshot = await self._call("observe_job", ObserveJobInput(namespace=self.ns, name=self.name, uid=self.uid),
+                                             JobSnapshot, local=True)
+        self._last = snap
+        self._trim_memory(snap)
+        plan = jobsync.plan_sync(snap, self.memory, workflow.now())
+        if plan.delete:
+            await self._call("delete_job_pods", DeletePodsInput(namespace=self.ns, pods=plan.delete), PodsResult)
+        if plan.release_and_delete:
+            await self._call("delete_job_pods", DeletePodsInput(namespace=self.ns, pods=plan.release_and_delete,
+                                                                release=True), PodsResult)
+        requeue = plan.requeue_after
+        if plan.create and not snap.gone:
+            requeue = await self.create_pods([p.index for p in plan.create]) or requeue
+        status = snap.status
+        if plan.record is not None and not snap.gone:  # step 1
+            await self._write(plan.record, snap)
+            status = plan.record
+        if plan.release:  # step 2
+            uids = {p.name: p.uid for p in snap.pods}
+            res: PodsResult = await self._call("release_job_pods", ReleaseInput(namespace=self.ns, pods=plan.release),
+                                               PodsResult)
+            self.memory = self.memory.model_copy(update={"finalizers_removed": [
+                *self.memory.finalizers_removed, *(uids[n] for n in res.names if n in uids)]})
+        folded = jobsync.fold(status, snap.pods, set(self.memory.finalizers_removed), snap.spec, workflow.now())
+        if folded != status and not snap.gone:  # step 3
+            await self._write(folded, snap)
+        self.memory = self.memory.model_copy(update={"backoff": plan.backoff, "counted_backoff": plan.counted_backoff})
+        for ev in plan.events:
+            await self._event(ev.type, ev.reason, ev.message)
+        released = set(self.memory.finalizers_removed)
+        holding = [p for p in snap.pods if p.has_finalizer and p.uid not in released]
+        if (snap.gone or _finished(folded)) and not holding:
+            workflow.logger.info("Job %s/%s %s; no Pod holds the tracking finalizer", self.ns, self.name,
+                                 "is gone" if snap.gone else "finished")
+            return ("gone" if snap.gone else next(c.type for c in folded.conditions
+                                                  if c.type in ("Complete", "Failed") and c.status == "True")), None
+        if snap.gone or _finished(folded) or plan.create or plan.release or plan.record:
+            requeue = min(requeue or timedelta(seconds=1), timedelta(seconds=1))  # follow through promptly
+        return None, requeue
+
+    async def create_pods(self, indexes: list[int | None]) -> timedelta | None:
+        """Create Pods; a rejected template fails the Job, a quota-like refusal backs off."""
+        res: CreatePodsResult = await self._call(
+            "create_job_pods", CreatePodsInput(namespace=self.ns, name=self.name, uid=self.uid, indexes=indexes),
+            CreatePodsResult)
+        if res.invalid:
+            await self._event("Warning", "FailedCreate", f"Error creating: {res.invalid}")
+            await self._fail("PodCreationFailed", f"Pod creation was rejected: {res.invalid}")
+            return None
+        if res.forbidden:
+            await self._event("Warning", "FailedCreate", f"Error creating: {res.forbidden}")
+            delay, self._create_backoff = self._create_backoff, min(self._create_backoff * 2, CREATE_BACKOFF_MAX)
+            return delay
+        self._create_backoff = timedelta(seconds=10)
+        return None
+
+    async def _fail(self, reason: str, message: str) -> None:
+        """Mark the Job failing (FailureTarget); the next syncs finish it as upstream would (F18)."""
+        snap = self._last
+        if snap is None or snap.gone or _finished(snap.status):
+            return
+        now = workflow.now()
+        conditions = [c for c in snap.status.conditions if c.type != "FailureTarget"] + [
+            Condition(type="FailureTarget", status="True", reason=reason, message=message, last_transition_time=now)]
+        status = snap.status.model_copy(update={"conditions": conditions,
+                                                "start_time": snap.status.start_time or now})
+        await self._write(status, snap)
+        self._poked = True
+
+    async def _write(self, status: JobStatusView, snap: JobSnapshot) -> None:
+        res: PodsResult = await self._call(
+            "write_job_status",
+            WriteStatusInput(namespace=self.ns, name=self.name, uid=self.uid, status=status,
+                             indexed=snap.spec.completion_mode == "Indexed"),
+            PodsResult, local=True)
+        if res.gone:
+            self._poked = True
+
+    def _trim_memory(self, snap: JobSnapshot) -> None:
+        """Keep only the removed-finalizer uids a fresh read still shows holding it (bounded memory)."""
+        keep = jobsync.prune_finalizers_removed(snap, self.memory.finalizers_removed)
+        if keep != self.memory.finalizers_removed:
+            self.memory = self.memory.model_copy(update={"finalizers_removed": keep})
+
+    async def _event(self, type_: str, reason: str, message: str) -> None:
+        key = f"{reason}:{message}"
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        try:
+            await workflow.execute_local_activity(
+                "record_job_event",
+                EventInput(ref=ObjectRef(kind="Job", namespace=self.ns, name=self.name, uid=self.uid),
+                           type=type_, reason=reason, message=message, component=COMPONENT),  # type: ignore[arg-type]
+                start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_BEST_EFFORT_RETRY, summary=f"event {reason}")
+        except ActivityError:  # best effort: an Event is never worth stalling the Job
+            workflow.logger.warning("could not record Event %s on Job %s/%s", reason, self.ns, self.name)
+
+    async def _call(self, name: str, arg: Any, result_type: type, *, local: bool = False) -> Any:
+        if local:
+            return await workflow.execute_local_activity(
+                name, arg, result_type=result_type, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY)
+        return await workflow.execute_activity(
+            name, arg, result_type=result_type, start_to_close_timeout=BULK_TIMEOUT, retry_policy=K8S_RETRY)
