@@ -10,12 +10,13 @@ shared/spec/job.md.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from temporalio import activity
 
-from activities.errors import Forbidden, Invalid, KubeError, NotFound, temporal_errors
+from activities.errors import Conflict, Forbidden, Invalid, KubeError, NotFound, temporal_errors
 from activities.kube import Clock, Kube, SystemClock
 from workflows.models import (
     COMPLETION_INDEX_ANNOTATION,
@@ -103,6 +104,16 @@ def build_pod(job: dict[str, Any], index: int | None) -> dict[str, Any]:
     }
 
 
+def _heartbeating(fn: Callable[[str], str], names: list[str]) -> list[str]:
+    """Run ``fn`` over ``names`` in parallel, heartbeating from the activity's thread as results come."""
+    done: list[str] = []
+    with ThreadPoolExecutor(MAX_PARALLEL) as pool:
+        for name in pool.map(fn, names):
+            done.append(name)
+            activity.heartbeat(len(done))
+    return done
+
+
 class JobActivities:
     """The Job controller activities, bound to one Kubernetes client."""
 
@@ -133,13 +144,15 @@ class JobActivities:
     @temporal_errors
     def write_status(self, inp: WriteStatusInput) -> PodsResult:
         """Replace the controller-owned status fields (tracking steps 1 and 3)."""
+        patch = {"metadata": {"uid": inp.uid, "resourceVersion": inp.resource_version},
+                 "status": status_body(inp.status, inp.indexed)}
         try:
-            self.kube.patch("Job", inp.namespace, inp.name,
-                            {"metadata": {"uid": inp.uid}, "status": status_body(inp.status, inp.indexed)},
-                            subresource="status")
+            job = self.kube.patch("Job", inp.namespace, inp.name, patch, subresource="status")
         except NotFound:
             return PodsResult(gone=True)
-        return PodsResult()
+        except Conflict:
+            return PodsResult(stale=True)
+        return PodsResult(resource_version=job["metadata"]["resourceVersion"])
 
     @activity.defn(name="create_job_pods")
     @temporal_errors
@@ -155,6 +168,7 @@ class JobActivities:
             while todo:
                 chunk, todo = todo[:batch], todo[batch:]
                 results = list(pool.map(lambda i: self._create_one(job, i), chunk))
+                activity.heartbeat(len(out.created))
                 for created, err in results:
                     if created is not None:
                         out.created.append(created)
@@ -191,8 +205,7 @@ class JobActivities:
     @temporal_errors
     def release_finalizers(self, inp: ReleaseInput) -> PodsResult:
         """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, C5)."""
-        with ThreadPoolExecutor(MAX_PARALLEL) as pool:
-            return PodsResult(names=list(pool.map(lambda n: self._release(inp.namespace, n), inp.pods)))
+        return PodsResult(names=_heartbeating(lambda n: self._release(inp.namespace, n), inp.pods))
 
     @activity.defn(name="delete_job_pods")
     @temporal_errors
@@ -204,8 +217,7 @@ class JobActivities:
             self.kube.delete("Pod", inp.namespace, name)
             return name
 
-        with ThreadPoolExecutor(MAX_PARALLEL) as pool:
-            return PodsResult(names=list(pool.map(one, inp.pods)))
+        return PodsResult(names=_heartbeating(one, inp.pods))
 
     @activity.defn(name="record_job_event")
     @temporal_errors

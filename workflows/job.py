@@ -50,6 +50,8 @@ with workflow.unsafe.imports_passed_through():
 
 COMPONENT = "batchd-job-controller"
 BULK_TIMEOUT = timedelta(minutes=5)  # activities that touch up to 500 Pods
+#: Bulk activities heartbeat per Pod; a worker killed mid-batch is noticed in seconds, not minutes.
+BULK_HEARTBEAT = timedelta(seconds=10)
 CREATE_BACKOFF_MAX = timedelta(minutes=5)
 
 
@@ -68,6 +70,7 @@ class JobWorkflow:
         self._poked = False
         self._reported: set[str] = set()
         self._create_backoff = timedelta(seconds=10)
+        self._failure_backoff = timedelta(seconds=10)
         self._last: JobSnapshot | None = None
         self.syncs = 0
 
@@ -91,7 +94,17 @@ class JobWorkflow:
     async def run(self, inp: JobInput) -> str:
         while True:
             self._poked = False
-            outcome, requeue = await self.sync()
+            try:
+                outcome, requeue = await self.sync()
+            except ActivityError as err:
+                # A permanent Kubernetes refusal (400/403/422) of a step: report it, keep the Job's
+                # state, and try again later rather than failing (and forgetting) the workflow.
+                workflow.logger.error("Job %s/%s: sync failed: %s", self.ns, self.name, err.cause or err)
+                await self._event("Warning", "SyncFailed", str(err.cause or err)[:500])
+                outcome, requeue = None, self._failure_backoff
+                self._failure_backoff = min(self._failure_backoff * 2, CREATE_BACKOFF_MAX)
+            else:
+                self._failure_backoff = timedelta(seconds=10)
             if outcome is not None:
                 return outcome
             if workflow.info().is_continue_as_new_suggested():
@@ -118,9 +131,11 @@ class JobWorkflow:
         requeue = plan.requeue_after
         if plan.create and not snap.gone:
             requeue = await self.create_pods([p.index for p in plan.create]) or requeue
-        status = snap.status
+        status, rv = snap.status, snap.resource_version
         if plan.record is not None and not snap.gone:  # step 1
-            await self._write(plan.record, snap)
+            rv = await self._write(plan.record, snap, rv)
+            if rv is None:
+                return None, timedelta(0)  # the Job moved on since the snapshot: look again
             status = plan.record
         if plan.release:  # step 2
             uids = {p.name: p.uid for p in snap.pods}
@@ -130,7 +145,8 @@ class JobWorkflow:
                 *self.memory.finalizers_removed, *(uids[n] for n in res.names if n in uids)]})
         folded = jobsync.fold(status, snap.pods, set(self.memory.finalizers_removed), snap.spec, workflow.now())
         if folded != status and not snap.gone:  # step 3
-            await self._write(folded, snap)
+            if await self._write(folded, snap, rv) is None:
+                return None, timedelta(0)
         self.memory = self.memory.model_copy(update={"backoff": plan.backoff, "counted_backoff": plan.counted_backoff})
         for ev in plan.events:
             await self._event(ev.type, ev.reason, ev.message)
@@ -171,17 +187,17 @@ class JobWorkflow:
             Condition(type="FailureTarget", status="True", reason=reason, message=message, last_transition_time=now)]
         status = snap.status.model_copy(update={"conditions": conditions,
                                                 "start_time": snap.status.start_time or now})
-        await self._write(status, snap)
+        await self._write(status, snap, snap.resource_version)
         self._poked = True
 
-    async def _write(self, status: JobStatusView, snap: JobSnapshot) -> None:
+    async def _write(self, status: JobStatusView, snap: JobSnapshot, rv: str) -> str | None:
+        """Write ``status`` if the Job is still at ``rv``; the new resourceVersion, or None if stale/gone."""
         res: PodsResult = await self._call(
             "write_job_status",
-            WriteStatusInput(namespace=self.ns, name=self.name, uid=self.uid, status=status,
+            WriteStatusInput(namespace=self.ns, name=self.name, uid=self.uid, resource_version=rv, status=status,
                              indexed=snap.spec.completion_mode == "Indexed"),
             PodsResult, local=True)
-        if res.gone:
-            self._poked = True
+        return None if res.gone or res.stale else res.resource_version
 
     def _trim_memory(self, snap: JobSnapshot) -> None:
         """Keep only the removed-finalizer uids a fresh read still shows holding it (bounded memory)."""
@@ -208,4 +224,5 @@ class JobWorkflow:
             return await workflow.execute_local_activity(
                 name, arg, result_type=result_type, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY)
         return await workflow.execute_activity(
-            name, arg, result_type=result_type, start_to_close_timeout=BULK_TIMEOUT, retry_policy=K8S_RETRY)
+            name, arg, result_type=result_type, start_to_close_timeout=BULK_TIMEOUT,
+            heartbeat_timeout=BULK_HEARTBEAT, retry_policy=K8S_RETRY)

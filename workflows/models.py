@@ -730,9 +730,16 @@ class ObserveJobInput(_K8s):
 
 
 class WriteStatusInput(_K8s):
+    """Write the controller-owned status, only if the Job is still at ``resource_version``.
+
+    The precondition makes a write computed from an older read (a replayed snapshot after a
+    worker died mid-sync) fail as ``stale`` instead of overwriting newer counts.
+    """
+
     namespace: str
     name: str
     uid: str
+    resource_version: str
     status: JobStatusView
     indexed: bool = False
 
@@ -766,3 +773,5 @@ class DeletePodsInput(_K8s):
 class PodsResult(_K8s):
     names: list[str] = Field(default_factory=list)
     gone: bool = False
+    stale: bool = False  # a status write's resourceVersion precondition failed
+    resource_version: str = ""  # after a successful status write
