@@ -161,29 +161,31 @@ class JobActivities:
         job = self.kube.get("Job", inp.namespace, inp.name)
         if job is None or job["metadata"]["uid"] != inp.uid:
             return CreatePodsResult(gone=True)
-        out = CreatePodsResult()
+        created: list[str] = []
+        failed = 0
+        invalid: str | None = None
+        forbidden: str | None = None
         todo = list(inp.indexes)
         batch = 1
         with ThreadPoolExecutor(MAX_PARALLEL) as pool:
             while todo:
                 chunk, todo = todo[:batch], todo[batch:]
-                results = list(pool.map(lambda i: self._create_one(job, i), chunk))
-                activity.heartbeat(len(out.created))
-                for created, err in results:
-                    if created is not None:
-                        out.created.append(created)
+                for name, err in pool.map(lambda i: self._create_one(job, i), chunk):
+                    if name is not None:
+                        created.append(name)
                     elif isinstance(err, Invalid):
-                        out.invalid = err.message
+                        invalid = err.message
                     elif isinstance(err, Forbidden):
-                        out.forbidden = err.message
+                        forbidden = err.message
                     elif err is not None:
-                        out.failed += 1
-                if out.invalid or out.forbidden or out.failed:
+                        failed += 1
+                activity.heartbeat(len(created))
+                if invalid or forbidden or failed:
                     break
                 batch *= 2
-        if out.failed and not out.created:
+        if failed and not created:
             raise KubeError(0, "CreateFailed", f"could not create Pods for Job {inp.namespace}/{inp.name}")
-        return out
+        return CreatePodsResult(created=created, failed=failed, invalid=invalid, forbidden=forbidden)
 
     def _create_one(self, job: dict[str, Any], index: int | None) -> tuple[str | None, KubeError | None]:
         try:

@@ -63,6 +63,7 @@ VERSION_INFO = {
     "gitTreeState": "clean", "buildDate": "2024-12-11T00:00:00Z", "goVersion": "go1.23.3",
     "compiler": "gc", "platform": "linux/amd64",
 }
+DENY_CREATE_ANNOTATION = "kubesim.batchd.io/deny-create"
 # kube-apiserver's generateName suffix alphabet (no vowels, no confusable digits).
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # DELETE returns the object itself for these (ReturnDeletedObject in their registries).
@@ -592,6 +593,30 @@ class ApiServer:
                 kind=res.plural, name=name, group=res.group or None,
                 causes=[Cause("metadata.namespace", "NamespaceTerminating", f"namespace {namespace} is being terminated")],
             )
+        self._admit(res, ns, name)
+
+    @staticmethod
+    def _admit(res: Resource, ns: Obj, name: str) -> None:
+        """Emulate an admission webhook or a ResourceQuota refusing creates in a namespace.
+
+        A namespace annotated ``kubesim.batchd.io/deny-create: "<resource>:<code>:<message>"``
+        (code 403 or 422) refuses every create of that resource there, as a policy webhook
+        (422/403) or an exhausted quota (403) does on a real cluster — the inputs a controller
+        must handle without a retry storm.
+        """
+        rule = ((ns.get("metadata") or {}).get("annotations") or {}).get(DENY_CREATE_ANNOTATION)
+        if not rule:
+            return
+        plural, _, rest = rule.partition(":")
+        code, _, message = rest.partition(":")
+        if plural != res.plural:
+            return
+        if code == "422":
+            raise invalid(res.kind, name, [Cause("metadata", "FieldValueForbidden",
+                                                 f'admission webhook "deny.kubesim.batchd.io" denied the request: {message}')],
+                          res.group)
+        raise ApiError(403, "Forbidden", f'{res.qualified} "{name}" is forbidden: {message}',
+                       kind=res.plural, name=name, group=res.group or None)
 
     # -- update and patch -----------------------------------------------------------------
 

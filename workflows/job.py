@@ -129,8 +129,9 @@ class JobWorkflow:
             await self._call("delete_job_pods", DeletePodsInput(namespace=self.ns, pods=plan.release_and_delete,
                                                                 release=True), PodsResult)
         requeue = plan.requeue_after
+        create_backoff: timedelta | None = None
         if plan.create and not snap.gone:
-            requeue = await self.create_pods([p.index for p in plan.create]) or requeue
+            create_backoff = await self.create_pods([p.index for p in plan.create])
         status, rv = snap.status, snap.resource_version
         if plan.record is not None and not snap.gone:  # step 1
             rv = await self._write(plan.record, snap, rv)
@@ -157,6 +158,8 @@ class JobWorkflow:
                                  "is gone" if snap.gone else "finished")
             return ("gone" if snap.gone else next(c.type for c in folded.conditions
                                                   if c.type in ("Complete", "Failed") and c.status == "True")), None
+        if create_backoff is not None:
+            return None, create_backoff  # refused (quota-like): wait, however much else is pending
         if snap.gone or _finished(folded) or plan.create or plan.release or plan.record:
             requeue = min(requeue or timedelta(seconds=1), timedelta(seconds=1))  # follow through promptly
         return None, requeue

@@ -213,3 +213,31 @@ async def test_the_ttl_workflow_deletes_the_finished_job_later(client, kube, nam
         job = kube.create("Job", namespace, job_manifest("short", ttl=1))
         assert await outcome(client, namespace, job) == "Complete"
         await eventually(lambda: kube.get("Job", namespace, "short") is None, timeout=30, what="TTL deletion")
+
+
+async def test_pod_creation_refused_by_admission_fails_the_job_with_a_reason(client, kube, namespace, task_queue):
+    # A template the API accepts but Pod creation refuses (a policy webhook's 422): Warning Event,
+    # and the Job fails with a clear reason - no hot retry loop.
+    kube.patch("Namespace", None, namespace, {"metadata": {"annotations": {
+        "kubesim.batchd.io/deny-create": "pods:422:images from this registry are not allowed"}}})
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("refused"))
+        assert await outcome(client, namespace, job) == "Failed"
+    fresh = kube.get("Job", namespace, "refused")
+    failed = condition(fresh, "Failed")
+    assert failed["reason"] == "PodCreationFailed" and "not allowed" in failed["message"]
+    events = [e for e in kube.list("Event", namespace)["items"]
+              if e["involvedObject"]["name"] == "refused" and e["reason"] == "FailedCreate"]
+    assert len(events) == 1 and events[0]["type"] == "Warning"
+
+
+async def test_a_quota_like_refusal_backs_off_and_recovers(client, kube, namespace, task_queue):
+    kube.patch("Namespace", None, namespace, {"metadata": {"annotations": {
+        "kubesim.batchd.io/deny-create": "pods:403:exceeded quota: compute, requested: pods=1"}}})
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("quota"))
+        await eventually(lambda: [e for e in kube.list("Event", namespace)["items"]
+                                  if e["involvedObject"]["name"] == "quota" and e["reason"] == "FailedCreate"])
+        assert not pods_of(kube, namespace, job)
+        kube.patch("Namespace", None, namespace, {"metadata": {"annotations": {"kubesim.batchd.io/deny-create": None}}})
+        assert await outcome(client, namespace, job, timeout=60) == "Complete"

@@ -144,3 +144,25 @@ def test_kubectl_delete_cascade_modes(kubectl, batch, core, ns, cascade, pod_sur
         assert not core.read_namespaced_pod("kd-pod", ns).metadata.owner_references
     else:
         eventually(lambda: missing(core.read_namespaced_pod, "kd-pod", ns), what="pod collected")
+
+
+def test_a_namespace_can_refuse_creates_like_an_admission_webhook_or_quota(core):
+    """kubesim.batchd.io/deny-create emulates policy webhooks (422) and exhausted quotas (403)."""
+    import pytest
+    from kubernetes.client.exceptions import ApiException
+
+    name = "deny-" + __import__("uuid").uuid4().hex[:6]
+    core.create_namespace({"metadata": {"name": name, "annotations": {
+        "kubesim.batchd.io/deny-create": "pods:422:images from this registry are not allowed"}}})
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(name, pod)
+    assert info.value.status == 422 and "denied the request" in info.value.body
+    core.patch_namespace(name, {"metadata": {"annotations": {
+        "kubesim.batchd.io/deny-create": "pods:403:exceeded quota: compute, requested: pods=1"}}})
+    with pytest.raises(ApiException) as info:
+        core.create_namespaced_pod(name, pod)
+    assert info.value.status == 403 and "exceeded quota" in info.value.body
+    # other resources are unaffected
+    core.create_namespaced_event(name, {"metadata": {"name": "e"}, "involvedObject": {"name": "p", "namespace": name},
+                                        "reason": "R", "message": "m", "type": "Normal"})
