@@ -13,7 +13,6 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
-from tests.conftest import eventually
 from tests.e2e.test_worker_process import free_port, worker_process
 from tests.integration.test_job import job_manifest, no_finalizers_left, pods_of
 from workflows.identity import job_workflow_id
