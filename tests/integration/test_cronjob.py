@@ -19,16 +19,22 @@ from workflows.identity import cronjob_workflow_id
 from workflows.models import JOB_MANAGED_BY
 
 
+#: Jobs these tests' CronJobs create name another controller, so they stay active until a test
+#: finishes them by hand; the Job controller's own tests are in test_job.py.
+HAND_RUN = "example.com/by-hand"
+
+
 def cronjob_manifest(name: str, schedule: str, *, policy: str = "Allow", suspend: bool = False,
                      time_zone: str | None = None, sds: int | None = None, managed: bool = True,
-                     annotations: dict[str, str] | None = None, limits: tuple[int, int] | None = None) -> dict[str, Any]:
+                     annotations: dict[str, str] | None = None, limits: tuple[int, int] | None = None,
+                     job_managed_by: str | None = HAND_RUN) -> dict[str, Any]:
+    job_spec: dict[str, Any] = {"template": {"spec": {"restartPolicy": "Never",
+                                                      "containers": [{"name": "main", "image": "busybox:1.36"}]}}}
+    if job_managed_by:
+        job_spec["managedBy"] = job_managed_by
     spec: dict[str, Any] = {
         "schedule": schedule, "concurrencyPolicy": policy, "suspend": suspend,
-        "jobTemplate": {
-            "metadata": {"labels": {"app": name}, "annotations": {"team": "batch"}},
-            "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                           "containers": [{"name": "main", "image": "busybox:1.36"}]}}},
-        },
+        "jobTemplate": {"metadata": {"labels": {"app": name}, "annotations": {"team": "batch"}}, "spec": job_spec},
     }
     if time_zone:
         spec["timeZone"] = time_zone
@@ -57,7 +63,7 @@ async def describe(client: Client, ns: str, name: str) -> dict[str, Any]:
 
 async def test_job_is_created_for_the_due_time_with_upstreams_metadata(client, kube: Kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
-        cj = kube.create("CronJob", namespace, cronjob_manifest("every", "@every 2s"))
+        cj = kube.create("CronJob", namespace, cronjob_manifest("every", "@every 2s", job_managed_by=None))
         [job] = await eventually(lambda: jobs_of(kube, namespace, "every"), what="a Job")
         meta = job["metadata"]
         assert meta["labels"]["app"] == "every" and meta["annotations"]["team"] == "batch"  # spec C17

@@ -10,7 +10,7 @@ from typing import Any
 from temporalio.client import Client
 
 from activities.kube import Kube
-from tests.conftest import eventually, running
+from tests.conftest import eventually, running, save_history
 from workflows.identity import job_workflow_id
 from workflows.models import JOB_MANAGED_BY, JOB_TRACKING_FINALIZER
 
@@ -51,10 +51,14 @@ def condition(job: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
     return next((c for c in job.get("status", {}).get("conditions") or [] if c["type"] == type_ and c["status"] == "True"), None)
 
 
-async def outcome(client: Client, ns: str, job: dict[str, Any], timeout: float = 60) -> str:
+async def outcome(client: Client, ns: str, job: dict[str, Any], timeout: float = 60, *, record: str | None = None) -> str:
     wid = job_workflow_id(ns, job["metadata"]["name"], job["metadata"]["uid"])
     await eventually(lambda: _exists(client, wid), what=f"workflow {wid}")
-    return await asyncio.wait_for(client.get_workflow_handle(wid).result(), timeout)
+    handle = client.get_workflow_handle(wid)
+    result = await asyncio.wait_for(handle.result(), timeout)
+    if record:
+        await save_history(handle, record)
+    return result
 
 
 async def _exists(client: Client, wid: str) -> bool:
@@ -72,7 +76,7 @@ def no_finalizers_left(kube: Kube, ns: str, job: dict[str, Any]) -> bool:
 async def test_nonindexed_job_runs_to_complete_and_counts_every_pod_once(client, kube: Kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, job_manifest("plain", completions=3, parallelism=2))
-        assert await outcome(client, namespace, job) == "Complete"
+        assert await outcome(client, namespace, job, record="job-nonindexed-complete") == "Complete"
     fresh = kube.get("Job", namespace, "plain")
     st = fresh["status"]
     assert st["succeeded"] == 3 and st.get("failed", 0) == 0 and st["active"] == 0
@@ -120,7 +124,7 @@ async def test_backoff_limit_fails_the_job_after_retries(client, kube, namespace
     # spec F3, F18: FailureTarget then Failed, reason BackoffLimitExceeded
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, job_manifest("crash", exit_code=1, backoff_limit=1, run_seconds=0.1))
-        assert await outcome(client, namespace, job, timeout=90) == "Failed"
+        assert await outcome(client, namespace, job, timeout=90, record="job-backoff-failed") == "Failed"
     fresh = kube.get("Job", namespace, "crash")
     failed = condition(fresh, "Failed")
     assert failed and failed["reason"] == "BackoffLimitExceeded" and condition(fresh, "FailureTarget")
