@@ -18,7 +18,6 @@ from tests.k8s import finish_job, second
 from workflows.identity import cronjob_workflow_id
 from workflows.models import JOB_MANAGED_BY
 
-
 #: Jobs these tests' CronJobs create name another controller, so they stay active until a test
 #: finishes them by hand; the Job controller's own tests are in test_job.py.
 HAND_RUN = "example.com/by-hand"
