@@ -109,9 +109,9 @@ async def ttl_run(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any
     ns = f"bench-{label}-{uuid.uuid4().hex[:6]}"
     kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
     tq = f"bench-{label}"
-    with worker_process(env, kubeconfig, wd, namespace=ns, task_queue=tq) as proc:
+    with worker_process(env, kubeconfig, wd, namespace=ns, task_queue=tq, extra=["--ttl-scope", "all"]) as proc:
         start = datetime.now(UTC)
-        first_expiry = start + timedelta(seconds=10 + n / 60)
+        first_expiry = start + timedelta(seconds=15 + n / 25)  # set-up (create, finish, start) must end first
         expiries = expiries_fn(first_expiry)
         watch = DeletionWatch(kube, "Job", ns).start()
         expire_at = await asyncio.to_thread(make_finished_jobs, kube, ns, expiries)
@@ -133,7 +133,8 @@ async def ttl_run(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any
 async def sleepers(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any, m: int) -> dict[str, Any]:
     ns = f"bench-sleep-{uuid.uuid4().hex[:6]}"
     kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
-    with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-sleepers") as proc:
+    with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-sleepers",
+                        extra=["--ttl-scope", "all"]) as proc:
         far = datetime.now(UTC) + timedelta(hours=1)
         t0 = time.monotonic()
         await asyncio.to_thread(make_finished_jobs, kube, ns, {f"s-{i:05d}": far for i in range(m)})

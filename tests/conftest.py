@@ -112,6 +112,7 @@ async def running(client: Client, kube: Kube, task_queue: str, namespace: str | 
     async with worker:
         br: Bridge | None = None
         if bridge:
+            bridge_kw.setdefault("ttl_scope", "all")  # TTL tests finish Jobs by hand (tests/k8s.HAND_RUN)
             br = Bridge(client, kube, BridgeSettings(namespaces=(namespace,) if namespace else (),
                                                      task_queue=task_queue, **bridge_kw))
             await br.start()

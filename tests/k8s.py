@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from activities.kube import Kube
-from workflows.models import JOB_MANAGED_BY
 
 
 def stamp(t: datetime) -> str:
@@ -18,16 +17,21 @@ def second(t: datetime) -> datetime:
     return t.replace(microsecond=0)
 
 
-def job_manifest(name: str, *, ttl: int | None = None, managed: bool = True, labels: dict[str, str] | None = None,
-                 finalizers: list[str] | None = None) -> dict[str, Any]:
+#: Jobs the TTL tests create and finish by hand name another controller, so batchd's own Job
+#: controller leaves them alone; those tests run the bridge with ``ttl_scope="all"``.
+HAND_RUN = "example.com/by-hand"
+
+
+def job_manifest(name: str, *, ttl: int | None = None, managed_by: str | None = HAND_RUN,
+                 labels: dict[str, str] | None = None, finalizers: list[str] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "template": {"metadata": {"labels": labels or {"app": name}}, "spec": {
             "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}},
     }
     if ttl is not None:
         spec["ttlSecondsAfterFinished"] = ttl
-    if managed:
-        spec["managedBy"] = JOB_MANAGED_BY
+    if managed_by:
+        spec["managedBy"] = managed_by
     meta: dict[str, Any] = {"name": name}
     if finalizers:
         meta["finalizers"] = finalizers

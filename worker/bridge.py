@@ -187,7 +187,7 @@ class Bridge:
         self._dispatched: dict[str, str] = {}  # workflow id -> resourceVersion last sent
         self._warned: set[tuple[str, str]] = set()  # (uid, problem) already reported as an Event
         self._cronjobs: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of managed CronJobs
-        self._sent: dict[str, Any] = {}  # uid -> what the CronJob workflow was last told about it
+        self._sent: dict[tuple[str, str], Any] = {}  # (purpose, uid) -> what a workflow was last told
         self._to_poke: set[str] = set()  # Job workflows to poke on the next tick (coalesces Pod events)
 
     # -- life cycle ----------------------------------------------------------------------
@@ -321,7 +321,7 @@ class Bridge:
         wid = job_workflow_id(meta.namespace, meta.name, meta.uid)
         finished = TTLObservation.of_job(job).finished
         seen = (meta.generation, meta.deletion_timestamp is not None, finished, etype == "DELETED")
-        if self._sent.get(meta.uid) == seen:
+        if self._sent.get(("job", meta.uid)) == seen:
             return
         if etype == "DELETED" or finished:
             await self._signal(wid, None, name="poke")  # a running workflow follows through; none is started
@@ -333,9 +333,9 @@ class Bridge:
                 static_summary=f"Job {meta.namespace}/{meta.name}",
             ))
         if etype == "DELETED":
-            self._sent.pop(meta.uid, None)
+            self._sent.pop(("job", meta.uid), None)
         else:
-            self._sent[meta.uid] = seen
+            self._sent[("job", meta.uid)] = seen
 
     async def _poker(self, interval: float = 0.2) -> None:
         """Send at most one ``poke`` per Job workflow per tick, however many Pod events came in."""
@@ -355,11 +355,11 @@ class Bridge:
         obs = CronJobObservation.of(CronJob.model_validate(obj))
         wid = cronjob_workflow_id(obs.namespace, obs.name)
         if etype == "DELETED":
-            self._sent.pop(obs.uid, None)
+            self._sent.pop(("cronjob", obs.uid), None)
             await self._signal(wid, obs.model_copy(update={"gone": True}))
             return
         seen = (obs.generation, obs.deleting, obs.jitter_percent, obs.problem)
-        if self._sent.get(obs.uid) == seen:
+        if self._sent.get(("cronjob", obs.uid)) == seen:
             return
         state = CronJobState(observation=obs, active=obs.status.active,
                              last_schedule_time=obs.status.last_schedule_time,
@@ -370,7 +370,7 @@ class Bridge:
             search_attributes=_attributes("CronJob", obs.namespace, obs.name, obs.uid),
             static_summary=f"CronJob {obs.namespace}/{obs.name}",
         ))
-        self._sent[obs.uid] = seen
+        self._sent[("cronjob", obs.uid)] = seen
 
     async def cronjob_job(self, etype: str, job: Job, obj: dict[str, Any]) -> None:
         """Tell a managed CronJob's workflow that one of its Jobs finished or went away."""
@@ -382,11 +382,11 @@ class Bridge:
         summary = JobSummary.of(job, obj.get("status"))
         if etype == "DELETED":
             summary = summary.model_copy(update={"gone": True})
-            self._sent.pop(job.metadata.uid, None)
-        elif summary.outcome is None or self._sent.get(job.metadata.uid) == summary.outcome:
+            self._sent.pop(("owned", job.metadata.uid), None)
+        elif summary.outcome is None or self._sent.get(("owned", job.metadata.uid)) == summary.outcome:
             return  # running, or already reported
         else:
-            self._sent[job.metadata.uid] = summary.outcome
+            self._sent[("owned", job.metadata.uid)] = summary.outcome
         await self._signal(cronjob_workflow_id(job.metadata.namespace, owner.name), summary, name="job_observed")
 
     def _before_expiry(self, obs: TTLObservation) -> bool:

@@ -41,7 +41,7 @@ def worker_process(temporal_env: WorkflowEnvironment, kubeconfig: Path, namespac
     target = temporal_env.client.service_client.config.target_host
     args = [BATCHD, "worker", "--temporal-address", target, "--kubeconfig", str(kubeconfig),
             "--namespaces", namespace, "--task-queue", task_queue, "--health-port", str(health_port),
-            "--resync-seconds", "30"]
+            "--resync-seconds", "30", "--ttl-scope", "all"]  # TTL tests' Jobs are finished by hand
     with open(log, "ab") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
     try:

@@ -157,8 +157,8 @@ async def test_foreground_deletion_removes_the_jobs_pods_first(client, kube, nam
 
 
 async def test_jobs_outside_the_ttl_scope_are_left_to_the_builtin_controller(client, kube, namespace, task_queue):
-    async with running(client, kube, task_queue, namespace):
-        job = create_job(kube, namespace, "builtin", ttl=0, managed=False)
+    async with running(client, kube, task_queue, namespace, ttl_scope="managed"):
+        job = create_job(kube, namespace, "builtin", ttl=0, managed_by=None)
         finish_job(kube, namespace, "builtin", second(utcnow()))
         await asyncio.sleep(2)
         assert kube.get("Job", namespace, "builtin") is not None
@@ -167,7 +167,7 @@ async def test_jobs_outside_the_ttl_scope_are_left_to_the_builtin_controller(cli
 
 async def test_ttl_scope_all_takes_every_job(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace, ttl_scope="all"):
-        job = create_job(kube, namespace, "anyjob", ttl=0, managed=False)
+        job = create_job(kube, namespace, "anyjob", ttl=0, managed_by=None)
         finish_job(kube, namespace, "anyjob", second(utcnow()))
         res = await result_of(client, wf_id("Job", namespace, job), timeout=10)
     assert res.outcome == "deleted"

@@ -1,0 +1,110 @@
+"""bench/job: one Indexed Job, 5,000 completions, parallelism 500, Pods running 1 s on kubesim.
+
+    .venv/bin/python -m bench.job [--completions 5000] [--parallelism 500] [--run-seconds 1]
+
+Prints (never asserts): Pods started and finished per second, time to Complete, Kubernetes API
+requests per Pod (kubesim's audit of every HTTP request the worker made; the fake kubelet's
+updates are in-process and not counted), Temporal actions per Pod and history length (over the
+whole continue-as-new chain), and worker peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import urllib.request
+import uuid
+from datetime import datetime
+
+from bench.harness import dev_server, kube_for, kubesim_process, table, workdir, worker_process
+from bench.ttl import BILLABLE
+from workflows.identity import job_workflow_id
+from workflows.models import JOB_MANAGED_BY
+
+
+def _ts(s: str) -> float:
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
+def audit_total(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/kubesim/audit") as resp:
+        return sum(r.get("count", 0) for r in json.loads(resp.read())["requests"])
+
+
+async def main(completions: int, parallelism: int, run_seconds: float) -> None:
+    wd = workdir()
+    env = await dev_server()
+    async with env:
+        with kubesim_process(wd) as (_, kubeconfig):
+            kube = kube_for(kubeconfig)
+            url = kube.api_client.configuration.host
+            ns = f"bench-job-{uuid.uuid4().hex[:6]}"
+            kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+            with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-job") as proc:
+                await asyncio.sleep(3)  # informers synced
+                before = audit_total(url)
+                t0 = time.time()
+                job = kube.create("Job", ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big"}, "spec": {
+                    "managedBy": JOB_MANAGED_BY, "completionMode": "Indexed", "completions": completions,
+                    "parallelism": parallelism, "template": {
+                        "metadata": {"annotations": {"kubesim.batchd.io/run-seconds": str(run_seconds)}},
+                        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
+                wid = job_workflow_id(ns, "big", job["metadata"]["uid"])
+                handle = env.client.get_workflow_handle(wid)
+                while True:
+                    try:
+                        result = await asyncio.wait_for(handle.result(), 1800)
+                        break
+                    except Exception as err:  # not started yet
+                        if "not found" not in str(err).lower():
+                            raise
+                        await asyncio.sleep(0.5)
+                elapsed = time.time() - t0
+                requests = audit_total(url) - before
+                _, peak = proc.rss_mb()
+            pods = [p for p in _all_pods(kube, ns)]
+            starts = sorted(_ts(p["status"]["startTime"]) for p in pods if p["status"].get("startTime"))
+            ends = sorted(_ts(s["state"]["terminated"]["finishedAt"]) for p in pods
+                          for s in p["status"].get("containerStatuses") or [] if (s.get("state") or {}).get("terminated"))
+            runs, events, actions = 0, [], 0
+            async for wf in env.client.list_workflows(f'WorkflowId = "{wid}"'):
+                hist = await env.client.get_workflow_handle(wid, run_id=wf.run_id).fetch_history()
+                runs += 1
+                events.append(len(hist.events))
+                actions += sum(1 for ev in hist.events for f in BILLABLE if ev.HasField(f"{f}_event_attributes"))
+            final = kube.get("Job", ns, "big")["status"]
+    span_start = max(1e-3, starts[-1] - starts[0]) if starts else float("nan")
+    span_end = max(1e-3, ends[-1] - ends[0]) if ends else float("nan")
+    print(f"job: Indexed, {completions} completions, parallelism {parallelism}, Pods run {run_seconds:g} s")
+    print(table([
+        ("result", f"{result} (succeeded {final.get('succeeded')}, failed {final.get('failed', 0)}, "
+                   f"completedIndexes {final.get('completedIndexes')!r})"),
+        ("time to Complete (s)", f"{elapsed:.1f}"),
+        ("Pods started / finished per second", f"{len(starts) / span_start:.0f} / {len(ends) / span_end:.0f}"),
+        ("Kubernetes API requests per Pod", f"{requests / max(1, len(pods)):.2f} ({requests} for {len(pods)} Pods)"),
+        ("Temporal actions per Pod", f"{actions / max(1, len(pods)):.3f} ({actions} in {runs} run(s))"),
+        ("history events per run (max / total)", f"{max(events, default=0)} / {sum(events)}"),
+        ("worker peak RSS (MiB)", f"{peak:.0f}"),
+    ]))
+    print(f"(logs in {wd})")
+
+
+def _all_pods(kube, ns):  # type: ignore[no-untyped-def]
+    cont = None
+    while True:
+        page = kube.list("Pod", ns, limit=1000, continue_=cont)
+        yield from page.get("items") or []
+        cont = (page.get("metadata") or {}).get("continue")
+        if not cont:
+            return
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--completions", type=int, default=5000)
+    parser.add_argument("--parallelism", type=int, default=500)
+    parser.add_argument("--run-seconds", type=float, default=1.0)
+    a = parser.parse_args()
+    asyncio.run(main(a.completions, a.parallelism, a.run_seconds))
