@@ -19,9 +19,12 @@ from typing import Any, Protocol
 import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
+from opentelemetry import trace
 
 from activities.errors import KubeError, NotFound, Unreachable, from_response
 from workflows.models import ObjectRef
+
+_tracer = trace.get_tracer("batchd.kube")
 
 
 class Clock(Protocol):
@@ -91,6 +94,14 @@ class Kube:
         content_type: str = "application/json",
         timeout: Any = None,
     ) -> Any:
+        with _tracer.start_as_current_span(f"k8s {method}", kind=trace.SpanKind.CLIENT,
+                                           attributes={"http.request.method": method, "url.path": path}) as span:
+            resp = self._send_once(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+            span.set_attribute("http.response.status_code", resp.status)
+            return resp
+
+    def _send_once(self, method: str, path: str, *, query: dict[str, Any] | None, body: Any, content_type: str,
+                   timeout: Any) -> Any:
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": "application/json"}
         if body is not None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
@@ -65,6 +65,7 @@ from workflows.ttl import TTLAfterFinishedWorkflow
 log = logging.getLogger("batchd.bridge")
 
 _meter = metrics.get_meter("batchd.bridge")
+_tracer = trace.get_tracer("batchd.bridge")
 EVENTS = _meter.create_counter("batchd_bridge_events", description="Watch events received, by kind and type")
 DISPATCH_SECONDS = _meter.create_histogram(
     "batchd_bridge_dispatch_seconds", unit="s", description="Bridge lag: watch event received → workflow signalled",
@@ -270,12 +271,22 @@ class Bridge:
                 queue.task_done()
 
     async def handle(self, etype: str, obj: dict[str, Any]) -> None:
-        """Route one event by kind (public so tests can replay events directly)."""
+        """Route one event by kind (public so tests can replay events directly).
+
+        Each event is a trace root: the workflow starts and signals it causes (and through them
+        the workflows' activities and Kubernetes requests) are its descendants.
+        """
         kind = obj.get("kind")
         meta = obj.get("metadata", {})
         EVENTS.add(1, {"kind": str(kind), "type": etype})
         log.info("%s %s %s/%s", etype, kind, meta.get("namespace"), meta.get("name"),
                  extra={"rv": meta.get("resourceVersion", ""), "uid": meta.get("uid", "")})
+        attributes = {"k8s.kind": str(kind), "k8s.namespace": meta.get("namespace", ""),
+                      "k8s.name": meta.get("name", ""), "k8s.uid": meta.get("uid", ""), "k8s.event": etype}
+        with _tracer.start_as_current_span(f"bridge {etype} {kind}", attributes=attributes):
+            await self._route(etype, kind, meta, obj)
+
+    async def _route(self, etype: str, kind: Any, meta: dict[str, Any], obj: dict[str, Any]) -> None:
         if kind == "Job":
             job = Job.model_validate(obj)
             if self.settings.ttl_scope == "all" or job.spec.managed_by == JOB_MANAGED_BY:

@@ -90,15 +90,11 @@ def install(service: str = "batchd") -> Telemetry:
 def _install_tracing(resource: Resource) -> None:
     if not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         return
-    try:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    except ImportError:
-        logging.getLogger(__name__).warning(
-            "OTEL_EXPORTER_OTLP_ENDPOINT is set but opentelemetry-exporter-otlp is not installed; traces are not exported"
-        )
-        return
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    # OTLP over HTTP/protobuf; the exporter reads OTEL_EXPORTER_OTLP_* (endpoint, headers, ...).
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
