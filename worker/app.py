@@ -71,6 +71,7 @@ class WorkerSettings:
     health_address: str = "0.0.0.0"
     health_port: int = 8080
     max_concurrent_activities: int = 64
+    max_cached_workflows: int = 250
 
 
 def kube_api_client(kubeconfig: Path | None) -> k8s_client.ApiClient:
@@ -131,7 +132,8 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
     await ensure_search_attributes(client)
     kube = Kube(kube_api_client(settings.kubeconfig))
     worker = build_worker(client, kube, task_queue=settings.bridge.task_queue,
-                          max_concurrent_activities=settings.max_concurrent_activities)
+                          max_concurrent_activities=settings.max_concurrent_activities,
+                          max_cached_workflows=settings.max_cached_workflows)
     bridge = Bridge(client, kube, settings.bridge)
     health = HealthServer(tel.registry, lambda: bridge.synced and worker.is_running)
 

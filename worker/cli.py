@@ -143,6 +143,9 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
 @click.option("--resync-seconds", type=float, default=600.0, show_default=True, help="Full relist period.")
 @click.option("--health-port", type=int, default=8080, show_default=True, help="/healthz, /readyz and /metrics.")
 @click.option("--max-concurrent-activities", type=int, default=64, show_default=True)
+@click.option("--max-cached-workflows", type=int, default=250, show_default=True,
+              help="Sticky cache size. Sleeping TTL and CronJob workflows need not stay cached (a wake-up "
+                   "replays a short history), so a small cache keeps memory flat with many timers.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--log-level", default="INFO", show_default=True)
 def worker(**kw: object) -> None:
@@ -161,6 +164,7 @@ def worker(**kw: object) -> None:
         kubeconfig=kw["kubeconfig"],  # type: ignore[arg-type]
         health_port=int(kw["health_port"]),  # type: ignore[call-overload]
         max_concurrent_activities=int(kw["max_concurrent_activities"]),  # type: ignore[call-overload]
+        max_cached_workflows=int(kw["max_cached_workflows"]),  # type: ignore[call-overload]
     )
     code = 0
     try:
