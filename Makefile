@@ -20,6 +20,7 @@ dev: $(STAMP)
 test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
+	$(BIN)/mypy workflows activities
 	$(BIN)/pytest -q -p no:cacheprovider
 
 lint: $(STAMP)

@@ -112,7 +112,8 @@ class CronJobActivities:
             existing = self.kube.get("Job", inp.namespace, inp.job_name)
             if existing is None:
                 raise  # deleted in between: let the retry create it
-            owner = next((o for o in existing["metadata"].get("ownerReferences") or [] if o.get("controller")), {})
+            owner: dict[str, Any] = next(
+                (o for o in existing["metadata"].get("ownerReferences") or [] if o.get("controller")), {})
             if owner.get("uid") != inp.cronjob_uid:
                 return CreateJobResult(outcome="not_ours", message=f"Job {inp.job_name} exists and is not controlled by this CronJob")
             activity.logger.info("Job %s/%s already exists", inp.namespace, inp.job_name)

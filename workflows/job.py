@@ -134,10 +134,10 @@ class JobWorkflow:
             create_backoff = await self.create_pods([p.index for p in plan.create])
         status, rv = snap.status, snap.resource_version
         if plan.record is not None and not snap.gone:  # step 1
-            rv = await self._write(plan.record, snap, rv)
-            if rv is None:
+            written = await self._write(plan.record, snap, rv)
+            if written is None:
                 return None, timedelta(0)  # the Job moved on since the snapshot: look again
-            status = plan.record
+            status, rv = plan.record, written
         if plan.release:  # step 2
             uids = {p.name: p.uid for p in snap.pods}
             res: PodsResult = await self._call("release_job_pods", ReleaseInput(namespace=self.ns, pods=plan.release),

@@ -656,8 +656,8 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
         finish = max(f for f in finished_at if f)
     elif (conditions.get("Ready") or {}).get("status") == "False" and _ts(conditions["Ready"].get("lastTransitionTime")):
         finish = _ts(conditions["Ready"].get("lastTransitionTime"))
-    elif _ts(meta.get("deletionTimestamp")):
-        finish = _ts(meta.get("deletionTimestamp")) - timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))  # type: ignore[operator]
+    elif (deleted := _ts(meta.get("deletionTimestamp"))) is not None:
+        finish = deleted - timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))
     else:
         finish = _ts(meta.get("creationTimestamp"))
     return PodInfo(
