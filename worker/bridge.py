@@ -92,7 +92,7 @@ class Informer:
         self.watch_timeout_seconds = watch_timeout_seconds
         self.synced = threading.Event()
         self._stop = threading.Event()
-        self._known: dict[str, dict[str, Any]] = {}  # uid -> last object, to detect deletions across relists
+        self._known: dict[str, dict[str, Any]] = {}  # uid -> last object (slimmed), to detect deletions across relists
         self._thread = threading.Thread(target=self._run, name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
 
     def start(self) -> None:
@@ -133,7 +133,7 @@ class Informer:
         for uid, old in self._known.items():
             if uid not in seen:
                 self.handler("DELETED", old)
-        self._known = seen
+        self._known = {uid: _slim(obj) for uid, obj in seen.items()}
         for obj in seen.values():
             self.handler("SYNC", obj)
         self.synced.set()
@@ -159,7 +159,7 @@ class Informer:
                 if etype == "DELETED":
                     self._known.pop(uid, None)
                 else:
-                    self._known[uid] = obj
+                    self._known[uid] = _slim(obj)
                 self.handler(str(etype), obj)
 
 
@@ -447,6 +447,21 @@ class Bridge:
             )
         except KubeError as err:
             log.warning("could not record Event on %s %s: %s", obs.ref.kind, obs.ref.key(), err)
+
+
+_BULKY_META = ("annotations", "managedFields")
+_BULKY_SPEC = ("template", "jobTemplate", "containers", "initContainers", "volumes")
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """What an informer keeps of an object to report its deletion after a relist.
+
+    Everything a DELETED handler reads stays (identity, labels, owners, TTL, conditions, phase);
+    templates and annotations go — with 10,000 Jobs they were most of the worker's memory.
+    """
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _BULKY_META}
+    spec = {k: v for k, v in (obj.get("spec") or {}).items() if k not in _BULKY_SPEC}
+    return {"kind": obj.get("kind"), "metadata": meta, "spec": spec, "status": obj.get("status") or {}}
 
 
 def _controller(meta: dict[str, Any]) -> dict[str, Any] | None:
