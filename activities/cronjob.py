@@ -25,7 +25,6 @@ from workflows.models import (
     CreateJobResult,
     DeleteJobsInput,
     DeleteJobsResult,
-    EventInput,
     ObjectRef,
     ObjectReference,
     SetSuspendInput,
@@ -184,12 +183,5 @@ class CronJobActivities:
         self.kube.patch("CronJob", inp.namespace, inp.name, {"spec": {"suspend": inp.suspend}})
         return SyncCronJobResult()
 
-    @activity.defn(name="record_event")
-    @temporal_errors
-    def record_event(self, inp: EventInput) -> None:
-        """Record (or aggregate) a Kubernetes Event."""
-        self.kube.record_event(inp.ref, type=inp.type, reason=inp.reason, message=inp.message,
-                               component=inp.component, now=self.clock.now())
-
     def all(self) -> list[Any]:
-        return [self.create_job, self.delete_jobs, self.sync, self.set_suspend, self.record_event]
+        return [self.create_job, self.delete_jobs, self.sync, self.set_suspend]

@@ -26,7 +26,6 @@ from workflows.models import (
     CreatePodsInput,
     CreatePodsResult,
     DeletePodsInput,
-    EventInput,
     JobSnapshot,
     JobStatusView,
     ObserveJobInput,
@@ -221,13 +220,5 @@ class JobActivities:
 
         return PodsResult(names=_heartbeating(one, inp.pods))
 
-    @activity.defn(name="record_job_event")
-    @temporal_errors
-    def record_event(self, inp: EventInput) -> None:
-        """Record (or aggregate) an Event on the Job."""
-        self.kube.record_event(inp.ref, type=inp.type, reason=inp.reason, message=inp.message,
-                               component=inp.component, now=self.clock.now())
-
     def all(self) -> list[Any]:
-        return [self.observe, self.write_status, self.create_pods, self.release_finalizers, self.delete_pods,
-                self.record_event]
+        return [self.observe, self.write_status, self.create_pods, self.release_finalizers, self.delete_pods]

@@ -20,9 +20,10 @@ import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from opentelemetry import trace
+from temporalio import activity
 
-from activities.errors import KubeError, NotFound, Unreachable, from_response
-from workflows.models import ObjectRef
+from activities.errors import KubeError, NotFound, Unreachable, from_response, temporal_errors
+from workflows.models import EventInput, ObjectRef
 
 _tracer = trace.get_tracer("batchd.kube")
 
@@ -227,3 +228,18 @@ class Kube:
                 raise
         existing = self.get("Event", ref.namespace, name) or {}
         self.patch("Event", ref.namespace, name, {"count": int(existing.get("count") or 1) + 1, "lastTimestamp": stamp})
+
+
+class EventActivities:
+    """The ``record_event`` activity every workflow uses for its Kubernetes Events."""
+
+    def __init__(self, kube: Kube, clock: Clock | None = None) -> None:
+        self.kube = kube
+        self.clock = clock or SystemClock()
+
+    @activity.defn(name="record_event")
+    @temporal_errors
+    def record_event(self, inp: EventInput) -> None:
+        """Record (or aggregate) an Event on ``inp.ref``."""
+        self.kube.record_event(inp.ref, type=inp.type, reason=inp.reason, message=inp.message,
+                               component=inp.component, now=self.clock.now())

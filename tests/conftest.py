@@ -160,6 +160,15 @@ async def save_history(handle: Any, name: str) -> None:
     (HISTORIES / f"{name}.json").write_text(history.to_json())
 
 
+async def workflow_exists(client: Client, wid: str) -> bool:
+    """Whether a workflow with this id has been started (in any state)."""
+    try:
+        await client.get_workflow_handle(wid).describe()
+        return True
+    except Exception:  # RPCError NOT_FOUND, or the server not answering yet: not (yet) there
+        return False
+
+
 def utcnow() -> datetime:
     """Wall-clock UTC for tests that drive real short durations against kubesim's real clock."""
     return datetime.now(UTC)

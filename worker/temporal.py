@@ -28,7 +28,7 @@ from temporalio.worker import Worker
 
 from activities.cronjob import CronJobActivities
 from activities.job import JobActivities
-from activities.kube import Clock, Kube
+from activities.kube import Clock, EventActivities, Kube
 from activities.ttl import TTLActivities
 from workflows.cronjob import CronJobWorkflow
 from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE
@@ -127,7 +127,7 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=[*ttl.all(), *cronjob.all(), *job.all()],
+        activities=[*ttl.all(), *cronjob.all(), *job.all(), EventActivities(kube, clock).record_event],
         activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="activity"),
         max_concurrent_activities=max_concurrent_activities,
         **options,

@@ -215,7 +215,7 @@ class JobWorkflow:
         self._reported.add(key)
         try:
             await workflow.execute_local_activity(
-                "record_job_event",
+                "record_event",
                 EventInput(ref=ObjectRef(kind="Job", namespace=self.ns, name=self.name, uid=self.uid),
                            type=type_, reason=reason, message=message, component=COMPONENT),  # type: ignore[arg-type]
                 start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_BEST_EFFORT_RETRY, summary=f"event {reason}")

@@ -13,7 +13,7 @@ from typing import Any
 from temporalio.client import Client
 
 from activities.kube import Kube
-from tests.conftest import eventually, running, utcnow
+from tests.conftest import eventually, running, utcnow, workflow_exists
 from tests.k8s import finish_job, second
 from workflows.identity import cronjob_workflow_id
 from workflows.models import JOB_MANAGED_BY
@@ -179,7 +179,7 @@ async def test_jitter_delays_the_run_but_not_its_scheduled_time(client, kube, na
 async def test_suspended_cronjob_creates_nothing_and_resume_runs_the_missed_time(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
         kube.create("CronJob", namespace, cronjob_manifest("paused", "@every 1s", suspend=True))
-        await eventually(lambda: _exists(client, cronjob_workflow_id(namespace, "paused")))
+        await eventually(lambda: workflow_exists(client, cronjob_workflow_id(namespace, "paused")))
         await asyncio.sleep(2.5)
         assert jobs_of(kube, namespace, "paused") == []
         assert (await describe(client, namespace, "paused"))["nextScheduleTime"] is None
@@ -191,7 +191,7 @@ async def test_trigger_suspend_and_resume_updates(client, kube, namespace, task_
     async with running(client, kube, task_queue, namespace):
         kube.create("CronJob", namespace, cronjob_manifest("ops", "0 0 1 1 *"))  # far away
         wid = cronjob_workflow_id(namespace, "ops")
-        await eventually(lambda: _exists(client, wid))
+        await eventually(lambda: workflow_exists(client, wid))
         handle = client.get_workflow_handle(wid)
         res = await handle.execute_update("trigger", {})
         name = res["jobName"]
@@ -225,22 +225,16 @@ async def test_cronjobs_without_the_label_are_left_alone(client, kube, namespace
         kube.create("CronJob", namespace, cronjob_manifest("builtin", "@every 1s", managed=False))
         await asyncio.sleep(2)
         assert jobs_of(kube, namespace, "builtin") == []
-        assert not await _exists(client, cronjob_workflow_id(namespace, "builtin"))
+        assert not await workflow_exists(client, cronjob_workflow_id(namespace, "builtin"))
 
 
 async def started(client: Client, ns: str, name: str) -> Any:
     wid = cronjob_workflow_id(ns, name)
-    await eventually(lambda: _exists(client, wid), what=f"workflow {wid}")
+    await eventually(lambda: workflow_exists(client, wid), what=f"workflow {wid}")
     await eventually(lambda: describe(client, ns, name), what="first sync")
     return client.get_workflow_handle(wid)
 
 
-async def _exists(client: Client, wid: str) -> bool:
-    try:
-        await client.get_workflow_handle(wid).describe()
-        return True
-    except Exception:
-        return False
 
 
 def _utc(s: str) -> datetime:

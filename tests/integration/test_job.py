@@ -10,7 +10,7 @@ from typing import Any
 from temporalio.client import Client
 
 from activities.kube import Kube
-from tests.conftest import eventually, running, save_history
+from tests.conftest import eventually, running, save_history, workflow_exists
 from workflows.identity import job_workflow_id
 from workflows.models import JOB_MANAGED_BY, JOB_TRACKING_FINALIZER
 
@@ -53,7 +53,7 @@ def condition(job: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
 
 async def outcome(client: Client, ns: str, job: dict[str, Any], timeout: float = 60, *, record: str | None = None) -> str:
     wid = job_workflow_id(ns, job["metadata"]["name"], job["metadata"]["uid"])
-    await eventually(lambda: _exists(client, wid), what=f"workflow {wid}")
+    await eventually(lambda: workflow_exists(client, wid), what=f"workflow {wid}")
     handle = client.get_workflow_handle(wid)
     result = await asyncio.wait_for(handle.result(), timeout)
     if record:
@@ -61,12 +61,6 @@ async def outcome(client: Client, ns: str, job: dict[str, Any], timeout: float =
     return result
 
 
-async def _exists(client: Client, wid: str) -> bool:
-    try:
-        await client.get_workflow_handle(wid).describe()
-        return True
-    except Exception:
-        return False
 
 
 def no_finalizers_left(kube: Kube, ns: str, job: dict[str, Any]) -> bool:

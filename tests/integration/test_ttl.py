@@ -12,7 +12,7 @@ from datetime import timedelta
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.kube import Kube
-from tests.conftest import eventually, running, utcnow
+from tests.conftest import eventually, running, utcnow, workflow_exists
 from tests.k8s import create_job, finish_job, pod_manifest, second
 from worker.bridge import Bridge, BridgeSettings
 from workflows.identity import ttl_workflow_id
@@ -26,16 +26,10 @@ def wf_id(kind: str, ns: str, obj: dict) -> str:
 
 async def result_of(client: Client, wid: str, timeout: float = 30) -> TTLResult:
     handle = client.get_workflow_handle_for(TTLAfterFinishedWorkflow.run, wid)
-    await eventually(lambda: _exists(client, wid), what=f"workflow {wid} started")
+    await eventually(lambda: workflow_exists(client, wid), what=f"workflow {wid} started")
     return await asyncio.wait_for(handle.result(), timeout)
 
 
-async def _exists(client: Client, wid: str) -> bool:
-    try:
-        await client.get_workflow_handle(wid).describe()
-        return True
-    except Exception:
-        return False
 
 
 async def test_finished_job_is_deleted_once_its_ttl_expires_and_not_before(client, kube: Kube, namespace, task_queue):
@@ -66,7 +60,7 @@ async def test_raising_the_ttl_of_a_sleeping_workflow_defers_deletion(client, ku
         finished = second(utcnow())
         finish_job(kube, namespace, "later", finished)
         wid = wf_id("Job", namespace, job)
-        await eventually(lambda: _exists(client, wid))
+        await eventually(lambda: workflow_exists(client, wid))
         kube.patch("Job", namespace, "later", {"spec": {"ttlSecondsAfterFinished": 6}})
         # past the old expiry the Job must still be there
         await asyncio.sleep(max(0.0, (finished + timedelta(seconds=3) - utcnow()).total_seconds()))
@@ -83,7 +77,7 @@ async def test_lowering_the_ttl_rearms_the_timer_at_once(client, kube, namespace
         finished = second(utcnow())
         finish_job(kube, namespace, "sooner", finished)
         wid = wf_id("Job", namespace, job)
-        await eventually(lambda: _exists(client, wid))
+        await eventually(lambda: workflow_exists(client, wid))
         kube.patch("Job", namespace, "sooner", {"spec": {"ttlSecondsAfterFinished": 1}})
         res = await result_of(client, wid, timeout=15)
     assert res.outcome == "deleted"
@@ -96,7 +90,7 @@ async def test_removing_the_ttl_ends_the_workflow_and_keeps_the_job(client, kube
         job = create_job(kube, namespace, "keep", ttl=3600)
         finish_job(kube, namespace, "keep", second(utcnow()))
         wid = wf_id("Job", namespace, job)
-        await eventually(lambda: _exists(client, wid))
+        await eventually(lambda: workflow_exists(client, wid))
         kube.patch("Job", namespace, "keep", {"spec": {"ttlSecondsAfterFinished": None}})
         res = await result_of(client, wid)
     assert res.outcome == "not_needed"
@@ -109,7 +103,7 @@ async def test_a_job_already_being_deleted_is_left_alone(client, kube, namespace
         job = create_job(kube, namespace, "held", ttl=3600, finalizers=["test.batchd.io/hold"])
         finish_job(kube, namespace, "held", second(utcnow()))
         wid = wf_id("Job", namespace, job)
-        await eventually(lambda: _exists(client, wid))
+        await eventually(lambda: workflow_exists(client, wid))
         kube.delete("Job", namespace, "held", propagation="Background")
         res = await result_of(client, wid)
         assert res.outcome == "not_needed"
@@ -123,7 +117,7 @@ async def test_a_recreated_namesake_is_never_deleted_by_the_old_workflow(client,
         old = create_job(kube, namespace, "same", ttl=3)
         finish_job(kube, namespace, "same", second(utcnow()))
         old_wid = wf_id("Job", namespace, old)
-        await eventually(lambda: _exists(client, old_wid))
+        await eventually(lambda: workflow_exists(client, old_wid))
         kube.delete("Job", namespace, "same", propagation="Background")
         await eventually(lambda: kube.get("Job", namespace, "same") is None)
         new = create_job(kube, namespace, "same", ttl=3600)
@@ -162,7 +156,7 @@ async def test_jobs_outside_the_ttl_scope_are_left_to_the_builtin_controller(cli
         finish_job(kube, namespace, "builtin", second(utcnow()))
         await asyncio.sleep(2)
         assert kube.get("Job", namespace, "builtin") is not None
-        assert not await _exists(client, wf_id("Job", namespace, job))
+        assert not await workflow_exists(client, wf_id("Job", namespace, job))
 
 
 async def test_ttl_scope_all_takes_every_job(client, kube, namespace, task_queue):
@@ -194,7 +188,7 @@ async def test_labelled_pod_owned_by_a_job_gets_a_warning_and_is_kept(client, ku
         await eventually(lambda: (kube.get("Pod", namespace, "owned") or {}).get("status", {}).get("phase") == "Succeeded")
         await asyncio.sleep(1)
         assert kube.get("Pod", namespace, "owned") is not None
-        assert not await _exists(client, wf_id("Pod", namespace, pod))
+        assert not await workflow_exists(client, wf_id("Pod", namespace, pod))
 
 
 async def test_pending_expiry_is_visible_in_search_attributes_and_the_timer_summary(client, kube, namespace, task_queue):
