@@ -91,23 +91,27 @@ async def test_worker_killed_with_200_ttl_timers_asleep_deletes_all_on_time_once
     task_queue: str, tmp_path: Path,
 ) -> None:
     n = 200
-    finished = second(utcnow())
-    # expiries spread over 6..12 s after finishing: the worker is killed before the first one
-    ttls = {f"job-{i:03d}": 6 + (i % 7) for i in range(n)}
+    # expiries spread over 20..26 s after finishing; the Jobs are finished only once the worker
+    # runs, and the worker is killed before the first expiry (checked, not assumed)
+    ttls = {f"job-{i:03d}": 20 + (i % 7) for i in range(n)}
     for name, ttl in ttls.items():
         create_job(kube, namespace, name, ttl=ttl)
-        finish_job(kube, namespace, name, finished)
     watch = DeletionWatch(kube, namespace)
     kubesim_server.audit(reset=True)
     health = free_port()
     client = temporal_env.client
     query = f'K8sNamespace = "{namespace}" AND ExecutionStatus = "Running"'
     with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker1.log", health) as proc:
+        await eventually(lambda: http_get(health, "/readyz")[0] == 200, timeout=60, what="worker ready")
+        finished = second(utcnow())
+        for name in ttls:
+            finish_job(kube, namespace, name, finished)
         await eventually(lambda: _count(client, query, n), timeout=120, what="200 TTL workflows running")
+        assert utcnow() < finished + timedelta(seconds=19), "set-up overran the first expiry; the kill would prove nothing"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert all(kube.get("Job", namespace, name) for name in list(ttls)[:5]), "nothing may be deleted before expiry"
-    await asyncio.sleep(max(0.0, (finished + timedelta(seconds=8) - utcnow()).total_seconds()))  # some expire while down
+    assert all(kube.get("Job", namespace, name) for name in ttls), "nothing may be deleted before expiry"
+    await asyncio.sleep(max(0.0, (finished + timedelta(seconds=22) - utcnow()).total_seconds()))  # some expire while down
     with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker2.log", health):
         await eventually(lambda: not kube.list("Job", namespace)["items"], timeout=90, what="all Jobs deleted")
     watch.stop()
