@@ -130,11 +130,12 @@ async def ttl_run(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any
     }
 
 
-async def sleepers(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any, m: int) -> dict[str, Any]:
+async def sleepers(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any, m: int,
+                   worker_args: list[str]) -> dict[str, Any]:
     ns = f"bench-sleep-{uuid.uuid4().hex[:6]}"
     kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
     with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-sleepers",
-                        extra=["--ttl-scope", "all"]) as proc:
+                        extra=["--ttl-scope", "all", *worker_args]) as proc:
         far = datetime.now(UTC) + timedelta(hours=1)
         t0 = time.monotonic()
         await asyncio.to_thread(make_finished_jobs, kube, ns, {f"s-{i:05d}": far for i in range(m)})
@@ -145,7 +146,7 @@ async def sleepers(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: An
     return {"running": running, "setup_s": elapsed, "rss_mb": cur, "rss_peak_mb": peak}
 
 
-async def main(jobs: int, sleeper_count: int) -> None:
+async def main(jobs: int, sleeper_count: int, worker_args: list[str]) -> None:
     wd = workdir()
     env = await dev_server()
     async with env:
@@ -176,7 +177,7 @@ async def main(jobs: int, sleeper_count: int) -> None:
             print(table([("deleted", paced["deleted"]),
                          ("time-to-deletion p50 / p99 (s)", f"{paced['p50']:.2f} / {paced['p99']:.2f}")]))
             if sleeper_count:
-                s = await sleepers(env, kube, kubeconfig, wd, sleeper_count)
+                s = await sleepers(env, kube, kubeconfig, wd, sleeper_count, worker_args)
                 print(f"sleepers: {sleeper_count} Jobs with a one-hour TTL", flush=True)
                 print(table([("TTL workflows running", s["running"]), ("set-up (s)", f"{s['setup_s']:.0f}"),
                              ("worker RSS now / peak (MiB)", f"{s['rss_mb']:.0f} / {s['rss_peak_mb']:.0f}")]))
@@ -187,5 +188,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--sleepers", type=int, default=10000)
+    parser.add_argument("--max-cached-workflows", type=int, default=None,
+                        help="passed to the sleepers' worker (default: the worker's own)")
     a = parser.parse_args()
-    asyncio.run(main(a.jobs, a.sleepers))
+    extra = [] if a.max_cached_workflows is None else ["--max-cached-workflows", str(a.max_cached_workflows)]
+    asyncio.run(main(a.jobs, a.sleepers, extra))
