@@ -101,8 +101,8 @@ class CronJobActivities:
     @temporal_errors
     def create_job(self, inp: CreateJobInput) -> CreateJobResult:
         """GET the CronJob fresh, build the Job from its template, create it (C15–C25)."""
-        cj = self.kube.get("CronJob", inp.namespace, inp.cronjob_name)
-        if cj is None or cj["metadata"]["uid"] != inp.cronjob_uid or cj["metadata"].get("deletionTimestamp"):
+        cj = self.kube.get_instance("CronJob", inp.namespace, inp.cronjob_name, inp.cronjob_uid)
+        if cj is None or cj["metadata"].get("deletionTimestamp"):
             return CreateJobResult(outcome="cronjob_gone")
         body = build_job(cj, inp)
         try:
@@ -156,8 +156,8 @@ class CronJobActivities:
     @temporal_errors
     def sync(self, inp: SyncCronJobInput) -> SyncCronJobResult:
         """Write ``status`` (active, lastScheduleTime, lastSuccessfulTime) and batchd's annotations."""
-        cj = self.kube.get("CronJob", inp.namespace, inp.name)
-        if cj is None or cj["metadata"]["uid"] != inp.uid:
+        cj = self.kube.get_instance("CronJob", inp.namespace, inp.name, inp.uid)
+        if cj is None:
             return SyncCronJobResult(gone=True)
         status = {
             "active": [a.model_dump(mode="json", by_alias=True, exclude_none=True) for a in inp.active] or None,
@@ -177,8 +177,8 @@ class CronJobActivities:
     @temporal_errors
     def set_suspend(self, inp: SetSuspendInput) -> SyncCronJobResult:
         """Patch ``spec.suspend`` so Kubernetes stays the source of truth for suspend/resume."""
-        cj = self.kube.get("CronJob", inp.namespace, inp.name)
-        if cj is None or cj["metadata"]["uid"] != inp.uid:
+        cj = self.kube.get_instance("CronJob", inp.namespace, inp.name, inp.uid)
+        if cj is None:
             return SyncCronJobResult(gone=True)
         self.kube.patch("CronJob", inp.namespace, inp.name, {"spec": {"suspend": inp.suspend}})
         return SyncCronJobResult()

@@ -157,8 +157,8 @@ class JobActivities:
     @temporal_errors
     def create_pods(self, inp: CreatePodsInput) -> CreatePodsResult:
         """Create Pods in slow-start batches of 1, 2, 4, … (B18); stop after a batch with an error."""
-        job = self.kube.get("Job", inp.namespace, inp.name)
-        if job is None or job["metadata"]["uid"] != inp.uid:
+        job = self.kube.get_instance("Job", inp.namespace, inp.name, inp.uid)
+        if job is None:
             return CreatePodsResult(gone=True)
         created: list[str] = []
         failed = 0

@@ -139,6 +139,11 @@ class Kube:
         except NotFound:
             return None
 
+    def get_instance(self, kind: str, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
+        """GET one object instance: ``None`` when the name is gone or now belongs to another uid."""
+        obj = self.get(kind, namespace, name)
+        return obj if obj is not None and obj["metadata"].get("uid") == uid else None
+
     def list(self, kind: str, namespace: str | None = None, *, label_selector: str | None = None,
              field_selector: str | None = None, limit: int | None = None, continue_: str | None = None) -> dict[str, Any]:
         """One page of a list."""
