@@ -10,6 +10,7 @@ shared/spec/job.md.
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -103,14 +104,28 @@ def build_pod(job: dict[str, Any], index: int | None) -> dict[str, Any]:
     }
 
 
-def _heartbeating(fn: Callable[[str], str], names: list[str]) -> list[str]:
+def _heartbeating(pool: ThreadPoolExecutor, fn: Callable[[str], str], names: list[str]) -> list[str]:
     """Run ``fn`` over ``names`` in parallel, heartbeating from the activity's thread as results come."""
     done: list[str] = []
-    with ThreadPoolExecutor(MAX_PARALLEL) as pool:
-        for name in pool.map(fn, names):
-            done.append(name)
-            activity.heartbeat(len(done))
+    for name in pool.map(fn, names):
+        done.append(name)
+        activity.heartbeat(len(done))
     return done
+
+
+def _prestarted_pool(size: int) -> ThreadPoolExecutor:
+    """A pool whose threads all exist before any activity runs.
+
+    Activities then only hand work to idle threads and never start a thread themselves: a full
+    test run once hung in ``Thread.start`` called from an activity thread, with the executor's
+    global lock held, stalling every later ``asyncio.to_thread``.
+    """
+    pool = ThreadPoolExecutor(size, thread_name_prefix="k8s-pods")
+    barrier = threading.Barrier(size + 1)
+    for _ in range(size):
+        pool.submit(barrier.wait)
+    barrier.wait()
+    return pool
 
 
 class JobActivities:
@@ -119,6 +134,7 @@ class JobActivities:
     def __init__(self, kube: Kube, clock: Clock | None = None) -> None:
         self.kube = kube
         self.clock = clock or SystemClock()
+        self.pool = _prestarted_pool(MAX_PARALLEL)
 
     def _pods(self, namespace: str, uid: str) -> list[dict[str, Any]]:
         pods: list[dict[str, Any]] = []
@@ -166,22 +182,21 @@ class JobActivities:
         forbidden: str | None = None
         todo = list(inp.indexes)
         batch = 1
-        with ThreadPoolExecutor(MAX_PARALLEL) as pool:
-            while todo:
-                chunk, todo = todo[:batch], todo[batch:]
-                for name, err in pool.map(lambda i: self._create_one(job, i), chunk):
-                    if name is not None:
-                        created.append(name)
-                    elif isinstance(err, Invalid):
-                        invalid = err.message
-                    elif isinstance(err, Forbidden):
-                        forbidden = err.message
-                    elif err is not None:
-                        failed += 1
-                activity.heartbeat(len(created))
-                if invalid or forbidden or failed:
-                    break
-                batch *= 2
+        while todo:
+            chunk, todo = todo[:batch], todo[batch:]
+            for name, err in self.pool.map(lambda i: self._create_one(job, i), chunk):
+                if name is not None:
+                    created.append(name)
+                elif isinstance(err, Invalid):
+                    invalid = err.message
+                elif isinstance(err, Forbidden):
+                    forbidden = err.message
+                elif err is not None:
+                    failed += 1
+            activity.heartbeat(len(created))
+            if invalid or forbidden or failed:
+                break
+            batch *= 2
         if failed and not created:
             raise KubeError(0, "CreateFailed", f"could not create Pods for Job {inp.namespace}/{inp.name}")
         return CreatePodsResult(created=created, failed=failed, invalid=invalid, forbidden=forbidden)
@@ -206,7 +221,7 @@ class JobActivities:
     @temporal_errors
     def release_finalizers(self, inp: ReleaseInput) -> PodsResult:
         """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, C5)."""
-        return PodsResult(names=_heartbeating(lambda n: self._release(inp.namespace, n), inp.pods))
+        return PodsResult(names=_heartbeating(self.pool, lambda n: self._release(inp.namespace, n), inp.pods))
 
     @activity.defn(name="delete_job_pods")
     @temporal_errors
@@ -218,7 +233,7 @@ class JobActivities:
             self.kube.delete("Pod", inp.namespace, name)
             return name
 
-        return PodsResult(names=_heartbeating(one, inp.pods))
+        return PodsResult(names=_heartbeating(self.pool, one, inp.pods))
 
     def all(self) -> list[Any]:
         return [self.observe, self.write_status, self.create_pods, self.release_finalizers, self.delete_pods]
