@@ -1,13 +1,15 @@
 """Activities of the CronJob workflow: create a Job from the fresh template, delete Jobs, write status.
 
-Layer: activities. Called by workflows/cronjob.py by name (as local activities); registered by
-worker/temporal.py. Every call is idempotent: the Job name is deterministic (AlreadyExists on a
+Layer: activities. Called by workflows/cronjob.py by name (as local activities, but for the armed
+creation, which waits on the worker's timed queue); registered by worker/temporal.py. Every call is idempotent: the Job name is deterministic (AlreadyExists on a
 Job this CronJob controls is success), deletes tolerate 404, status writes are merge patches of
 values the workflow owns. Spec references: shared/spec/cronjob-and-ttl.md (C*).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import copy
 from datetime import datetime
 from typing import Any
@@ -16,7 +18,7 @@ from opentelemetry import metrics
 from temporalio import activity
 
 from activities.errors import AlreadyExists, Forbidden, Invalid, KubeError, temporal_errors
-from activities.kube import Clock, Kube, SystemClock
+from activities.kube import Clock, Kube, SystemClock, prestarted_pool
 from workflows.models import (
     JOB_MANAGED_BY,
     MANUAL_INSTANTIATE_ANNOTATION,
@@ -33,6 +35,8 @@ from workflows.models import (
 )
 
 COMPONENT = "batchd-cronjob-controller"
+#: Threads for armed creations: when many CronJobs share a schedule time, this many create at once.
+CREATORS = 16
 
 _meter = metrics.get_meter("batchd.cronjob")
 #: Upstream's metric (spec C24) with finer low buckets added: batchd's timers are sub-second.
@@ -88,6 +92,7 @@ class CronJobActivities:
     def __init__(self, kube: Kube, clock: Clock | None = None) -> None:
         self.kube = kube
         self.clock = clock or SystemClock()
+        self.pool = prestarted_pool(CREATORS, "cronjob-create")
 
     def _event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
         try:
@@ -104,6 +109,13 @@ class CronJobActivities:
         cj = self.kube.get_instance("CronJob", inp.namespace, inp.cronjob_name, inp.cronjob_uid)
         if cj is None or cj["metadata"].get("deletionTimestamp"):
             return CreateJobResult(outcome="cronjob_gone")
+        generation = cj["metadata"].get("generation") or 0
+        if inp.generation is not None and generation != inp.generation:
+            return CreateJobResult(outcome="stale", generation=generation)
+        if inp.latest is not None and self.clock.now() > inp.latest:
+            activity.logger.info("CronJob %s/%s: the run of %s is past its starting deadline", inp.namespace,
+                                 inp.cronjob_name, _stamp(inp.scheduled))
+            return CreateJobResult(outcome="too_late")
         body = build_job(cj, inp)
         try:
             job = self.kube.create("Job", inp.namespace, body)
@@ -131,6 +143,21 @@ class CronJobActivities:
         activity.logger.info("created Job %s/%s for %s (created %s)", inp.namespace, inp.job_name,
                              _stamp(inp.scheduled), _stamp(created))
         return CreateJobResult(outcome="created", job=_ref(job))
+
+    @activity.defn(name="create_cronjob_job_at")
+    async def create_job_at(self, inp: CreateJobInput) -> CreateJobResult:
+        """Wait in the worker until ``not_before``, then create the Job as ``create_cronjob_job`` does.
+
+        Checked at that moment, not when armed: the CronJob's uid, deletion and generation (a
+        changed spec answers "stale") and the starting deadline ("too_late"). The wait is capped
+        by ``wait_at_most`` too, so a worker clock behind the workflow's cannot stretch it.
+        """
+        if inp.not_before is not None:
+            wait = min((inp.not_before - self.clock.now()).total_seconds(), inp.wait_at_most)
+            if wait > 0:
+                await asyncio.sleep(wait)
+        ctx = contextvars.copy_context()  # activity.info() and the logger, in the creating thread
+        return await asyncio.get_running_loop().run_in_executor(self.pool, ctx.run, self.create_job, inp)
 
     @activity.defn(name="delete_cronjob_jobs")
     @temporal_errors
@@ -184,4 +211,5 @@ class CronJobActivities:
         return SyncCronJobResult()
 
     def all(self) -> list[Any]:
+        """The activities of the main task queue (``create_job_at`` runs on the timed one)."""
         return [self.create_job, self.delete_jobs, self.sync, self.set_suspend]

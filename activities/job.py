@@ -10,7 +10,6 @@ shared/spec/job.md.
 from __future__ import annotations
 
 import copy
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import Conflict, Forbidden, Invalid, KubeError, NotFound, temporal_errors
-from activities.kube import Clock, Kube, SystemClock
+from activities.kube import Clock, Kube, SystemClock, prestarted_pool
 from workflows.models import (
     COMPLETION_INDEX_ANNOTATION,
     CONTROLLER_UID_LABEL,
@@ -113,28 +112,13 @@ def _heartbeating(pool: ThreadPoolExecutor, fn: Callable[[str], str], names: lis
     return done
 
 
-def _prestarted_pool(size: int) -> ThreadPoolExecutor:
-    """A pool whose threads all exist before any activity runs.
-
-    Activities then only hand work to idle threads and never start a thread themselves: a full
-    test run once hung in ``Thread.start`` called from an activity thread, with the executor's
-    global lock held, stalling every later ``asyncio.to_thread``.
-    """
-    pool = ThreadPoolExecutor(size, thread_name_prefix="k8s-pods")
-    barrier = threading.Barrier(size + 1)
-    for _ in range(size):
-        pool.submit(barrier.wait)
-    barrier.wait()
-    return pool
-
-
 class JobActivities:
     """The Job controller activities, bound to one Kubernetes client."""
 
     def __init__(self, kube: Kube, clock: Clock | None = None) -> None:
         self.kube = kube
         self.clock = clock or SystemClock()
-        self.pool = _prestarted_pool(MAX_PARALLEL)
+        self.pool = prestarted_pool(MAX_PARALLEL, "k8s-pods")
 
     def _pods(self, namespace: str, uid: str) -> list[dict[str, Any]]:
         pods: list[dict[str, Any]] = []

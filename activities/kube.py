@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -26,6 +28,21 @@ from activities.errors import KubeError, NotFound, Unreachable, from_response, t
 from workflows.models import EventInput, ObjectRef
 
 _tracer = trace.get_tracer("batchd.kube")
+
+
+def prestarted_pool(size: int, name: str) -> ThreadPoolExecutor:
+    """A thread pool whose threads all exist before any activity runs.
+
+    Activities then only hand work to idle threads and never start a thread themselves: a full
+    test run once hung in ``Thread.start`` called from an activity thread, with the executor's
+    global lock held, stalling every later ``asyncio.to_thread``.
+    """
+    pool = ThreadPoolExecutor(size, thread_name_prefix=name)
+    barrier = threading.Barrier(size + 1)
+    for _ in range(size):
+        pool.submit(barrier.wait)
+    barrier.wait()
+    return pool
 
 
 class Clock(Protocol):

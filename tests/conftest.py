@@ -28,7 +28,7 @@ from activities.kube import Kube
 from worker.app import kube_api_client
 from worker.bridge import Bridge, BridgeSettings
 from worker.dev import temporal_cli
-from worker.temporal import build_worker
+from worker.temporal import build_workers
 from workflows.identity import SEARCH_ATTRIBUTES
 
 T = TypeVar("T")
@@ -108,8 +108,9 @@ def task_queue() -> str:
 async def running(client: Client, kube: Kube, task_queue: str, namespace: str | None = None,
                   *, bridge: bool = True, **bridge_kw: Any) -> AsyncIterator[Bridge | None]:
     """A worker (and a bridge watching ``namespace``) on ``task_queue`` for the body of the block."""
-    worker = build_worker(client, kube, task_queue=task_queue)
-    async with worker:
+    async with contextlib.AsyncExitStack() as workers:
+        for w in build_workers(client, kube, task_queue=task_queue):
+            await workers.enter_async_context(w)
         br: Bridge | None = None
         if bridge:
             bridge_kw.setdefault("ttl_scope", "all")  # TTL tests finish Jobs by hand (tests/k8s.HAND_RUN)

@@ -23,11 +23,12 @@ from opentelemetry.metrics import Observation
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from temporalio.client import Client
 from temporalio.service import RPCError
+from temporalio.worker import Worker
 
 from activities.kube import Kube
 from worker import telemetry
 from worker.bridge import Bridge, BridgeSettings
-from worker.temporal import TemporalSettings, build_worker, connect, ensure_search_attributes
+from worker.temporal import TemporalSettings, build_workers, connect, ensure_search_attributes
 
 log = logging.getLogger("batchd.worker")
 
@@ -77,14 +78,20 @@ class WorkerSettings:
 def kube_api_client(kubeconfig: Path | None) -> k8s_client.ApiClient:
     """In-cluster config inside a Pod, else the kubeconfig (``--kubeconfig``, ``$KUBECONFIG``, ~/.kube/config)."""
     configuration = k8s_client.Configuration()
+    in_cluster = False
     if kubeconfig is None:
         try:
             k8s_config.load_incluster_config(client_configuration=configuration)
-            return k8s_client.ApiClient(configuration)
+            in_cluster = True
         except k8s_config.ConfigException:
             pass
-    k8s_config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, client_configuration=configuration)
+    if not in_cluster:
+        k8s_config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None,
+                                    client_configuration=configuration)
     configuration.retries = 0  # retries belong to Temporal's retry policy, not to urllib3
+    # Kept connections: activity threads, armed creations and Pod fan-out all call at once; the
+    # default (5 per CPU) would open and drop a connection for every caller beyond it.
+    configuration.connection_pool_maxsize = 64
     return k8s_client.ApiClient(configuration)
 
 
@@ -131,15 +138,15 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
     client = await connect(temporal_settings, runtime=tel.runtime)
     await ensure_search_attributes(client)
     kube = Kube(kube_api_client(settings.kubeconfig))
-    worker = build_worker(client, kube, task_queue=settings.bridge.task_queue,
-                          max_concurrent_activities=settings.max_concurrent_activities,
-                          max_cached_workflows=settings.max_cached_workflows)
+    workers = build_workers(client, kube, task_queue=settings.bridge.task_queue,
+                            max_concurrent_activities=settings.max_concurrent_activities,
+                            max_cached_workflows=settings.max_cached_workflows)
     bridge = Bridge(client, kube, settings.bridge)
-    health = HealthServer(tel.registry, lambda: bridge.synced and worker.is_running)
+    health = HealthServer(tel.registry, lambda: bridge.synced and all(w.is_running for w in workers))
 
     async with tel.exporter:
         await health.start(settings.health_address, settings.health_port)
-        worker_task = asyncio.create_task(worker.run())
+        worker_task = asyncio.create_task(_run_all(workers))
         pending = asyncio.create_task(PendingTimers(client).run())
         await bridge.start()
         log.info("batchd worker running", extra={
@@ -151,9 +158,18 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
         log.info("batchd worker stopping")
         await bridge.stop()
         if worker_task not in done:
-            await worker.shutdown()
+            await asyncio.gather(*(w.shutdown() for w in workers))
         stopped.cancel()
         pending.cancel()
         await worker_task  # re-raises a worker failure after the clean-up above
         await health.stop()
     log.info("batchd worker stopped")
+
+
+async def _run_all(workers: list[Worker]) -> None:
+    """Run the workers together; if one fails, shut the others down and raise its error."""
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    if any(t.exception() for t in done):
+        await asyncio.gather(*(w.shutdown() for w in workers if w.is_running), return_exceptions=True)
+    await asyncio.gather(*tasks)

@@ -171,6 +171,7 @@ class BridgeSettings:
     ttl_scope: str = "managed"  # "managed": Jobs with spec.managedBy batchd; "all": every Job
     cronjob_selector: str = f"{CRONJOB_MANAGED_LABEL}=true"  # "": every CronJob
     task_queue: str = TASK_QUEUE
+    cronjob_lead: float = 30.0  # seconds: CronJob workflows arm each creation this early (0: off)
     resync_seconds: float = 600.0
     shards: int = 8
 
@@ -363,7 +364,8 @@ class Bridge:
 
     async def cronjob(self, etype: str, obj: dict[str, Any]) -> None:
         """Start or inform the CronJob workflow; status-only changes (our own writes) are skipped."""
-        obs = CronJobObservation.of(CronJob.model_validate(obj))
+        obs = CronJobObservation.of(CronJob.model_validate(obj)).model_copy(
+            update={"lead_seconds": self.settings.cronjob_lead})
         wid = cronjob_workflow_id(obs.namespace, obs.name)
         if etype == "DELETED":
             self._sent.pop(("cronjob", obs.uid), None)
@@ -376,7 +378,8 @@ class Bridge:
                              last_schedule_time=obs.status.last_schedule_time,
                              last_successful_time=obs.status.last_successful_time)
         await _retry(lambda: self.client.start_workflow(
-            CronJobWorkflow.run, CronJobInput(state=state), id=wid, task_queue=self.settings.task_queue,
+            CronJobWorkflow.run, CronJobInput(state=state, lead_seconds=self.settings.cronjob_lead), id=wid,
+            task_queue=self.settings.task_queue,
             start_signal="observe", start_signal_args=[obs],
             search_attributes=_attributes("CronJob", obs.namespace, obs.name, obs.uid),
             static_summary=f"CronJob {obs.namespace}/{obs.name}",

@@ -140,6 +140,10 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
 @click.option("--cronjob-selector", default="batchd.io/managed=true", show_default=True,
               help="Label selector of the CronJobs batchd schedules; '' takes every CronJob (disable the "
                    "built-in cronjob controller first).")
+@click.option("--cronjob-lead", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="Seconds before each schedule time that a CronJob workflow (policy Allow) hands the Job's "
+                   "creation to the worker, which creates it on the second however many CronJobs share the "
+                   "time; 0: the workflow wakes at the time itself.")
 @click.option("--resync-seconds", type=float, default=600.0, show_default=True, help="Full relist period.")
 @click.option("--health-port", type=int, default=8080, show_default=True, help="/healthz, /readyz and /metrics.")
 @click.option("--max-concurrent-activities", type=int, default=64, show_default=True)
@@ -159,7 +163,7 @@ def worker(**kw: object) -> None:
     settings = app.WorkerSettings(
         temporal=temporal,  # type: ignore[arg-type]
         bridge=BridgeSettings(namespaces=namespaces, ttl_scope=str(kw["ttl_scope"]),
-                              cronjob_selector=str(kw["cronjob_selector"]),
+                              cronjob_selector=str(kw["cronjob_selector"]), cronjob_lead=float(kw["cronjob_lead"]),  # type: ignore[arg-type]
                               task_queue=str(kw["task_queue"]), resync_seconds=float(kw["resync_seconds"])),  # type: ignore[arg-type]
         kubeconfig=kw["kubeconfig"],  # type: ignore[arg-type]
         health_port=int(kw["health_port"]),  # type: ignore[call-overload]

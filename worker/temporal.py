@@ -1,8 +1,9 @@
 """The one place that builds Temporal clients and workers (tests, ``batchd dev`` and production share it).
 
 Layer: worker. Callers: worker/app.py, worker/cli.py, worker/dev.py, tests/conftest.py.
-Every client uses the pydantic data converter; the worker registers every batchd workflow and
-activity on the ``batchd`` task queue (tests pass a unique queue).
+Every client uses the pydantic data converter; the main worker registers every batchd workflow and
+activity on the ``batchd`` task queue (tests pass a unique queue), a second one the armed CronJob
+creations on ``batchd-timed``.
 """
 
 from __future__ import annotations
@@ -31,13 +32,16 @@ from activities.job import JobActivities
 from activities.kube import Clock, EventActivities, Kube
 from activities.ttl import TTLActivities
 from workflows.cronjob import CronJobWorkflow
-from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE
+from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE, timed_task_queue
 from workflows.job import JobWorkflow
 from workflows.ttl import TTLAfterFinishedWorkflow
 
 log = logging.getLogger(__name__)
 
 WORKFLOWS: list[type] = [TTLAfterFinishedWorkflow, CronJobWorkflow, JobWorkflow]
+
+#: Armed CronJob creations one worker holds at once: each is a sleeping coroutine until its time.
+MAX_ARMED = 10_000
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,7 @@ async def ensure_search_attributes(client: Client, keys: Sequence[SearchAttribut
                     err.status.name, ", ".join(k.name for k in keys))
 
 
-def build_worker(
+def build_workers(
     client: Client,
     kube: Kube,
     *,
@@ -118,17 +122,25 @@ def build_worker(
     clock: Clock | None = None,
     max_concurrent_activities: int = 64,
     **options: Any,
-) -> Worker:
-    """A worker with every batchd workflow and activity; sync activities run in a thread pool."""
+) -> list[Worker]:
+    """The main worker (every workflow and activity; sync activities in a thread pool) and the timed one.
+
+    The timed worker polls ``{task_queue}-timed`` for armed CronJob creations only: they wait in
+    the worker until their schedule time, so they must not take the main queue's slots and threads.
+    """
     ttl = TTLActivities(kube, clock)
     cronjob = CronJobActivities(kube, clock)
     job = JobActivities(kube, clock)
-    return Worker(
-        client,
-        task_queue=task_queue,
-        workflows=WORKFLOWS,
-        activities=[*ttl.all(), *cronjob.all(), *job.all(), EventActivities(kube, clock).record_event],
-        activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="activity"),
-        max_concurrent_activities=max_concurrent_activities,
-        **options,
-    )
+    return [
+        Worker(
+            client,
+            task_queue=task_queue,
+            workflows=WORKFLOWS,
+            activities=[*ttl.all(), *cronjob.all(), *job.all(), EventActivities(kube, clock).record_event],
+            activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="activity"),
+            max_concurrent_activities=max_concurrent_activities,
+            **options,
+        ),
+        Worker(client, task_queue=timed_task_queue(task_queue), activities=[cronjob.create_job_at],
+               max_concurrent_activities=MAX_ARMED),
+    ]

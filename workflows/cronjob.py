@@ -18,6 +18,14 @@ workqueue ``AddAfter`` a durable timer to the next schedule time:
 6. sleep until the next schedule time (plus the optional jitter) or until a signal or an update
    changes something.
 
+Armed creation (``lead_seconds`` > 0, policy Allow): the timer fires ``lead`` before the time and
+that pass runs as of the time itself, handing the creation to ``create_cronjob_job_at`` on the
+worker's timed queue. The activity waits in the worker and creates the Job on the second, so a
+burst of CronJobs sharing a schedule needs no server round trip at the schedule time. At the time
+it re-reads the CronJob and creates nothing if the spec changed meanwhile (its generation) or the
+starting deadline passed; a signal or an update during the wait cancels it and the pass re-plans.
+Forbid and Replace depend on which Jobs are active at the time, so they always wake at the time.
+
 Spec references: shared/spec/cronjob-and-ttl.md.
 """
 
@@ -30,10 +38,11 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from workflows import cron
-    from workflows.identity import NEXT_SCHEDULE_TIME
+    from workflows.identity import NEXT_SCHEDULE_TIME, timed_task_queue
     from workflows.models import (
         FAILED_RUNS_ANNOTATION,
         FAILURES_SINCE_SUCCESS_ANNOTATION,
@@ -64,10 +73,20 @@ with workflow.unsafe.imports_passed_through():
 COMPONENT = "batchd-cronjob-controller"
 RECENT_RUNS = 10
 REMEMBERED = 200  # counted Job uids and reported warnings kept for de-duplication
+#: An armed creation's time limit beyond its wait: a worker killed while it waits is noticed this
+#: long after the schedule time at worst, and the retry (idempotent by name) creates the Job.
+ARMED_SLACK = timedelta(seconds=10)
+#: After a "stale" armed creation, how long to wait for the bridge to deliver the new spec.
+STALE_WAIT = timedelta(seconds=60)
 
 
 def _iso(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _plan_inputs(obs: CronJobObservation) -> tuple[Any, ...]:
+    """What the next wake-up and the armed creation depend on (the bridge's own de-duplication key)."""
+    return obs.generation, obs.deleting, obs.jitter_percent, obs.problem
 
 
 def _base36(n: int) -> str:
@@ -88,7 +107,10 @@ class CronJobWorkflow:
     def __init__(self, inp: CronJobInput) -> None:
         self._lock = asyncio.Lock()  # the loop's sync and the updates' Kubernetes calls never interleave
         self._changed = False
+        self._interrupt = False  # a signal or an update asks an armed creation to stop waiting
         self._events: list[EventInput] = []
+        self.lead = timedelta(seconds=inp.lead_seconds)
+        self.armed_for: datetime | None = None  # the schedule time of the creation now armed
         self._load(inp.state)
 
     def _load(self, s: CronJobState) -> None:
@@ -110,14 +132,20 @@ class CronJobWorkflow:
     @workflow.signal(name="observe")
     def observe(self, obs: CronJobObservation) -> None:
         """The CronJob changed (spec, deletion) or was deleted."""
+        if obs.lead_seconds is not None and obs.lead_seconds != self.lead.total_seconds():
+            self.lead = timedelta(seconds=obs.lead_seconds)
+            self._changed = self._interrupt = True
         if obs.gone:
             if not obs.uid or obs.uid == self.obs.uid:
                 self.obs = self.obs.model_copy(update={"gone": True})
-                self._changed = True
+                self._changed = self._interrupt = True
             return
         if obs.uid != self.obs.uid:
             self._adopt(obs)  # a recreated namesake: a new CronJob with a fresh history
+            self._interrupt = True
         else:
+            if _plan_inputs(obs) != _plan_inputs(self.obs):
+                self._interrupt = True  # repeats of what we know (a relist, a second bridge) do not
             self.obs = obs
         self._changed = True
 
@@ -161,6 +189,7 @@ class CronJobWorkflow:
     @workflow.update(name="trigger")
     async def trigger(self, _: TriggerInput) -> TriggerResult:
         """Create a Job now, as ``kubectl create job --from=cronjob/NAME`` does, under a distinct name."""
+        self._interrupt = True  # the lock may be held by an armed creation's wait
         async with self._lock:
             now = workflow.now()
             name = f"{self.obs.name[:52]}-m{_base36(int(now.timestamp()))}"
@@ -214,6 +243,7 @@ class CronJobWorkflow:
             "concurrencyPolicy": spec.concurrency_policy,
             "startingDeadlineSeconds": spec.starting_deadline_seconds,
             "nextScheduleTime": _iso(self.next_time) if self.next_time else None,
+            "armedFor": _iso(self.armed_for) if self.armed_for else None,
             "upcoming": [] if spec.suspend else upcoming,
             "active": [a.name for a in self.active],
             "lastScheduleTime": _iso(self.last_schedule_time) if self.last_schedule_time else None,
@@ -227,31 +257,38 @@ class CronJobWorkflow:
 
     @workflow.run
     async def run(self, inp: CronJobInput) -> str:
+        armed: datetime | None = None
         while not self.obs.gone:
             async with self._lock:
-                self._changed = False
-                await self.sync()
+                self._changed = self._interrupt = False
+                await self.sync(armed)
             if self.obs.gone:
                 break
-            await self._sleep()
+            armed = await self._sleep()
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(CronJobInput(state=self.state()))
+                workflow.continue_as_new(CronJobInput(state=self.state(), lead_seconds=self.lead.total_seconds()))
         workflow.upsert_search_attributes([NEXT_SCHEDULE_TIME.value_unset()])
         workflow.logger.info("CronJob %s/%s is gone; workflow ends", self.obs.namespace, self.obs.name)
         return "gone"
 
-    async def sync(self) -> None:
-        """One pass of upstream's syncCronJob, then the status write."""
+    async def sync(self, armed: datetime | None = None) -> None:
+        """One pass of upstream's syncCronJob, then the status write.
+
+        ``armed``: the pass runs as of that (wake-up) time, up to ``lead`` ahead of the clock, and
+        the Job due then is created on time by the worker (see the module docstring).
+        """
         await self._flush_events()
         self.next_time = None
         if not self.obs.deleting:  # C8: a CronJob being deleted only reconciles
             await self.cleanup_finished_jobs()
-            self.next_time = await self.schedule(workflow.now())
+            now = workflow.now()
+            ahead = armed if armed is not None and armed > now and self._armable() else None
+            self.next_time = await self.schedule(ahead or now, armed=ahead is not None)
         await self._flush_events()
         await self._write_status()
 
-    async def schedule(self, now: datetime) -> datetime | None:
+    async def schedule(self, now: datetime, *, armed: bool = False) -> datetime | None:
         """Create the Job that is due, if any; return when to look again (None: on a change only)."""
         spec = self.obs.spec
         try:
@@ -276,7 +313,9 @@ class CronJobWorkflow:
             self._warn_once(f"TooManyMissedTimes:{recent.due}", "TooManyMissedTimes",
                             "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew")
         if recent.due is not None and not self.already_processed(recent.due):
-            await self.start_job(recent.due)
+            if not await self.start_job(recent.due, not_before=now if armed else None):
+                self._changed = True  # an armed creation was interrupted: plan again at once
+                return now
         wake = cron.next_wakeup(sched, earliest=self.last_schedule_time or earliest, now=now)
         if wake is not None and self.obs.jitter_percent:
             after = sched.next(wake)
@@ -290,24 +329,32 @@ class CronJobWorkflow:
         name = cron.job_name(self.obs.name, due)
         return self.last_schedule_time == due or any(a.name == name for a in self.active)
 
-    async def start_job(self, due: datetime) -> None:
-        """Apply the concurrency policy (C12–C14) and create the Job for ``due`` (C15–C25)."""
+    async def start_job(self, due: datetime, *, not_before: datetime | None = None) -> bool:
+        """Apply the concurrency policy (C12–C14) and create the Job for ``due`` (C15–C25).
+
+        ``not_before``: create it then, armed (Allow only). False: the armed creation was
+        interrupted or found the spec changed, and nothing was created.
+        """
         policy = self.obs.spec.concurrency_policy
         if policy == "Forbid" and self.active:
             self._warn_once(f"JobAlreadyActive:{_iso(due)}", "JobAlreadyActive",
                             "Not starting job because prior execution is running and concurrency policy is Forbid",
                             type_="Normal")
-            return
+            return True
         if policy == "Replace" and self.active:
             res = await self._delete(self.active, "replace")
             self.active = [a for a in self.active if a.name not in res.deleted]
             if self.active:
-                return  # C14: could not replace; try again at the next wake
-        created = await self._create(cron.job_name(self.obs.name, due), due)
+                return True  # C14: could not replace; try again at the next wake
+        name = cron.job_name(self.obs.name, due)
+        created = await (self._create(name, due) if not_before is None else self._create_at(name, due, not_before))
+        if created is None or created.outcome == "stale":
+            return False
         if created.outcome in ("created", "exists"):
             self.last_schedule_time = due
         elif created.outcome == "not_ours":
             workflow.logger.warning("CronJob %s/%s: %s", self.obs.namespace, self.obs.name, created.message)
+        return True  # "too_late" included: the missed time is dropped silently (B22)
 
     async def cleanup_finished_jobs(self) -> None:
         """History limits: delete the oldest finished Jobs beyond each limit (C30–C33)."""
@@ -333,7 +380,11 @@ class CronJobWorkflow:
 
     # -- helpers --------------------------------------------------------------------------
 
-    async def _sleep(self) -> None:
+    def _armable(self) -> bool:
+        return self.lead > timedelta(0) and self.obs.spec.concurrency_policy == "Allow" and not self.obs.spec.suspend
+
+    async def _sleep(self) -> datetime | None:
+        """Wait for the next wake-up or a change; return the wake-up time if its creation is to be armed now."""
         now = workflow.now()
         if self._advertised != self.next_time:
             self._advertised = self.next_time
@@ -341,17 +392,30 @@ class CronJobWorkflow:
                 NEXT_SCHEDULE_TIME.value_set(self.next_time) if self.next_time else NEXT_SCHEDULE_TIME.value_unset()])
         if self.next_time is None:
             await workflow.wait_condition(lambda: self._changed or self.obs.gone)
-            return
+            return None
         workflow.set_current_details(
             f"CronJob {self.obs.namespace}/{self.obs.name} (`{self.obs.spec.schedule}`) next runs {_iso(self.next_time)}")
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(
-                lambda: self._changed or self.obs.gone,
-                timeout=max(timedelta(0), self.next_time - now),
-                timeout_summary=f"CronJob {self.obs.namespace}/{self.obs.name} next schedule {_iso(self.next_time)}",
-            )
+        summary = f"CronJob {self.obs.namespace}/{self.obs.name} next schedule {_iso(self.next_time)}"
+        if not self._armable():
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self._changed or self.obs.gone,
+                                              timeout=max(timedelta(0), self.next_time - now), timeout_summary=summary)
+            return None
+        if self._changed or self.obs.gone:
+            return None  # a pass at the real time first: whatever is due now is not held back
+        arm_at = self.next_time - self.lead
+        if arm_at > now:
+            try:
+                await workflow.wait_condition(
+                    lambda: self._changed or self.obs.gone, timeout=arm_at - now,
+                    timeout_summary=f"{summary}; Job creation armed {self.lead.total_seconds():g}s before")
+                return None
+            except TimeoutError:
+                pass
+        return self.next_time if self._armable() and not self.obs.gone else None
 
     async def _set_suspend(self, value: bool) -> SuspendResult:
+        self._interrupt = True  # the lock may be held by an armed creation's wait
         async with self._lock:
             if self.obs.spec.suspend == value:
                 return SuspendResult(suspended=value, changed=False)
@@ -371,16 +435,19 @@ class CronJobWorkflow:
         if self.obs.gone or self.obs.deleting:
             raise ValueError(f"CronJob {self.obs.namespace}/{self.obs.name} is being deleted or gone")
 
+    def _create_input(self, name: str, scheduled: datetime, *, manual: bool = False) -> CreateJobInput:
+        return CreateJobInput(
+            namespace=self.obs.namespace, cronjob_name=self.obs.name, cronjob_uid=self.obs.uid, job_name=name,
+            scheduled=scheduled, manual=manual, scheduled_annotation=None if manual else self._annotation(scheduled))
+
     async def _create(self, name: str, scheduled: datetime, *, manual: bool = False) -> CreateJobResult:
         res: CreateJobResult = await workflow.execute_local_activity(
-            "create_cronjob_job",
-            CreateJobInput(
-                namespace=self.obs.namespace, cronjob_name=self.obs.name, cronjob_uid=self.obs.uid, job_name=name,
-                scheduled=scheduled, manual=manual,
-                scheduled_annotation=None if manual else self._annotation(scheduled),
-            ),
-            result_type=CreateJobResult, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
+            "create_cronjob_job", self._create_input(name, scheduled, manual=manual), result_type=CreateJobResult,
+            start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
             summary=f"create Job {self.obs.namespace}/{name}")
+        return self._took(res)
+
+    def _took(self, res: CreateJobResult) -> CreateJobResult:
         if res.outcome == "cronjob_gone":
             self.obs = self.obs.model_copy(update={"gone": True})
         elif res.job is not None and not res.finished and not any(a.uid == res.job.uid for a in self.active):
@@ -388,6 +455,39 @@ class CronJobWorkflow:
             # bridge already reported its end and would not report it twice.
             self.active.append(res.job)
         return res
+
+    async def _create_at(self, name: str, scheduled: datetime, not_before: datetime) -> CreateJobResult | None:
+        """Hand the creation to the worker until ``not_before``; None if a signal or update interrupts."""
+        sds = self.obs.spec.starting_deadline_seconds
+        wait = max(timedelta(0), not_before - workflow.now())
+        inp = self._create_input(name, scheduled).model_copy(update={
+            "not_before": not_before, "wait_at_most": wait.total_seconds(), "generation": self.obs.generation,
+            "latest": scheduled + timedelta(seconds=sds) if sds is not None else None})
+        if self._interrupt:
+            return None
+        self.armed_for = inp.scheduled
+        try:
+            handle = workflow.start_activity(
+                "create_cronjob_job_at", inp, result_type=CreateJobResult,
+                task_queue=timed_task_queue(workflow.info().task_queue),
+                start_to_close_timeout=wait + ARMED_SLACK, retry_policy=K8S_RETRY,
+                cancellation_type=ActivityCancellationType.TRY_CANCEL,
+                summary=f"create Job {inp.namespace}/{inp.job_name} at {_iso(not_before)}")
+            await workflow.wait_condition(lambda: handle.done() or self._interrupt)
+            if not handle.done():
+                # An abandoned wait that does fire re-reads the CronJob first: a changed spec
+                # makes it "stale", a recreated CronJob "cronjob_gone"; else it creates the very
+                # Job the next plan creates, and one of the two finds it "exists".
+                handle.cancel()
+                return None
+            res: CreateJobResult = await handle
+        finally:
+            self.armed_for = None
+        if res.outcome == "stale":  # the bridge has not told us of the new spec yet; let it
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self.obs.generation >= res.generation or self.obs.gone,
+                                              timeout=STALE_WAIT, timeout_summary="wait for the CronJob's new spec")
+        return self._took(res)
 
     def _annotation(self, scheduled: datetime) -> str | None:
         try:

@@ -11,6 +11,15 @@ from temporalio.common import SearchAttributeKey
 
 TASK_QUEUE = "batchd"
 
+
+def timed_task_queue(task_queue: str) -> str:
+    """The companion queue of Job creations armed ahead of their schedule time (``{queue}-timed``).
+
+    Its activities mostly wait, so they get their own worker and slots: thousands can wait at
+    once without taking a slot or a thread from the Kubernetes activities of the main queue.
+    """
+    return f"{task_queue}-timed"
+
 K8S_KIND = SearchAttributeKey.for_keyword("K8sKind")
 K8S_NAMESPACE = SearchAttributeKey.for_keyword("K8sNamespace")
 K8S_NAME = SearchAttributeKey.for_keyword("K8sName")

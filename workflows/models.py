@@ -357,6 +357,9 @@ class CronJobObservation(_K8s):
     status: CronJobStatus = Field(default_factory=CronJobStatus)
     jitter_percent: int = 0
     problem: str | None = None  # e.g. an unparseable jitter annotation
+    #: Not the CronJob's: the sending bridge's ``--cronjob-lead``, so a restarted worker's new
+    #: setting reaches the running workflows (see ``CronJobInput.lead_seconds``).
+    lead_seconds: float | None = None
 
     @classmethod
     def of(cls, cj: CronJob) -> CronJobObservation:
@@ -435,6 +438,10 @@ class CronJobInput(_K8s):
     """Start argument of the CronJob workflow (fresh, or carried by continue-as-new)."""
 
     state: CronJobState
+    #: How long before a schedule time the workflow hands the Job's creation to the worker, which
+    #: then creates it on the second (0: the workflow wakes at the time itself). The bridge sends
+    #: its ``--cronjob-lead`` with every ``observe`` signal; continue-as-new carries it here.
+    lead_seconds: float = 0.0
 
 
 class CreateJobInput(_K8s):
@@ -447,9 +454,16 @@ class CreateJobInput(_K8s):
     scheduled: datetime
     scheduled_annotation: str | None = None  # C18, computed by the workflow (it owns the zone math)
     manual: bool = False
+    # A creation armed ahead of its time (``create_cronjob_job_at``): wait until ``not_before``
+    # (at most ``wait_at_most`` seconds, whatever the two clocks say), then create only if the
+    # CronJob's spec is still at ``generation`` and the time is not past ``latest`` (B13).
+    not_before: datetime | None = None
+    wait_at_most: float = 0.0
+    generation: int | None = None
+    latest: datetime | None = None
 
 
-CreateOutcome = Literal["created", "exists", "not_ours", "cronjob_gone", "invalid"]
+CreateOutcome = Literal["created", "exists", "not_ours", "cronjob_gone", "invalid", "stale", "too_late"]
 
 
 class CreateJobResult(_K8s):
@@ -457,6 +471,7 @@ class CreateJobResult(_K8s):
     job: ObjectReference | None = None
     finished: bool = False  # "exists": the Job found under that name has already finished
     message: str = ""
+    generation: int = 0  # "stale": the CronJob's generation found
 
 
 class DeleteJobsInput(_K8s):

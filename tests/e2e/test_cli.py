@@ -15,7 +15,7 @@ import os
 import sys
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -291,7 +291,10 @@ async def test_the_cli_operates_the_real_cronjob_workflow(
 
         wf = await eventually(next_time_armed, what="the CronJob workflow's schedule timer")
         assert wf["type"] == "CronJob" and wf["workflowId"] == f"cronjob/{ref}"
-        assert wf["pendingTimers"][0]["summary"] == f"CronJob {ref} next schedule {wf['pendingTimers'][0]['firesAt']}"
+        timer = wf["pendingTimers"][0]
+        due = datetime.fromisoformat(timer["firesAt"].replace("Z", "+00:00")) + timedelta(seconds=30)  # the lead
+        assert timer["summary"] == \
+            f"CronJob {ref} next schedule {due:%Y-%m-%dT%H:%M:%SZ}; Job creation armed 30s before"
 
         trig = await batchd(address, "cronjob", "trigger", ref, "-o", "json")
         assert trig.code == 0, trig

@@ -1,6 +1,6 @@
 """Tier 4: CronJob workflows across worker deaths — a real ``batchd worker`` process SIGKILLed at
-random points across 10 schedule times, and a worker stopped across a schedule time with a
-``startingDeadlineSeconds`` (real minutes: marked slow).
+random points across 10 schedule times, SIGKILLed while a creation is armed, and a worker stopped
+across a schedule time with a ``startingDeadlineSeconds`` (real minutes: marked slow).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from temporalio.testing import WorkflowEnvironment
 from activities.kube import Kube
 from tests.conftest import eventually, running
 from tests.e2e.test_worker_process import free_port, worker_process
-from tests.integration.test_cronjob import cronjob_manifest, describe, jobs_of, started
+from tests.integration.test_cronjob import armed_for, cronjob_manifest, describe, jobs_of, started
+from workflows.cronjob import ARMED_SLACK
 
 
 async def test_worker_sigkilled_across_10_schedule_times_creates_each_job_exactly_once(
@@ -29,7 +30,8 @@ async def test_worker_sigkilled_across_10_schedule_times_creates_each_job_exactl
     rng = random.Random(7)
     kube.create("CronJob", namespace, cronjob_manifest("tick", "* * * * *"))
     health = free_port()
-    proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health)
+    lead = ("--cronjob-lead", "0")  # the virtual clock runs ahead: an armed creation would wait in real time
+    proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health, *lead)
     proc = proc_cm.__enter__()
     try:
         handle = await started(client, namespace, "tick")
@@ -39,7 +41,8 @@ async def test_worker_sigkilled_across_10_schedule_times_creates_each_job_exactl
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             proc_cm.__exit__(None, None, None)
-            proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i + 1}.log", health)
+            proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i + 1}.log",
+                                     health, *lead)
             proc = proc_cm.__enter__()
             assert await asyncio.wait_for(ff, 90)
         jobs = await eventually(lambda: (j := jobs_of(kube, namespace, "tick")) and len(j) >= 10 and j,
@@ -84,3 +87,29 @@ async def _last(client: Any, ns: str, name: str) -> datetime | None:
 async def _after(client: Any, ns: str, name: str, t: datetime) -> datetime | None:
     last = await _last(client, ns, name)
     return last if last and last > t else None
+
+
+@pytest.mark.slow
+async def test_a_worker_killed_while_a_creation_is_armed_still_creates_the_job_once(
+    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
+) -> None:
+    # The armed creation waits inside the worker; SIGKILL loses the wait. Its attempt times out
+    # ARMED_SLACK after the schedule time and the retry, on the restarted worker, creates the Job.
+    client = temporal_env.client
+    kube.create("CronJob", namespace, cronjob_manifest("armed", "* * * * *"))
+    health = free_port()
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health,
+                        "--cronjob-lead", "30") as proc:
+        due = await armed_for(client, namespace, "armed", timeout=75)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert datetime.now(UTC) < due, "killed before the time"
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w1.log", health,
+                        "--cronjob-lead", "30"):
+        wait = (due - datetime.now(UTC) + ARMED_SLACK).total_seconds() + 30
+        [job] = await eventually(lambda: jobs_of(kube, namespace, "armed"), timeout=wait, what="the armed Job")
+        await asyncio.sleep(3)
+        assert len(jobs_of(kube, namespace, "armed")) == 1
+    created = datetime.fromisoformat(job["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    assert job["metadata"]["name"] == f"armed-{int(due.timestamp()) // 60}"
+    assert due <= created <= due + ARMED_SLACK + timedelta(seconds=10)

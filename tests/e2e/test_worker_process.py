@@ -37,11 +37,11 @@ def free_port() -> int:
 
 @contextmanager
 def worker_process(temporal_env: WorkflowEnvironment, kubeconfig: Path, namespace: str, task_queue: str,
-                   log: Path, health_port: int) -> Iterator[subprocess.Popen[bytes]]:
+                   log: Path, health_port: int, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
     target = temporal_env.client.service_client.config.target_host
     args = [BATCHD, "worker", "--temporal-address", target, "--kubeconfig", str(kubeconfig),
             "--namespaces", namespace, "--task-queue", task_queue, "--health-port", str(health_port),
-            "--resync-seconds", "30", "--ttl-scope", "all"]  # TTL tests' Jobs are finished by hand
+            "--resync-seconds", "30", "--ttl-scope", "all", *extra]  # TTL tests' Jobs are finished by hand
     with open(log, "ab") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
     try:

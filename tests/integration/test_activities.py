@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -11,12 +11,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities import errors
+from activities.cronjob import CronJobActivities
 from activities.kube import Kube
 from activities.ttl import TTLActivities
 from tests.conftest import utcnow
 from tests.k8s import create_job, finish_job, second
 from worker.app import kube_api_client
-from workflows.models import DeleteExpiredInput, ObjectRef, ObserveInput
+from workflows.models import CreateJobInput, DeleteExpiredInput, ObjectRef, ObserveInput
 
 STATUS_TABLE = [
     # status, Status reason, class, retryable
@@ -119,3 +120,63 @@ def test_read_of_a_missing_object_is_gone(kube: Kube, namespace) -> None:
 
 def test_kube_client_from_kubeconfig_disables_urllib3_retries(kubeconfig) -> None:
     assert kube_api_client(kubeconfig).configuration.retries == 0
+
+
+# -- the armed CronJob creation (activities/cronjob.py create_cronjob_job_at) ---------------------
+
+def _cronjob(kube: Kube, ns: str, name: str) -> dict:
+    from tests.integration.test_cronjob import cronjob_manifest
+    return kube.create("CronJob", ns, cronjob_manifest(name, "* * * * *"))
+
+
+def _armed(cj: dict, **kw: object) -> CreateJobInput:
+    m = cj["metadata"]
+    due = second(utcnow())
+    return CreateJobInput(namespace=m["namespace"], cronjob_name=m["name"], cronjob_uid=m["uid"],
+                          job_name=f"{m['name']}-{int(due.timestamp()) // 60}", scheduled=due,
+                          generation=m["generation"], **kw)  # type: ignore[arg-type]
+
+
+async def test_an_armed_creation_waits_until_its_time_then_creates(kube: Kube, namespace) -> None:
+    cj = _cronjob(kube, namespace, "armed")
+    at = utcnow() + timedelta(seconds=1.5)
+    res = await ActivityEnvironment().run(CronJobActivities(kube).create_job_at,
+                                          _armed(cj, not_before=at, wait_at_most=5.0))
+    assert res.outcome == "created" and res.job is not None
+    job = kube.get("Job", namespace, res.job.name)
+    created = datetime.fromisoformat(job["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    assert created >= second(at)  # whole seconds on the API side
+
+
+async def test_an_armed_creation_never_waits_longer_than_told(kube: Kube, namespace) -> None:
+    # A workflow on a virtual clock (or a worker clock far behind) asks for a time hours ahead.
+    cj = _cronjob(kube, namespace, "capped")
+    started = utcnow()
+    res = await ActivityEnvironment().run(CronJobActivities(kube).create_job_at,
+                                          _armed(cj, not_before=started + timedelta(hours=3), wait_at_most=0.5))
+    assert res.outcome == "created" and utcnow() - started < timedelta(seconds=30)
+
+
+async def test_an_armed_creation_refuses_a_changed_spec(kube: Kube, namespace) -> None:
+    cj = _cronjob(kube, namespace, "changed")
+    inp = _armed(cj)
+    kube.patch("CronJob", namespace, "changed", {"spec": {"suspend": True}})  # generation 1 -> 2
+    res = await ActivityEnvironment().run(CronJobActivities(kube).create_job_at, inp)
+    assert (res.outcome, res.generation) == ("stale", 2)
+    assert kube.get("Job", namespace, inp.job_name) is None
+
+
+async def test_an_armed_creation_past_its_starting_deadline_creates_nothing(kube: Kube, namespace) -> None:
+    cj = _cronjob(kube, namespace, "late")  # spec B13: the run would start after its deadline
+    inp = _armed(cj, latest=utcnow() - timedelta(seconds=1))
+    res = await ActivityEnvironment().run(CronJobActivities(kube).create_job_at, inp)
+    assert res.outcome == "too_late" and kube.get("Job", namespace, inp.job_name) is None
+
+
+async def test_an_armed_creation_for_a_recreated_cronjob_creates_nothing(kube: Kube, namespace) -> None:
+    old = _cronjob(kube, namespace, "twin")
+    kube.delete("CronJob", namespace, "twin", propagation="Background")
+    _cronjob(kube, namespace, "twin")
+    inp = _armed(old)
+    res = await ActivityEnvironment().run(CronJobActivities(kube).create_job_at, inp)
+    assert res.outcome == "cronjob_gone" and kube.get("Job", namespace, inp.job_name) is None

@@ -1,19 +1,22 @@
 """Tier 3: CronJob workflows end to end — kubesim over HTTP, the real dev server, worker + bridge.
 
 Most tests use ``@every Ns`` schedules (real, short); upstream names Jobs by the minute (C15, C16),
-so a test that needs several distinct Jobs fast-forwards the workflow's virtual clock instead.
+so a test that needs several distinct Jobs fast-forwards the workflow's virtual clock instead. With
+the default ``cronjob_lead`` every Allow run is an armed creation (the lead exceeds the interval);
+the fast-forwarded Allow tests set it to 0, since an armed creation waits on the worker's real clock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import Client
 
 from activities.kube import Kube
-from tests.conftest import eventually, running, utcnow, workflow_exists
+from tests.conftest import eventually, running, save_history, utcnow, workflow_exists
 from tests.k8s import finish_job, second
 from workflows.identity import cronjob_workflow_id
 from workflows.models import JOB_MANAGED_BY
@@ -115,7 +118,7 @@ async def test_replace_deletes_the_active_job_then_creates_the_next(client, kube
 
 async def test_history_limits_delete_the_oldest_finished_jobs(client, kube, namespace, task_queue, skipper):
     # spec C31-C33: keep 1 successful and 1 failed, oldest by startTime deleted
-    async with running(client, kube, task_queue, namespace):
+    async with running(client, kube, task_queue, namespace, cronjob_lead=0):
         kube.create("CronJob", namespace, cronjob_manifest("hist", "*/5 * * * *", limits=(1, 1)))
         handle = await started(client, namespace, "hist")
         names = []
@@ -134,7 +137,7 @@ async def test_history_limits_delete_the_oldest_finished_jobs(client, kube, name
 
 async def test_more_than_100_missed_times_warns_and_runs_only_the_latest(client, kube, namespace, task_queue, skipper):
     # spec B17, B19
-    async with running(client, kube, task_queue, namespace):
+    async with running(client, kube, task_queue, namespace, cronjob_lead=0):
         kube.create("CronJob", namespace, cronjob_manifest("late", "* * * * *", suspend=True))
         handle = await started(client, namespace, "late")
         await skipper.fast_forward(handle, timedelta(minutes=150))
@@ -165,7 +168,7 @@ async def _next(client: Client, ns: str, name: str, suffix: str) -> dict[str, An
 
 
 async def test_jitter_delays_the_run_but_not_its_scheduled_time(client, kube, namespace, task_queue, skipper):
-    async with running(client, kube, task_queue, namespace):
+    async with running(client, kube, task_queue, namespace, cronjob_lead=0):
         kube.create("CronJob", namespace, cronjob_manifest("jit", "0 * * * *", annotations={"batchd.io/jitter-percent": "50"}))
         handle = await started(client, namespace, "jit")
         d = await describe(client, namespace, "jit")
@@ -240,3 +243,81 @@ async def started(client: Client, ns: str, name: str) -> Any:
 def _utc(s: str) -> datetime:
     return datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(UTC)
 
+
+# -- armed creations (cronjob_lead > 0, policy Allow) ------------------------------------------
+
+async def armed_for(client: Client, ns: str, name: str, *, timeout: float = 20.0) -> datetime:
+    """The schedule time of the creation the workflow has handed to the worker, once it has."""
+    d = await eventually(lambda: _armed(client, ns, name), timeout=timeout, what="an armed creation")
+    return _utc(d["armedFor"])
+
+
+async def _armed(client: Client, ns: str, name: str) -> dict[str, Any] | None:
+    with contextlib.suppress(Exception):  # not started yet
+        d = await describe(client, ns, name)
+        return d if d["armedFor"] else None
+    return None
+
+
+def _created(job: dict[str, Any]) -> datetime:
+    return _utc(job["metadata"]["creationTimestamp"])
+
+
+async def test_an_armed_creation_is_made_by_the_worker_on_the_second_of_its_time(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace, cronjob_lead=30):
+        kube.create("CronJob", namespace, cronjob_manifest("sharp", "@every 5s"))
+        due = await armed_for(client, namespace, "sharp")
+        assert utcnow() < due  # armed ahead of its time
+        [job] = await eventually(lambda: jobs_of(kube, namespace, "sharp"), what="the Job")
+        assert job["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"] == \
+            due.strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert due <= _created(job) <= due + timedelta(seconds=1)  # whole seconds on the API side
+        hist = await client.get_workflow_handle(cronjob_workflow_id(namespace, "sharp")).fetch_history()
+        [first] = [e for e in hist.events if e.HasField("activity_task_scheduled_event_attributes")][:1]
+        attrs = first.activity_task_scheduled_event_attributes
+        assert (attrs.activity_type.name, attrs.task_queue.name) == ("create_cronjob_job_at", f"{task_queue}-timed")
+        assert first.event_time.ToDatetime(UTC) < due
+        await eventually(lambda: (c := kube.get("CronJob", namespace, "sharp")) and c.get("status", {}).get("active"))
+        await save_history(client.get_workflow_handle(cronjob_workflow_id(namespace, "sharp")), "cronjob-armed-creation")
+
+
+async def test_a_spec_change_while_armed_is_obeyed_at_the_time(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace, cronjob_lead=30):
+        kube.create("CronJob", namespace, cronjob_manifest("relabel", "@every 6s"))
+        due = await armed_for(client, namespace, "relabel")
+        kube.patch("CronJob", namespace, "relabel", {"spec": {"jobTemplate": {"metadata": {"labels": {"app": "v2"}}}}})
+        [job] = await eventually(lambda: jobs_of(kube, namespace, "relabel"), what="the Job", timeout=30)
+        assert job["metadata"]["labels"]["app"] == "v2"  # the new template, not the armed one's
+        assert job["metadata"]["name"] == f"relabel-{int(due.timestamp()) // 60}"
+
+
+async def test_suspending_while_armed_creates_nothing(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace, cronjob_lead=30):
+        kube.create("CronJob", namespace, cronjob_manifest("halt", "@every 6s"))
+        due = await armed_for(client, namespace, "halt")
+        kube.patch("CronJob", namespace, "halt", {"spec": {"suspend": True}})
+        await asyncio.sleep(max(0.0, (due - utcnow()).total_seconds()) + 3)
+        assert jobs_of(kube, namespace, "halt") == []
+        d = await describe(client, namespace, "halt")
+        assert d["suspend"] is True and d["armedFor"] is None
+
+
+async def test_the_suspend_update_does_not_wait_for_an_armed_creation(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace, cronjob_lead=30):
+        kube.create("CronJob", namespace, cronjob_manifest("halt2", "@every 20s"))
+        due = await armed_for(client, namespace, "halt2")
+        handle = client.get_workflow_handle(cronjob_workflow_id(namespace, "halt2"))
+        res = await asyncio.wait_for(handle.execute_update("suspend", {}), 10)  # well before the time
+        assert res == {"suspended": True, "changed": True} and utcnow() < due
+        await asyncio.sleep(max(0.0, (due - utcnow()).total_seconds()) + 3)
+        assert jobs_of(kube, namespace, "halt2") == []  # the abandoned wait saw the new generation
+
+
+async def test_deleting_the_cronjob_while_armed_creates_nothing(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace, cronjob_lead=30):
+        kube.create("CronJob", namespace, cronjob_manifest("gone", "@every 6s"))
+        due = await armed_for(client, namespace, "gone")
+        kube.delete("CronJob", namespace, "gone", propagation="Orphan")
+        assert await asyncio.wait_for(client.get_workflow_handle(cronjob_workflow_id(namespace, "gone")).result(), 20) == "gone"
+        await asyncio.sleep(max(0.0, (due - utcnow()).total_seconds()) + 3)
+        assert kube.list("Job", namespace)["items"] == []
