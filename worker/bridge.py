@@ -9,6 +9,11 @@ ID, which changes nothing. Nothing here decides *when* to act; the workflows do.
 Threads: each :class:`Informer` runs list+watch in a thread with the official (synchronous)
 client and hands events to the asyncio loop; dispatch runs on the loop in a few shards keyed by
 object, so events of one object stay in order while different objects proceed in parallel.
+
+Memory: an informer keeps, and hands on, only :func:`bridge_view` of each object (the fields the
+subset models of workflows/models.py read), never the decoded API object. A burst of watch events
+queues faster than workflows are started, and with full objects that backlog, not the workflow
+cache, was most of the worker's memory with 10,000 TTL timers (README, bench/ttl.py).
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ DISPATCH_SECONDS = _meter.create_histogram(
 )
 
 Handler = Callable[[str, dict[str, Any]], None]
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class Informer:
@@ -81,18 +87,22 @@ class Informer:
     A watch that ends is resumed from the last seen version (bookmarks keep it fresh); an
     ``ERROR`` event or ``410 Gone`` forces a relist, which also reports objects deleted while
     the watch was down as ``DELETED``. Every ``resync_seconds`` a relist re-delivers everything.
+
+    ``transform`` (client-go's ``SetTransform``) turns each object, as it is decoded, into what
+    is kept and handed on; the same dict is the handler's argument and the relist tombstone.
     """
 
     def __init__(self, kube: Kube, kind: str, namespace: str | None, handler: Handler, *,
                  label_selector: str | None = None, resync_seconds: float = 600.0,
-                 watch_timeout_seconds: int = 300) -> None:
+                 watch_timeout_seconds: int = 300, transform: Transform | None = None) -> None:
         self.kube, self.kind, self.namespace, self.handler = kube, kind, namespace, handler
+        self.transform = transform or (lambda obj: obj)
         self.label_selector = label_selector
         self.resync_seconds = resync_seconds
         self.watch_timeout_seconds = watch_timeout_seconds
         self.synced = threading.Event()
         self._stop = threading.Event()
-        self._known: dict[str, dict[str, Any]] = {}  # uid -> last object (slimmed), to detect deletions across relists
+        self._known: dict[str, dict[str, Any]] = {}  # uid -> last object (transformed), to detect deletions across relists
         self._thread = threading.Thread(target=self._run, name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
 
     def start(self) -> None:
@@ -125,7 +135,7 @@ class Informer:
             page = self.kube.list(self.kind, self.namespace, label_selector=self.label_selector, limit=500, continue_=cont)
             for obj in page.get("items") or []:
                 obj.setdefault("kind", self.kind)
-                seen[obj["metadata"]["uid"]] = obj
+                seen[obj["metadata"]["uid"]] = self.transform(obj)
             cont = (page.get("metadata") or {}).get("continue") or None
             if not cont:
                 rv = str((page.get("metadata") or {}).get("resourceVersion") or "")
@@ -133,7 +143,7 @@ class Informer:
         for uid, old in self._known.items():
             if uid not in seen:
                 self.handler("DELETED", old)
-        self._known = {uid: _slim(obj) for uid, obj in seen.items()}
+        self._known = seen
         for obj in seen.values():
             self.handler("SYNC", obj)
         self.synced.set()
@@ -155,11 +165,12 @@ class Informer:
                 if etype == "BOOKMARK":
                     continue
                 obj.setdefault("kind", self.kind)
+                obj = self.transform(obj)
                 uid = obj.get("metadata", {}).get("uid", "")
                 if etype == "DELETED":
                     self._known.pop(uid, None)
                 else:
-                    self._known[uid] = _slim(obj)
+                    self._known[uid] = obj
                 self.handler(str(etype), obj)
 
 
@@ -202,18 +213,19 @@ class Bridge:
         resync = self.settings.resync_seconds
         # CronJobs list first: a Job's owner must be known (and its workflow started, on the same
         # shard) before the Job's events are routed to it.
-        cronjobs = [Informer(self.kube, "CronJob", ns, self._enqueue, resync_seconds=resync,
+        cronjobs = [Informer(self.kube, "CronJob", ns, self._enqueue, resync_seconds=resync, transform=bridge_view,
                              label_selector=self.settings.cronjob_selector or None) for ns in namespaces]
         self._informers.extend(cronjobs)
         for inf in cronjobs:
             inf.start()
         await asyncio.to_thread(lambda: all(inf.synced.wait(60) for inf in cronjobs))
         for ns in namespaces:
-            self._informers.append(Informer(self.kube, "Job", ns, self._enqueue, resync_seconds=resync))
+            self._informers.append(Informer(self.kube, "Job", ns, self._enqueue, resync_seconds=resync,
+                                            transform=bridge_view))
             self._informers.append(Informer(self.kube, "Pod", ns, self._enqueue, label_selector=POD_TTL_LABEL,
-                                            resync_seconds=resync))
+                                            resync_seconds=resync, transform=bridge_view))
             self._informers.append(Informer(self.kube, "Pod", ns, self._enqueue, label_selector=POD_JOB_LABEL,
-                                            resync_seconds=resync))
+                                            resync_seconds=resync, transform=bridge_view))
         self._tasks.append(asyncio.create_task(self._poker(), name="bridge-poker"))
         for inf in self._informers[len(cronjobs):]:
             inf.start()
@@ -452,19 +464,57 @@ class Bridge:
             log.warning("could not record Event on %s %s: %s", obs.ref.kind, obs.ref.key(), err)
 
 
-_BULKY_META = ("annotations", "managedFields")
-_BULKY_SPEC = ("template", "jobTemplate", "containers", "initContainers", "volumes")
+# What the bridge reads of each kind: the fields of the subset models (workflows/models.py
+# ObjectMeta, Job, Pod, CronJob) plus the raw Job status times JobSummary.of takes. A field
+# the bridge starts to read must be added here; tests/unit/test_bridge_view.py compares the
+# models parsed from a full object and from its view.
+_META = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+         "labels", "annotations", "ownerReferences", "finalizers")
+_JOB_SPEC = ("ttlSecondsAfterFinished", "managedBy", "suspend")
+_JOB_STATUS = ("startTime", "completionTime")
+_CONDITION = ("type", "status", "lastTransitionTime", "reason", "message")
+_POD_STATUS = ("phase",)
+_CONTAINER_STATUSES = ("containerStatuses", "initContainerStatuses")
+_TERMINATED = ("exitCode", "finishedAt")
 
 
-def _slim(obj: dict[str, Any]) -> dict[str, Any]:
-    """What an informer keeps of an object to report its deletion after a relist.
+def bridge_view(obj: dict[str, Any]) -> dict[str, Any]:
+    """The part of a decoded Job, Pod or CronJob that the bridge keeps and hands to its handlers.
 
-    Everything a DELETED handler reads stays (identity, labels, owners, TTL, conditions, phase);
-    templates and annotations go — with 10,000 Jobs they were most of the worker's memory.
+    A Job from the API is about 9 KB once decoded (its Pod template, selector, defaults); its
+    view is about a third of that. CronJobs keep their whole spec and status: there are few,
+    and their spec is what their workflows are told. Other kinds pass unchanged.
     """
-    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _BULKY_META}
-    spec = {k: v for k, v in (obj.get("spec") or {}).items() if k not in _BULKY_SPEC}
-    return {"kind": obj.get("kind"), "metadata": meta, "spec": spec, "status": obj.get("status") or {}}
+    kind = obj.get("kind")
+    if kind not in ("Job", "Pod", "CronJob"):
+        return obj
+    view: dict[str, Any] = {"kind": kind, "metadata": _pick(obj.get("metadata"), _META)}
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    if kind == "Job":
+        view["spec"] = _pick(spec, _JOB_SPEC)
+        view["status"] = _pick(status, _JOB_STATUS)
+        if "conditions" in status:
+            view["status"]["conditions"] = [_pick(c, _CONDITION) for c in status["conditions"] or []]
+    elif kind == "Pod":
+        view["spec"] = _pick(spec, ("restartPolicy",))
+        view["status"] = _pick(status, _POD_STATUS)
+        for key in _CONTAINER_STATUSES:
+            if key in status:
+                view["status"][key] = [_container_status(c) for c in status[key] or []]
+    else:
+        view["spec"], view["status"] = spec, status
+    return view
+
+
+def _container_status(cs: dict[str, Any]) -> dict[str, Any]:
+    out = _pick(cs, ("name",))
+    terminated = (cs.get("state") or {}).get("terminated")
+    out["state"] = {"terminated": _pick(terminated, _TERMINATED)} if terminated is not None else {}
+    return out
+
+
+def _pick(d: dict[str, Any] | None, keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: d[k] for k in keys if k in d} if d else {}
 
 
 def _controller(meta: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,0 +1,172 @@
+"""Tier 1: what the bridge keeps of an object (worker/bridge.py ``bridge_view``) is all it reads.
+
+The informers hand the bridge a view of each object, not the decoded API object (memory with
+10,000 TTL timers, issue 3). These tables build objects as an API server returns them, with the
+fields the bridge never reads, and check that everything the bridge derives from the view equals
+what it derives from the full object.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from worker.bridge import Informer, bridge_view
+from workflows.models import (
+    CONTROLLER_UID_LABEL,
+    JITTER_ANNOTATION,
+    JOB_NAME_LABEL,
+    POD_JOB_LABEL,
+    POD_TTL_LABEL,
+    CronJob,
+    CronJobObservation,
+    Job,
+    JobSummary,
+    Pod,
+    TTLObservation,
+)
+
+T0, T1 = "2026-11-22T10:00:00Z", "2026-11-22T10:05:00Z"
+MANAGED_FIELDS = [{"manager": "kubectl", "operation": "Update", "apiVersion": "batch/v1", "time": T0,
+                   "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:template": {}}}}]
+POD_TEMPLATE = {"metadata": {"labels": {"app": "etl"}}, "spec": {
+    "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36", "args": ["sh", "-c", "true"],
+                                              "resources": {}, "terminationMessagePath": "/dev/termination-log"}]}}
+
+
+def meta(name: str, *, owner: dict[str, Any] | None = None, deleting: bool = False,
+         labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    m: dict[str, Any] = {
+        "name": name, "namespace": "team-a", "uid": f"uid-{name}", "resourceVersion": "42", "generation": 2,
+        "creationTimestamp": T0, "labels": labels or {"app": name},
+        "annotations": annotations or {"kubectl.kubernetes.io/last-applied-configuration": "{" + "x" * 500 + "}"},
+        "finalizers": ["batch.kubernetes.io/job-tracking"], "managedFields": MANAGED_FIELDS,
+        "selfLink": f"/apis/batch/v1/namespaces/team-a/jobs/{name}",
+    }
+    if owner:
+        m["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": owner["kind"], "name": owner["name"],
+                                 "uid": owner["uid"], "controller": True, "blockOwnerDeletion": True}]
+    if deleting:
+        m["deletionTimestamp"] = T1
+        m["deletionGracePeriodSeconds"] = 0
+    return m
+
+
+def job(name: str, *, finished: str | None = "Complete", **kw: Any) -> dict[str, Any]:
+    conditions = [] if finished is None else [
+        {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached", "lastProbeTime": T1,
+         "lastTransitionTime": T1, "message": "Reached expected number of succeeded pods"},
+        {"type": finished, "status": "True", "reason": "CompletionsReached", "lastProbeTime": T1,
+         "lastTransitionTime": T1, "message": "Reached expected number of succeeded pods"},
+    ]
+    status: dict[str, Any] = {"startTime": T0, "active": 0 if finished else 1, "succeeded": 1, "ready": 0,
+                              "uncountedTerminatedPods": {}, "conditions": conditions}
+    if finished == "Complete":
+        status["completionTime"] = T1
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta(name, **kw), "spec": {
+        "template": POD_TEMPLATE, "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": f"uid-{name}"}},
+        "ttlSecondsAfterFinished": 100, "managedBy": "batchd.io/job-controller", "suspend": False, "completions": 1,
+        "parallelism": 1, "backoffLimit": 6, "completionMode": "NonIndexed",
+    }, "status": status}
+
+
+def pod(name: str, *, phase: str = "Succeeded", **kw: Any) -> dict[str, Any]:
+    terminated = {"exitCode": 0, "reason": "Completed", "startedAt": T0, "finishedAt": T1, "containerID": "c://1"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta(name, **kw), "spec": {
+        **POD_TEMPLATE["spec"], "nodeName": "node-1", "restartPolicy": "OnFailure",
+    }, "status": {
+        "phase": phase, "podIP": "10.0.0.7", "hostIP": "10.1.0.1", "startTime": T0,
+        "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": T1}],
+        "initContainerStatuses": [{"name": "init", "ready": False, "restartCount": 0, "image": "busybox",
+                                   "state": {"terminated": {**terminated, "finishedAt": T0}}}],
+        "containerStatuses": [
+            {"name": "main", "ready": False, "restartCount": 0, "image": "busybox", "imageID": "sha256:1",
+             "state": {"terminated": terminated}, "lastState": {}},
+            {"name": "side", "ready": True, "restartCount": 0, "image": "busybox",
+             "state": {"running": {"startedAt": T0}}},
+        ],
+    }}
+
+
+def cronjob(name: str, **kw: Any) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta(name, **kw), "spec": {
+        "schedule": "*/5 * * * *", "timeZone": "Europe/Paris", "concurrencyPolicy": "Forbid", "suspend": False,
+        "startingDeadlineSeconds": 60, "successfulJobsHistoryLimit": 2, "failedJobsHistoryLimit": 1,
+        "jobTemplate": {"spec": {"template": POD_TEMPLATE}},
+    }, "status": {"lastScheduleTime": T0, "lastSuccessfulTime": T0, "active": [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": f"{name}-1", "namespace": "team-a", "uid": "j1"}]}}
+
+
+CRON_OWNER = {"kind": "CronJob", "name": "nightly", "uid": "uid-nightly"}
+JOBS = [
+    ("finished Job owned by a CronJob", job("nightly-1", owner=CRON_OWNER)),
+    ("failed Job being deleted", job("etl", finished="Failed", deleting=True)),
+    ("running Job", job("etl", finished=None)),
+    ("Job without status", {**job("etl"), "status": {}}),
+]
+PODS = [
+    ("finished Pod with the TTL label", pod("p", labels={POD_TTL_LABEL: "30"})),
+    ("running Pod of a Job", pod("j-0", phase="Running", owner={"kind": "Job", "name": "j", "uid": "u"},
+                                 labels={POD_JOB_LABEL: "true", CONTROLLER_UID_LABEL: "u", JOB_NAME_LABEL: "j"})),
+    ("Pod without status", {**pod("p"), "status": {}}),
+]
+CRONJOBS = [
+    ("CronJob with a jitter annotation", cronjob("nightly", annotations={JITTER_ANNOTATION: "10"})),
+    ("CronJob being deleted", cronjob("nightly", deleting=True)),
+]
+
+
+@pytest.mark.parametrize("obj", [r[1] for r in JOBS], ids=[r[0] for r in JOBS])
+def test_a_job_view_gives_the_bridge_the_same_job(obj: dict[str, Any]) -> None:
+    view = bridge_view(copy.deepcopy(obj))
+    assert Job.model_validate(view) == Job.model_validate(obj)
+    assert TTLObservation.of_job(Job.model_validate(view)) == TTLObservation.of_job(Job.model_validate(obj))
+    assert (JobSummary.of(Job.model_validate(view), view.get("status"))
+            == JobSummary.of(Job.model_validate(obj), obj.get("status")))
+    assert "template" not in view["spec"] and "managedFields" not in view["metadata"]
+
+
+@pytest.mark.parametrize("obj", [r[1] for r in PODS], ids=[r[0] for r in PODS])
+def test_a_pod_view_gives_the_bridge_the_same_pod(obj: dict[str, Any]) -> None:
+    view = bridge_view(copy.deepcopy(obj))
+    assert Pod.model_validate(view) == Pod.model_validate(obj)
+    assert TTLObservation.of_pod(Pod.model_validate(view)) == TTLObservation.of_pod(Pod.model_validate(obj))
+    assert view["metadata"]["labels"] == obj["metadata"]["labels"]
+    assert "containers" not in view["spec"]
+
+
+@pytest.mark.parametrize("obj", [r[1] for r in CRONJOBS], ids=[r[0] for r in CRONJOBS])
+def test_a_cronjob_view_gives_the_bridge_the_same_cronjob(obj: dict[str, Any]) -> None:
+    view = bridge_view(copy.deepcopy(obj))
+    assert CronJob.model_validate(view) == CronJob.model_validate(obj)
+    assert CronJobObservation.of(CronJob.model_validate(view)) == CronJobObservation.of(CronJob.model_validate(obj))
+    assert view["spec"] == obj["spec"]  # the workflow is told the whole spec
+    assert "managedFields" not in view["metadata"]
+
+
+def test_other_kinds_pass_unchanged() -> None:
+    obj = {"kind": "ConfigMap", "metadata": {"name": "c", "managedFields": MANAGED_FIELDS}, "data": {"k": "v"}}
+    assert bridge_view(obj) is obj
+
+
+class _ListOnly:
+    """A Kube stand-in whose list returns the next of the given pages (one page per relist)."""
+
+    def __init__(self, *relists: list[dict[str, Any]]) -> None:
+        self.relists = list(relists)
+
+    def list(self, kind: str, namespace: str | None, **_: Any) -> dict[str, Any]:
+        return {"items": copy.deepcopy(self.relists.pop(0)), "metadata": {"resourceVersion": "9"}}
+
+
+def test_the_informer_hands_on_views_and_reports_a_relist_deletion_with_the_view() -> None:
+    a, b = job("a"), job("b")
+    got: list[tuple[str, dict[str, Any]]] = []
+    inf = Informer(_ListOnly([a, b], [b]), "Job", "team-a", lambda t, o: got.append((t, o)),  # type: ignore[arg-type]
+                   transform=bridge_view)
+    inf._relist()
+    inf._relist()
+    assert [(t, o["metadata"]["name"]) for t, o in got] == [("SYNC", "a"), ("SYNC", "b"), ("DELETED", "a"), ("SYNC", "b")]
+    assert all(o == bridge_view(copy.deepcopy({"kind": "Job", **src})) for (_, o), src in zip(got, [a, b, a, b], strict=True))
