@@ -9,10 +9,13 @@ values the workflow owns. Spec references: shared/spec/cronjob-and-ttl.md (C*).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry import metrics
 from temporalio import activity
@@ -34,9 +37,12 @@ from workflows.models import (
     SyncCronJobResult,
 )
 
+T = TypeVar("T")
 COMPONENT = "batchd-cronjob-controller"
 #: Threads for armed creations: when many CronJobs share a schedule time, this many create at once.
 CREATORS = 16
+#: How long an armed creation that is done waits for the others due at the same instant.
+BURST_WAIT = 5.0
 
 _meter = metrics.get_meter("batchd.cronjob")
 #: Upstream's metric (spec C24) with finer low buckets added: batchd's timers are sub-second.
@@ -86,6 +92,14 @@ def build_job(cronjob: dict[str, Any], inp: CreateJobInput) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Burst:
+    """The armed creations of one worker due at the same instant."""
+
+    pending: int = 0
+    created: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class CronJobActivities:
     """The CronJob activities, bound to one Kubernetes client and clock."""
 
@@ -93,6 +107,7 @@ class CronJobActivities:
         self.kube = kube
         self.clock = clock or SystemClock()
         self.pool = prestarted_pool(CREATORS, "cronjob-create")
+        self._bursts: dict[datetime, _Burst] = {}  # armed creations by due instant (event loop only)
 
     def _event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
         try:
@@ -106,6 +121,16 @@ class CronJobActivities:
     @temporal_errors
     def create_job(self, inp: CreateJobInput) -> CreateJobResult:
         """GET the CronJob fresh, build the Job from its template, create it (C15–C25)."""
+        res = self._create(inp)
+        if res.outcome == "created":
+            self._created_event(inp)
+        return res
+
+    def _created_event(self, inp: CreateJobInput) -> None:
+        self._event(inp.namespace, inp.cronjob_name, inp.cronjob_uid, "Normal", "SuccessfulCreate",
+                    f"Created job {inp.job_name}")
+
+    def _create(self, inp: CreateJobInput) -> CreateJobResult:
         cj = self.kube.get_instance("CronJob", inp.namespace, inp.cronjob_name, inp.cronjob_uid)
         if cj is None or cj["metadata"].get("deletionTimestamp"):
             return CreateJobResult(outcome="cronjob_gone")
@@ -138,8 +163,6 @@ class CronJobActivities:
         created = datetime.fromisoformat(job["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
         if not inp.manual:
             CREATION_SKEW.record(max(0.0, (self.clock.now() - inp.scheduled).total_seconds()))
-        self._event(inp.namespace, inp.cronjob_name, inp.cronjob_uid, "Normal", "SuccessfulCreate",
-                    f"Created job {inp.job_name}")
         activity.logger.info("created Job %s/%s for %s (created %s)", inp.namespace, inp.job_name,
                              _stamp(inp.scheduled), _stamp(created))
         return CreateJobResult(outcome="created", job=_ref(job))
@@ -151,13 +174,31 @@ class CronJobActivities:
         Checked at that moment, not when armed: the CronJob's uid, deletion and generation (a
         changed spec answers "stale") and the starting deadline ("too_late"). The wait is capped
         by ``wait_at_most`` too, so a worker clock behind the workflow's cannot stretch it.
+        When many creations are due at the same instant, each one's Event and completion (which
+        wakes its workflow) wait until all of them are created, so that burst has the CPU first.
         """
-        if inp.not_before is not None:
-            wait = min((inp.not_before - self.clock.now()).total_seconds(), inp.wait_at_most)
+        due = inp.not_before or inp.scheduled
+        burst = self._bursts.setdefault(due, _Burst())
+        burst.pending += 1
+        try:
+            wait = min((due - self.clock.now()).total_seconds(), inp.wait_at_most)
             if wait > 0:
                 await asyncio.sleep(wait)
-        ctx = contextvars.copy_context()  # activity.info() and the logger, in the creating thread
-        return await asyncio.get_running_loop().run_in_executor(self.pool, ctx.run, self.create_job, inp)
+            res = await self._in_pool(self._create, inp)
+        finally:
+            burst.pending -= 1
+            if burst.pending == 0:
+                burst.created.set()
+                self._bursts.pop(due, None)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(burst.created.wait(), BURST_WAIT)
+        if res.outcome == "created":
+            await self._in_pool(self._created_event, inp)
+        return res
+
+    async def _in_pool(self, fn: Callable[[CreateJobInput], T], inp: CreateJobInput) -> T:
+        ctx = contextvars.copy_context()  # activity.info() and the logger, in the pool's thread
+        return await asyncio.get_running_loop().run_in_executor(self.pool, ctx.run, temporal_errors(fn), inp)
 
     @activity.defn(name="delete_cronjob_jobs")
     @temporal_errors

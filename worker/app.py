@@ -72,7 +72,7 @@ class WorkerSettings:
     health_address: str = "0.0.0.0"
     health_port: int = 8080
     max_concurrent_activities: int = 64
-    max_cached_workflows: int = 250
+    max_cached_workflows: int = 1000
 
 
 def kube_api_client(kubeconfig: Path | None) -> k8s_client.ApiClient:

@@ -147,9 +147,9 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
 @click.option("--resync-seconds", type=float, default=600.0, show_default=True, help="Full relist period.")
 @click.option("--health-port", type=int, default=8080, show_default=True, help="/healthz, /readyz and /metrics.")
 @click.option("--max-concurrent-activities", type=int, default=64, show_default=True)
-@click.option("--max-cached-workflows", type=int, default=250, show_default=True,
-              help="Sticky cache size. Sleeping TTL and CronJob workflows need not stay cached (a wake-up "
-                   "replays a short history), so a small cache keeps memory flat with many timers.")
+@click.option("--max-cached-workflows", type=int, default=1000, show_default=True,
+              help="Sticky cache size (about 67 KiB per cached workflow). Keep it above the number of "
+                   "CronJobs that share a schedule time: a wake-up outside the cache replays the run's history.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--log-level", default="INFO", show_default=True)
 def worker(**kw: object) -> None:

@@ -26,6 +26,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.cronjob import CronJobActivities
 from activities.job import JobActivities
@@ -39,6 +40,18 @@ from workflows.ttl import TTLAfterFinishedWorkflow
 log = logging.getLogger(__name__)
 
 WORKFLOWS: list[type] = [TTLAfterFinishedWorkflow, CronJobWorkflow, JobWorkflow]
+
+#: The sandbox, with batchd's own workflow modules passed through: it would otherwise import the
+#: workflow's module afresh (compiling it, without a bytecode cache) for every workflow it
+#: instantiates — every wake-up of a workflow that left the sticky cache — and keep that copy in
+#: every cached workflow. The modules hold only constants and code; the replay test runs the
+#: recorded histories under the full sandbox, whose restrictions still guard this code.
+WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows"))
+
+#: Workflow tasks in progress at once. Workflow code shares one interpreter, so more at once only
+#: makes each take longer: with the SDK's 100, a burst of wake-ups (500 CronJobs at one minute)
+#: held tasks past the server's 10 s task timeout, and the timed-out ones were done twice.
+MAX_WORKFLOW_TASKS = 20
 
 #: Armed CronJob creations one worker holds at once: each is a sleeping coroutine until its time.
 MAX_ARMED = 10_000
@@ -139,6 +152,8 @@ def build_workers(
             activities=[*ttl.all(), *cronjob.all(), *job.all(), EventActivities(kube, clock).record_event],
             activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="activity"),
             max_concurrent_activities=max_concurrent_activities,
+            workflow_runner=WORKFLOW_RUNNER,
+            max_concurrent_workflow_tasks=MAX_WORKFLOW_TASKS,
             **options,
         ),
         Worker(client, task_queue=timed_task_queue(task_queue), activities=[cronjob.create_job_at],

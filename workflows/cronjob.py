@@ -76,6 +76,9 @@ REMEMBERED = 200  # counted Job uids and reported warnings kept for de-duplicati
 #: An armed creation's time limit beyond its wait: a worker killed while it waits is noticed this
 #: long after the schedule time at worst, and the retry (idempotent by name) creates the Job.
 ARMED_SLACK = timedelta(seconds=10)
+#: Continue-as-new beyond this many events (about 25 runs), well before the server suggests it:
+#: a workflow woken outside the sticky cache replays its whole run, so short runs wake cheaply.
+HISTORY_EVENTS = 500
 #: After a "stale" armed creation, how long to wait for the bridge to deliver the new spec.
 STALE_WAIT = timedelta(seconds=60)
 
@@ -265,7 +268,8 @@ class CronJobWorkflow:
             if self.obs.gone:
                 break
             armed = await self._sleep()
-            if workflow.info().is_continue_as_new_suggested():
+            info = workflow.info()
+            if info.is_continue_as_new_suggested() or info.get_current_history_length() > HISTORY_EVENTS:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(CronJobInput(state=self.state(), lead_seconds=self.lead.total_seconds()))
         workflow.upsert_search_attributes([NEXT_SCHEDULE_TIME.value_unset()])
