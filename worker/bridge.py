@@ -383,7 +383,7 @@ class Bridge:
             self._sent.pop(("cronjob", obs.uid), None)
             await self._signal(wid, obs.model_copy(update={"gone": True}))
             return
-        seen = (obs.generation, obs.deleting, obs.jitter_percent, obs.problem)
+        seen = obs.plan_key()
         if self._sent.get(("cronjob", obs.uid)) == seen:
             return
         state = CronJobState(observation=obs, active=obs.status.active,

@@ -87,11 +87,6 @@ def _iso(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _plan_inputs(obs: CronJobObservation) -> tuple[Any, ...]:
-    """What the next wake-up and the armed creation depend on (the bridge's own de-duplication key)."""
-    return obs.generation, obs.deleting, obs.jitter_percent, obs.problem
-
-
 def _base36(n: int) -> str:
     digits = "0123456789abcdefghijklmnopqrstuvwxyz"
     out = ""
@@ -147,7 +142,7 @@ class CronJobWorkflow:
             self._adopt(obs)  # a recreated namesake: a new CronJob with a fresh history
             self._interrupt = True
         else:
-            if _plan_inputs(obs) != _plan_inputs(self.obs):
+            if obs.plan_key() != self.obs.plan_key():
                 self._interrupt = True  # repeats of what we know (a relist, a second bridge) do not
             self.obs = obs
         self._changed = True

@@ -361,6 +361,11 @@ class CronJobObservation(_K8s):
     #: setting reaches the running workflows (see ``CronJobInput.lead_seconds``).
     lead_seconds: float | None = None
 
+    def plan_key(self) -> tuple[Any, ...]:
+        """What the workflow's plan depends on: the bridge sends an observation only when this
+        changed, and the workflow interrupts an armed creation only when this changed."""
+        return self.generation, self.deleting, self.jitter_percent, self.problem
+
     @classmethod
     def of(cls, cj: CronJob) -> CronJobObservation:
         meta = cj.metadata
