@@ -26,7 +26,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
-from worker.app import kube_api_client
+from worker.app import kube_configuration
 from worker.dev import temporal_cli
 from workflows.identity import SEARCH_ATTRIBUTES
 
@@ -138,7 +138,7 @@ class DeletionWatch:
 
 
 def kube_for(kubeconfig: Path) -> Kube:
-    return Kube(kube_api_client(kubeconfig))
+    return Kube(kube_configuration(kubeconfig))
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -75,24 +75,17 @@ class WorkerSettings:
     max_cached_workflows: int = 1000
 
 
-def kube_api_client(kubeconfig: Path | None) -> k8s_client.ApiClient:
+def kube_configuration(kubeconfig: Path | None) -> k8s_client.Configuration:
     """In-cluster config inside a Pod, else the kubeconfig (``--kubeconfig``, ``$KUBECONFIG``, ~/.kube/config)."""
     configuration = k8s_client.Configuration()
-    in_cluster = False
     if kubeconfig is None:
         try:
             k8s_config.load_incluster_config(client_configuration=configuration)
-            in_cluster = True
+            return configuration
         except k8s_config.ConfigException:
             pass
-    if not in_cluster:
-        k8s_config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None,
-                                    client_configuration=configuration)
-    configuration.retries = 0  # retries belong to Temporal's retry policy, not to urllib3
-    # Kept connections: activity threads, armed creations and Pod fan-out all call at once; the
-    # default (5 per CPU) would open and drop a connection for every caller beyond it.
-    configuration.connection_pool_maxsize = 64
-    return k8s_client.ApiClient(configuration)
+    k8s_config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, client_configuration=configuration)
+    return configuration
 
 
 class HealthServer:
@@ -137,7 +130,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
     temporal_settings = TemporalSettings(**{**settings.temporal.__dict__, "interceptors": tel.interceptors})
     client = await connect(temporal_settings, runtime=tel.runtime)
     await ensure_search_attributes(client)
-    kube = Kube(kube_api_client(settings.kubeconfig))
+    kube = Kube(kube_configuration(settings.kubeconfig))
     workers = build_workers(client, kube, task_queue=settings.bridge.task_queue,
                             max_concurrent_activities=settings.max_concurrent_activities,
                             max_cached_workflows=settings.max_cached_workflows)

@@ -95,7 +95,7 @@ async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: i
         worker_task = asyncio.create_task(app.run(settings, stop=stop))
         await asyncio.sleep(0.5)
         if examples:
-            applied = apply_examples(Kube(app.kube_api_client(kubeconfig)))
+            applied = apply_examples(Kube(app.kube_configuration(kubeconfig)))
             log.info("applied examples: %s", ", ".join(applied))
         _banner(kubeconfig, temporal_port, ui_port)
         await worker_task

@@ -24,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.kube import Kube
 from tests.conftest import eventually, utcnow
 from tests.k8s import create_job, finish_job, second
-from worker.app import kube_api_client
+from worker.app import kube_configuration
 
 BATCHD = str(Path(sys.executable).parent / "batchd")
 
@@ -134,7 +134,7 @@ async def test_worker_rides_out_faults_watch_drops_and_a_kubesim_restart(
     port = free_port()
     sim = KubeSim(port=port).start()
     kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
-    kube = Kube(kube_api_client(kubeconfig))
+    kube = Kube(kube_configuration(kubeconfig))
     health = free_port()
     log = tmp_path / "worker.log"
     try:

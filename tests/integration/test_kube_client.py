@@ -1,0 +1,244 @@
+"""Tier 2: the transport of activities/kube.py — kept connections, TLS, credentials, proxies.
+
+kubesim speaks plain HTTP, so TLS, client certificates, ``tls-server-name``, tokens and proxies
+are exercised against a small HTTP/1.1 stub server (and a CONNECT proxy) with certificates made
+by the ``openssl`` command line at test time.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client import Configuration
+
+from activities import errors
+from activities.kube import Kube
+
+NAME = "kubernetes.default"  # the only name in the stub server's certificate
+
+
+class Stub(ThreadingHTTPServer):
+    """Answers every request with a small JSON object; records request lines, headers, connections."""
+
+    daemon_threads = True
+
+    def __init__(self, context: ssl.SSLContext | None = None) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.context = context
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self.connections = 0
+        self.close_after_each = False
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, addr = super().get_request()
+        self.connections += 1
+        if self.context is not None:
+            sock = self.context.wrap_socket(sock, server_side=True)
+        return sock, addr
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # refused handshakes are the point of some tests
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Stub
+
+    def _reply(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        self.server.requests.append((self.requestline, {k.lower(): v for k, v in self.headers.items()}))
+        out = json.dumps({"kind": "Thing", "echo": json.loads(body) if body else None}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+        if self.server.close_after_each:
+            self.close_connection = True
+
+    do_GET = do_POST = _reply
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    server = Stub()
+    yield server
+    server.shutdown()
+
+
+def _kube(host: str, **settings: Any) -> Kube:
+    cfg = Configuration()
+    cfg.host = host
+    for key, value in settings.items():
+        setattr(cfg, key, value)
+    return Kube(cfg, timeout=(2.0, 5.0))
+
+
+def test_an_unreachable_server_is_a_retryable_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(errors.Unreachable) as info:
+        _kube(f"http://127.0.0.1:{port}").get("Job", "default", "x")
+    assert info.value.retryable
+
+
+def test_requests_share_one_kept_connection(stub: Stub) -> None:
+    kube = _kube(f"http://127.0.0.1:{stub.port}")
+    for _ in range(5):
+        kube.get("Job", "ns", "a")
+    assert kube.create("Job", "ns", {"metadata": {"name": "b"}})["echo"] == {"metadata": {"name": "b"}}
+    assert stub.connections == 1 and len(stub.requests) == 6
+
+
+def test_a_connection_the_server_closed_is_not_reused(stub: Stub) -> None:
+    kube = _kube(f"http://127.0.0.1:{stub.port}")
+    stub.close_after_each = True  # without "Connection: close": the close is only seen on the socket
+    kube.get("Job", "ns", "a")
+    time.sleep(0.2)  # the close has arrived: a POST (never sent twice) must see it and connect anew
+    assert kube.create("Job", "ns", {"metadata": {"name": "b"}})["echo"] == {"metadata": {"name": "b"}}
+    kube.get("Job", "ns", "a")  # at once: if the close races the request, a GET may be sent again
+    assert stub.connections == 3 and len(stub.requests) == 3
+
+
+def test_the_server_url_path_query_and_token_are_sent(stub: Stub) -> None:
+    tokens = iter(["first", "second"])
+
+    def refresh(cfg: Configuration) -> None:  # as the exec-plugin and in-cluster loaders install
+        cfg.api_key["BearerToken"] = f"Bearer {next(tokens)}"
+
+    kube = _kube(f"http://127.0.0.1:{stub.port}/gateway/", api_key={"BearerToken": "Bearer zero"},
+                 refresh_api_key_hook=refresh)
+    kube.list("Job", "ns", label_selector="a=b,c in (d)", limit=5)
+    kube.get("Job", "ns", "x")
+    (line1, headers1), (line2, headers2) = stub.requests
+    assert line1 == "GET /gateway/apis/batch/v1/namespaces/ns/jobs?labelSelector=a%3Db%2Cc+in+%28d%29&limit=5 HTTP/1.1"
+    assert line2 == "GET /gateway/apis/batch/v1/namespaces/ns/jobs/x HTTP/1.1"
+    assert (headers1["authorization"], headers2["authorization"]) == ("Bearer first", "Bearer second")
+
+
+def test_plain_http_through_a_proxy_uses_the_absolute_form(stub: Stub) -> None:
+    # The stub stands in for the proxy: it sees the request line a proxy would.
+    kube = _kube("http://api.invalid:6443", proxy=f"http://user:p%40ss@127.0.0.1:{stub.port}")
+    kube.get("Job", "ns", "x")
+    ((line, headers),) = stub.requests
+    assert line == "GET http://api.invalid:6443/apis/batch/v1/namespaces/ns/jobs/x HTTP/1.1"
+    assert headers["proxy-authorization"] == "Basic dXNlcjpwQHNz"  # user:p@ss
+
+
+def test_socks_proxies_are_refused_clearly() -> None:
+    with pytest.raises(ValueError, match="unsupported proxy"):
+        _kube("https://api.invalid", proxy="socks5://127.0.0.1:1080")
+
+
+# -- TLS --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, a server certificate for NAME signed by it, a client certificate, and a stranger CA."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    d = tmp_path_factory.mktemp("pki")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    for ca in ("ca", "stranger"):
+        run("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-days", "2", "-subj", f"/CN={ca}")
+    (d / "server.ext").write_text(f"subjectAltName=DNS:{NAME}\n")
+    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for leaf in ("server", "client"):
+        run("req", *ec, "-keyout", f"{leaf}.key", "-out", f"{leaf}.csr", "-subj", f"/CN={leaf}")
+        run("x509", "-req", "-in", f"{leaf}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{leaf}.crt", "-days", "2", "-extfile", f"{leaf}.ext")
+    return d
+
+
+def _tls_stub(pki: Path, *, client_certs: bool = False) -> Stub:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(pki / "server.crt", pki / "server.key")
+    if client_certs:
+        ctx.load_verify_locations(pki / "ca.crt")
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    return Stub(ctx)
+
+
+def test_tls_verifies_the_server_against_the_ca_under_its_tls_server_name(pki: Path) -> None:
+    server = _tls_stub(pki)
+    url = f"https://127.0.0.1:{server.port}"
+    try:
+        assert _kube(url, ssl_ca_cert=str(pki / "ca.crt"), tls_server_name=NAME).get("Job", "ns", "x")
+        with pytest.raises(errors.Unreachable, match="SSL"):  # the certificate does not name 127.0.0.1
+            _kube(url, ssl_ca_cert=str(pki / "ca.crt")).get("Job", "ns", "x")
+        with pytest.raises(errors.Unreachable, match="SSL"):  # signed by another CA
+            _kube(url, ssl_ca_cert=str(pki / "stranger.crt"), tls_server_name=NAME).get("Job", "ns", "x")
+        assert _kube(url, verify_ssl=False).get("Job", "ns", "x")
+    finally:
+        server.shutdown()
+
+
+def test_tls_client_certificates_are_presented(pki: Path) -> None:
+    server = _tls_stub(pki, client_certs=True)
+    url = f"https://127.0.0.1:{server.port}"
+    trust = {"ssl_ca_cert": str(pki / "ca.crt"), "tls_server_name": NAME}
+    try:
+        kube = _kube(url, cert_file=str(pki / "client.crt"), key_file=str(pki / "client.key"), **trust)
+        assert kube.get("Job", "ns", "x") and kube.get("Job", "ns", "y")
+        assert server.connections == 1
+        with pytest.raises(errors.Unreachable):
+            _kube(url, **trust).get("Job", "ns", "x")
+    finally:
+        server.shutdown()
+
+
+def test_tls_through_a_connect_proxy(pki: Path) -> None:
+    server = _tls_stub(pki)
+    tunnels: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def proxy() -> None:
+        client, _ = listener.accept()
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += client.recv(4096)
+        tunnels.append(head.split(b"\r\n")[0])
+        upstream = socket.create_connection(("127.0.0.1", server.port))
+        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+
+        def pipe(a: socket.socket, b: socket.socket) -> None:
+            while data := a.recv(65536):
+                b.sendall(data)
+
+        threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+        pipe(client, upstream)
+
+    threading.Thread(target=proxy, daemon=True).start()
+    try:
+        kube = _kube(f"https://{NAME}:{server.port}", ssl_ca_cert=str(pki / "ca.crt"),
+                     proxy=f"http://127.0.0.1:{listener.getsockname()[1]}")
+        assert kube.get("Job", "ns", "x")["kind"] == "Thing"
+        assert [t.rsplit(b" ", 1)[0] for t in tunnels] == [f"CONNECT {NAME}:{server.port}".encode()]
+    finally:
+        listener.close()
+        server.shutdown()
