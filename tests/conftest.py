@@ -25,7 +25,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
-from worker.app import kube_api_client
+from worker.app import kube_configuration
 from worker.bridge import Bridge, BridgeSettings
 from worker.dev import temporal_cli
 from worker.temporal import build_workers
@@ -88,7 +88,7 @@ def kubeconfig(kubesim_server: Any) -> Path:
 
 @pytest.fixture(scope="session")
 def kube(kubeconfig: Path) -> Kube:
-    return Kube(kube_api_client(kubeconfig))
+    return Kube(kube_configuration(kubeconfig))
 
 
 @pytest.fixture
@@ -109,13 +109,14 @@ async def running(client: Client, kube: Kube, task_queue: str, namespace: str | 
                   *, bridge: bool = True, **bridge_kw: Any) -> AsyncIterator[Bridge | None]:
     """A worker (and a bridge watching ``namespace``) on ``task_queue`` for the body of the block."""
     async with contextlib.AsyncExitStack() as workers:
-        for w in build_workers(client, kube, task_queue=task_queue):
-            await workers.enter_async_context(w)
         br: Bridge | None = None
         if bridge:
             bridge_kw.setdefault("ttl_scope", "all")  # TTL tests finish Jobs by hand (tests/k8s.HAND_RUN)
             br = Bridge(client, kube, BridgeSettings(namespaces=(namespace,) if namespace else (),
                                                      task_queue=task_queue, **bridge_kw))
+        for w in build_workers(client, kube, task_queue=task_queue, cronjob_cache=br.cached_cronjob if br else None):
+            await workers.enter_async_context(w)
+        if br is not None:
             await br.start()
             await eventually(lambda: br.synced)
         try:

@@ -131,10 +131,10 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
     client = await connect(temporal_settings, runtime=tel.runtime)
     await ensure_search_attributes(client)
     kube = Kube(kube_configuration(settings.kubeconfig))
+    bridge = Bridge(client, kube, settings.bridge)
     workers = build_workers(client, kube, task_queue=settings.bridge.task_queue,
                             max_concurrent_activities=settings.max_concurrent_activities,
-                            max_cached_workflows=settings.max_cached_workflows)
-    bridge = Bridge(client, kube, settings.bridge)
+                            max_cached_workflows=settings.max_cached_workflows, cronjob_cache=bridge.cached_cronjob)
     health = HealthServer(tel.registry, lambda: bridge.synced and all(w.is_running for w in workers))
 
     async with tel.exporter:

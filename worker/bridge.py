@@ -111,6 +111,10 @@ class Informer:
     def stop(self) -> None:
         self._stop.set()
 
+    def get(self, uid: str) -> dict[str, Any] | None:
+        """The object with ``uid`` as last seen (transformed); safe from any thread."""
+        return self._known.get(uid)
+
     def _run(self) -> None:
         backoff = 1.0
         while not self._stop.is_set():
@@ -229,6 +233,13 @@ class Bridge:
         self._tasks.append(asyncio.create_task(self._poker(), name="bridge-poker"))
         for inf in self._informers[len(cronjobs):]:
             inf.start()
+
+    def cached_cronjob(self, namespace: str, uid: str) -> dict[str, Any] | None:
+        """The managed CronJob with ``uid`` as the informers last saw it (any thread; None if unknown)."""
+        for inf in self._informers:
+            if inf.kind == "CronJob" and inf.namespace in (None, namespace) and (obj := inf.get(uid)) is not None:
+                return obj
+        return None
 
     @property
     def synced(self) -> bool:

@@ -28,7 +28,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.cronjob import CronJobActivities
+from activities.cronjob import CronJobActivities, CronJobCache
 from activities.job import JobActivities
 from activities.kube import Clock, EventActivities, Kube
 from activities.ttl import TTLActivities
@@ -134,15 +134,18 @@ def build_workers(
     task_queue: str = TASK_QUEUE,
     clock: Clock | None = None,
     max_concurrent_activities: int = 64,
+    cronjob_cache: CronJobCache | None = None,
     **options: Any,
 ) -> list[Worker]:
     """The main worker (every workflow and activity; sync activities in a thread pool) and the timed one.
 
     The timed worker polls ``{task_queue}-timed`` for armed CronJob creations only: they wait in
     the worker until their schedule time, so they must not take the main queue's slots and threads.
+    ``cronjob_cache`` is the bridge's :meth:`~worker.bridge.Bridge.cached_cronjob` when it runs in
+    the same process.
     """
     ttl = TTLActivities(kube, clock)
-    cronjob = CronJobActivities(kube, clock)
+    cronjob = CronJobActivities(kube, clock, cronjob_cache)
     job = JobActivities(kube, clock)
     return [
         Worker(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 from datetime import datetime, timedelta
 
 import pytest
@@ -159,3 +161,48 @@ async def test_an_armed_creation_for_a_recreated_cronjob_creates_nothing(kube: K
     res = await ActivityEnvironment().run(CronJobActivities(kube).create_job_at, inp)
     assert res.outcome == "cronjob_gone" and kube.get("Job", namespace, inp.job_name) is None
 
+
+async def test_a_creation_builds_from_the_informers_copy_without_a_get(kube: Kube, namespace, monkeypatch) -> None:
+    cj = _cronjob(kube, namespace, "cached")
+    copy = {**cj, "spec": {**cj["spec"], "jobTemplate": {**cj["spec"]["jobTemplate"], "metadata": {"labels": {"from": "cache"}}}}}
+    asked: list[tuple[str, str]] = []
+
+    def cache(ns: str, uid: str) -> dict | None:
+        asked.append((ns, uid))
+        return copy
+
+    monkeypatch.setattr(kube, "get_instance", lambda *a: pytest.fail(f"unexpected GET {a}"))
+    res = await ActivityEnvironment().run(CronJobActivities(kube, cached=cache).create_job_at, _armed(cj))
+    assert res.outcome == "created" and asked == [(namespace, cj["metadata"]["uid"])]
+    assert kube.get("Job", namespace, res.job.name)["metadata"]["labels"] == {"from": "cache"}
+
+
+@pytest.mark.parametrize("lag", ["newer generation", "deleting", "unknown"])
+async def test_an_informer_copy_that_disagrees_with_the_plan_is_checked_with_a_get(kube: Kube, namespace, lag: str) -> None:
+    cj = _cronjob(kube, namespace, "lagging")
+    meta = cj["metadata"]
+    copy = {"newer generation": {**cj, "metadata": {**meta, "generation": meta["generation"] + 1}},
+            "deleting": {**cj, "metadata": {**meta, "deletionTimestamp": "2026-01-01T00:00:00Z"}},
+            "unknown": None}[lag]
+    acts = CronJobActivities(kube, cached=lambda ns, uid: copy)
+    res = await ActivityEnvironment().run(acts.create_job_at, _armed(cj))
+    assert res.outcome == "created"  # the API server, not the cache, had the last word
+    kube.patch("CronJob", namespace, "lagging", {"spec": {"suspend": True}})
+    res = await ActivityEnvironment().run(acts.create_job_at, _armed(cj).model_copy(update={"job_name": "lagging-2"}))
+    assert (res.outcome, res.generation) == ("stale", 2)
+
+
+async def test_the_garbage_collector_waits_while_a_burst_of_creations_runs(kube: Kube, namespace) -> None:
+    cjs = [_cronjob(kube, namespace, f"burst-{i}") for i in range(3)]
+    collecting: list[bool] = []
+
+    def cache(ns: str, uid: str) -> dict | None:  # called as each creation runs, in the pool's thread
+        collecting.append(gc.isenabled())
+        return None
+
+    acts = CronJobActivities(kube, cached=cache)
+    due = utcnow() + timedelta(seconds=0.5)
+    results = await asyncio.gather(*(ActivityEnvironment().run(acts.create_job_at, _armed(cj, not_before=due))
+                                     for cj in cjs))
+    assert [r.outcome for r in results] == ["created"] * 3
+    assert collecting == [False] * 3 and gc.isenabled()
