@@ -1,7 +1,7 @@
 """The Kubernetes error taxonomy, mapped once (STYLE rule 7).
 
 Layer: activities. ``activities/kube.py`` turns every client failure into one of these
-:class:`KubeError` subclasses (``ApiException`` and urllib3 errors never escape it); the
+:class:`KubeError` subclasses (``http.client``, socket and TLS errors never escape it); the
 :func:`temporal_errors` decorator turns them into ``ApplicationError`` for the workflow, with
 retryability as data: 429, 5xx, timeouts, connection failures and conflicts retry (honouring
 ``Retry-After``); 400, 403, 422 are permanent. NotFound is usually a result, not an error: the

@@ -39,7 +39,7 @@ async def main(completions: int, parallelism: int, run_seconds: float) -> None:
     async with env:
         with kubesim_process(wd) as (_, kubeconfig):
             kube = kube_for(kubeconfig)
-            url = kube.api_client.configuration.host
+            url = kube.configuration.host
             ns = f"bench-job-{uuid.uuid4().hex[:6]}"
             kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
             with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-job") as proc:
