@@ -186,8 +186,12 @@ def _ssl_context(cfg: Configuration) -> ssl.SSLContext:
     return ctx
 
 
-IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 _CLOSED_UNDER_US = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+
+
+def _unreachable(exc: Exception, what: str = "") -> Unreachable:
+    return Unreachable(0, "Unreachable", f"{what}{type(exc).__name__}: {exc}"[:300])
 
 
 def _dropped(conn: _Connection) -> bool:
@@ -247,9 +251,9 @@ class Kube:
                     conn.close()
                 # A kept connection the server closed just as we sent: safe to send again on a new
                 # one when the request is idempotent (Go's net/http, and so client-go, do the same).
-                if attempt == 1 and reused and method in IDEMPOTENT and isinstance(exc, _CLOSED_UNDER_US):
+                if attempt == 1 and reused and method in _IDEMPOTENT and isinstance(exc, _CLOSED_UNDER_US):
                     continue
-                raise Unreachable(0, "Unreachable", f"{type(exc).__name__}: {exc}"[:300]) from None
+                raise _unreachable(exc) from None
         raise AssertionError("unreachable")
 
     def _idle_connection(self) -> _Connection | None:
@@ -272,7 +276,7 @@ class Kube:
                 data = resp.read()
             except (http.client.HTTPException, OSError) as exc:
                 conn.close()
-                raise Unreachable(0, "Unreachable", f"{type(exc).__name__}: {exc}"[:300]) from None
+                raise _unreachable(exc) from None
             if resp.will_close:
                 conn.close()
             else:
@@ -355,7 +359,7 @@ class Kube:
                 if line.strip():
                     yield json.loads(line)
         except (http.client.HTTPException, OSError) as exc:
-            raise Unreachable(0, "Unreachable", f"watch broken: {type(exc).__name__}") from None
+            raise _unreachable(exc, "watch broken: ") from None
         finally:
             conn.close()
 
