@@ -83,6 +83,12 @@ HISTORY_EVENTS = 500
 STALE_WAIT = timedelta(seconds=60)
 
 
+def _outcome_unused(task: asyncio.Task[Any]) -> None:
+    """Retrieve an abandoned activity's end, so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
 def _iso(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -478,6 +484,7 @@ class CronJobWorkflow:
                 # makes it "stale", a recreated CronJob "cronjob_gone"; else it creates the very
                 # Job the next plan creates, and one of the two finds it "exists".
                 handle.cancel()
+                handle.add_done_callback(_outcome_unused)
                 return None
             res: CreateJobResult = await handle
         finally:
