@@ -7,10 +7,10 @@ workflows/models.py by callers), puts a timeout on every request, and raises onl
 
 Where to connect, TLS material, proxy and credentials come from the official client's
 ``Configuration`` (kubeconfig and in-cluster loading, token refresh hooks for exec plugins and
-rotated service-account tokens); the requests themselves go through :mod:`http.client`. The
-official ``ApiClient`` over urllib3 cost about 0.9 ms of CPU per request where this costs about
-0.35 ms, and at a CronJob burst (500 creations due in the same second) the worker's CPU is the
-limit (README, bench/cronjob.py).
+rotated service-account tokens); the requests themselves go through :mod:`http.client`. With 16
+threads against kubesim the official ``ApiClient`` over urllib3 cost 0.7–1.1 ms of CPU per
+request and this costs 0.5–0.6 ms, and at a CronJob burst (500 creations due in the same
+second) the worker's CPU is the limit (README, bench/cronjob.py).
 """
 
 from __future__ import annotations
@@ -152,13 +152,10 @@ class Endpoint:
                    proxy=proxy, proxy_headers=tuple(proxy_headers.items()))
 
     def connect(self, timeout: float) -> _Connection:
-        if self.proxy is None:
-            conn = _Connection(self.host, self.port, timeout=timeout, context=self.context,
-                               server_hostname=self.server_hostname)
-        else:
-            conn = _Connection(*self.proxy, timeout=timeout, context=self.context, server_hostname=self.server_hostname)
-            if self.context is not None:
-                conn.set_tunnel(self.host, self.port, headers=dict(self.proxy_headers))
+        host, port = self.proxy or (self.host, self.port)
+        conn = _Connection(host, port, timeout=timeout, context=self.context, server_hostname=self.server_hostname)
+        if self.proxy is not None and self.context is not None:
+            conn.set_tunnel(self.host, self.port, headers=dict(self.proxy_headers))
         conn.connect()
         return conn
 

@@ -6,8 +6,8 @@ It is level-triggered and idempotent: a replayed event, a relist after ``410 Gon
 resync or a second bridge in another replica sends the same observation to the same workflow
 ID, which changes nothing. Nothing here decides *when* to act; the workflows do.
 
-Threads: each :class:`Informer` runs list+watch in a thread with the official (synchronous)
-client and hands events to the asyncio loop; dispatch runs on the loop in a few shards keyed by
+Threads: each :class:`Informer` runs list+watch in a thread with the synchronous
+:class:`~activities.kube.Kube` client and hands events to the asyncio loop; dispatch runs on the loop in a few shards keyed by
 object, so events of one object stay in order while different objects proceed in parallel.
 
 Memory: an informer keeps, and hands on, only :func:`bridge_view` of each object (the fields the
