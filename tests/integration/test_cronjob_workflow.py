@@ -129,6 +129,9 @@ async def test_tz_prefix_warns_unsupported_but_still_schedules(client: Client, t
     async with Worker(client, task_queue=task_queue, workflows=[CronJobWorkflow], activities=kube.activities()):
         handle = await start(client, task_queue, observation("TZ=UTC @every 1s"))
         await eventually(lambda: kube.created)
+        # Events are flushed after the pass that queued them, so the first Job may come first.
+        await eventually(lambda: kube.events, what="the Event")
+        await asyncio.sleep(1.5)  # later passes must not repeat it
         assert [r for r, _ in kube.events if r == "UnsupportedSchedule"] == ["UnsupportedSchedule"]
         await handle.terminate("done")
 
