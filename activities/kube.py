@@ -192,8 +192,15 @@ def _unreachable(exc: Exception, what: str = "") -> Unreachable:
 
 
 def _dropped(conn: _Connection) -> bool:
-    """An idle kept connection the server has closed (or sent something unasked on) is readable."""
-    return conn.sock is None or bool(select.select([conn.sock], [], [], 0)[0])
+    """An idle kept connection the server has closed (or sent something unasked on) is readable.
+
+    ``poll``, not ``select``: a busy process's descriptors can pass select's limit of 1,024.
+    """
+    if conn.sock is None:
+        return True
+    poller = select.poll()
+    poller.register(conn.sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class Kube:

@@ -8,6 +8,8 @@ by the ``openssl`` command line at test time.
 from __future__ import annotations
 
 import json
+import os
+import resource
 import shutil
 import socket
 import ssl
@@ -242,3 +244,22 @@ def test_tls_through_a_connect_proxy(pki: Path) -> None:
     finally:
         listener.close()
         server.shutdown()
+
+
+def test_kept_connections_work_beyond_descriptor_1024(stub: Stub) -> None:
+    # select() refuses descriptors past 1,024; a busy worker has that many open.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("needs more than 1,200 open files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        kube = _kube(f"http://127.0.0.1:{stub.port}")
+        kube.get("Job", "ns", "a")
+        assert kube._idle[0].sock.fileno() > 1024  # type: ignore[union-attr]
+        kube.get("Job", "ns", "b")
+        assert stub.connections == 1
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
