@@ -75,7 +75,7 @@ class TTLActivities:
             return self._skip(obs, "not_needed")
         now = self.clock.now()
         left = time_left(obs, now)
-        if left is None or not left.expired:
+        if left is None or left.expire_at is None or not left.expired:
             return self._skip(obs, "not_expired", left.expire_at if left else None)
         propagation = "Foreground" if ref.kind == "Job" else "Background"
         try:

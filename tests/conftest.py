@@ -36,6 +36,8 @@ T = TypeVar("T")
 DEV_SERVER_ARGS = [
     "--dynamic-config-value", "frontend.namespaceCount=5000",
     "--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true",
+    # worker/watchdog.py: a workflow failing its tasks is marked after 2 failures (5 by default)
+    "--dynamic-config-value", "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute=2",
 ]
 
 

@@ -29,6 +29,7 @@ from activities.kube import Kube
 from worker import telemetry
 from worker.bridge import Bridge, BridgeSettings
 from worker.temporal import TemporalSettings, build_workers, connect, ensure_search_attributes
+from worker.watchdog import Watchdog
 
 log = logging.getLogger("batchd.worker")
 
@@ -141,6 +142,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
         await health.start(settings.health_address, settings.health_port)
         worker_task = asyncio.create_task(_run_all(workers))
         pending = asyncio.create_task(PendingTimers(client).run())
+        watchdog = asyncio.create_task(Watchdog(client, kube, task_queue=settings.bridge.task_queue).run())
         await bridge.start()
         log.info("batchd worker running", extra={
             "temporal": settings.temporal.address, "namespace": settings.temporal.namespace,
@@ -154,6 +156,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
             await asyncio.gather(*(w.shutdown() for w in workers))
         stopped.cancel()
         pending.cancel()
+        watchdog.cancel()
         await worker_task  # re-raises a worker failure after the clean-up above
         await health.stop()
     log.info("batchd worker stopped")

@@ -25,7 +25,6 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -61,9 +60,11 @@ from workflows.models import (
     Job,
     JobInput,
     JobSummary,
+    ObjectRef,
     Pod,
     TTLInput,
     TTLObservation,
+    expiry,
 )
 from workflows.ttl import TTLAfterFinishedWorkflow
 
@@ -291,8 +292,30 @@ class Bridge:
             except Exception:  # one bad object must not stop the shard; the next resync retries it
                 meta = obj.get("metadata", {})
                 log.exception("bridge: failed to dispatch %s %s/%s", etype, meta.get("namespace"), meta.get("name"))
+                if etype == "DELETED":  # no resync brings a deletion back: tell by identity alone
+                    await self._tell_gone(obj)
             finally:
                 queue.task_done()
+
+    async def _tell_gone(self, obj: dict[str, Any]) -> None:
+        """End the workflows of a deleted object from its kind, name and uid alone.
+
+        The fallback for a DELETED event that could not be routed: whatever in the object's
+        content broke the routing, its workflows must still learn that it is gone.
+        """
+        kind, meta = obj.get("kind"), obj.get("metadata") or {}
+        ns, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
+        try:
+            if kind in ("Job", "Pod"):
+                gone = TTLObservation(ref=ObjectRef(kind=kind, namespace=ns, name=name, uid=uid), gone=True)
+                await self._signal(ttl_workflow_id(kind, ns, name, uid), gone)
+            if kind == "Job":
+                await self._signal(job_workflow_id(ns, name, uid), None, name="poke")
+            if kind == "CronJob":
+                await self._signal(cronjob_workflow_id(ns, name), CronJobObservation(namespace=ns, name=name, uid=uid,
+                                                                                     gone=True))
+        except Exception:  # logged; the object is gone and there is nothing left to retry from
+            log.exception("bridge: could not tell the workflows of %s %s/%s that it is gone", kind, ns, name)
 
     async def handle(self, etype: str, obj: dict[str, Any]) -> None:
         """Route one event by kind (public so tests can replay events directly).
@@ -440,7 +463,8 @@ class Bridge:
             return False
         if obs.finish_time is None:
             return True
-        return obs.finish_time + timedelta(seconds=obs.ttl_seconds) > self.clock.now()
+        expire_at = expiry(obs.finish_time, obs.ttl_seconds)
+        return expire_at is None or expire_at > self.clock.now()
 
     async def _signal_with_start(self, wid: str, obs: TTLObservation) -> None:
         ref = obs.ref

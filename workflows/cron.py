@@ -26,6 +26,8 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from workflows.times import plus_seconds
+
 #: Upstream's ``nextScheduleDelta`` (B25): requeue padding for clock skew. Optional here, see
 #: ``next_wakeup``.
 NEXT_SCHEDULE_DELTA = timedelta(milliseconds=100)
@@ -133,7 +135,7 @@ class Schedule:
         """
         start = _utc("after", after).replace(microsecond=0)
         if self.every_seconds is not None:  # ConstantDelaySchedule.Next
-            return start + timedelta(seconds=self.every_seconds)
+            return plus_seconds(start, self.every_seconds)
         try:
             return _next_spec(self, start + _SECOND)
         except OverflowError:  # search ran past datetime.max: nothing "within 5 years" either
@@ -208,8 +210,12 @@ def most_recent_schedule_time(
     """
     earliest, now = _utc("earliest", earliest), _utc("now", now)
     if starting_deadline_seconds is not None:
-        deadline = now - timedelta(seconds=starting_deadline_seconds)
-        earliest = max(earliest, deadline)
+        deadline = plus_seconds(now, -starting_deadline_seconds)
+        if deadline is not None:
+            earliest = max(earliest, deadline)
+        elif starting_deadline_seconds < 0:  # a window that opens after the end of time
+            return MostRecent(None, "none")
+        # else the window reaches back past datetime.min: no clamp (TIME-1)
     t1 = schedule.next(earliest)
     t2 = schedule.next(t1) if t1 is not None else None
     if t1 is not None and now < t1:
@@ -265,7 +271,36 @@ def next_wakeup(
     else:
         base = recent.due or (earliest if recent.missed == "none" else now)
     activation = schedule.next(base)
-    return None if activation is None else activation + pad
+    return None if activation is None else plus_seconds(activation, pad.total_seconds())
+
+
+def next_in_another_minute(schedule: Schedule, wake: datetime | None, considered: datetime) -> datetime | None:
+    """The first activation from ``wake`` on that falls in a later minute than ``considered``.
+
+    Job names are per minute (C15), so every activation in the minute of a time already
+    considered (created, found existing, or skipped by the concurrency policy) can only meet
+    the same Job: a sub-minute ``@every`` wakes once a minute, as upstream's already-processed
+    check makes it act once a minute (README: CJ-SUBMINUTE).
+
+    Args:
+        schedule: the parsed schedule.
+        wake: the next activation (``next_wakeup``), or None.
+        considered: the schedule time the current pass acted on.
+
+    Returns:
+        ``wake`` itself when it is already in another minute; otherwise a later activation, or
+        None if there is none.
+    """
+    minute = _minute(considered)
+    while wake is not None and _minute(wake) == minute:  # at most 60 turns: activations are >= 1 s apart
+        wake = schedule.next(wake)
+    return wake
+
+
+def _minute(t: datetime) -> int:
+    """Minutes since the epoch as the Job name counts them (C15: Go's Unix() floor, then "/" truncating)."""
+    seconds = (_utc("t", t) - _EPOCH) // _SECOND
+    return abs(seconds) // 60 * (1 if seconds >= 0 else -1)
 
 
 def job_name(cronjob_name: str, scheduled: datetime) -> str:
@@ -281,9 +316,7 @@ def job_name(cronjob_name: str, scheduled: datetime) -> str:
     Raises:
         ValueError: ``scheduled`` is naive.
     """
-    seconds = (_utc("scheduled", scheduled) - _EPOCH) // _SECOND  # Go's Unix(): floor
-    minutes = abs(seconds) // 60 * (1 if seconds >= 0 else -1)  # Go's "/": truncates to zero
-    return f"{cronjob_name}-{minutes}"
+    return f"{cronjob_name}-{_minute(scheduled)}"
 
 
 def scheduled_timestamp_annotation(scheduled: datetime, time_zone: str | None) -> str:

@@ -69,8 +69,12 @@ with workflow.unsafe.imports_passed_through():
         TriggerResult,
     )
     from workflows.policies import K8S_BEST_EFFORT_RETRY, K8S_CALL_TIMEOUT, K8S_RETRY
+    from workflows.times import plus_seconds
 
 COMPONENT = "batchd-cronjob-controller"
+#: ``workflow.patched`` id: a schedule time in the minute of one already considered is not acted
+#: on again (CJ-SUBMINUTE); histories recorded before it replay without it.
+ONE_PASS_A_MINUTE = "one-pass-a-minute"
 RECENT_RUNS = 10
 REMEMBERED = 200  # counted Job uids and reported warnings kept for de-duplication
 #: An armed creation's time limit beyond its wait: a worker killed while it waits is noticed this
@@ -322,17 +326,28 @@ class CronJobWorkflow:
                 self._changed = True  # an armed creation was interrupted: plan again at once
                 return now
         wake = cron.next_wakeup(sched, earliest=self.last_schedule_time or earliest, now=now)
+        if recent.due is not None:
+            later = cron.next_in_another_minute(sched, wake, recent.due)
+            if later != wake and workflow.patched(ONE_PASS_A_MINUTE):
+                wake = later
         if wake is not None and self.obs.jitter_percent:
             after = sched.next(wake)
             if after is not None:
-                wake += cron.jitter(wake, percent=self.obs.jitter_percent, interval=after - wake,
-                                    key=f"{self.obs.namespace}/{self.obs.name}")
+                wake = plus_seconds(wake, cron.jitter(wake, percent=self.obs.jitter_percent, interval=after - wake,
+                                                      key=f"{self.obs.namespace}/{self.obs.name}").total_seconds())
         return wake
 
     def already_processed(self, due: datetime) -> bool:
-        """C11: the Job for ``due`` is active, or ``due`` is the last schedule time."""
+        """C11: the Job for ``due`` is active, or ``due`` falls in the last schedule time's minute.
+
+        Upstream compares the instants; within one minute every time names the same Job (C16),
+        so a sub-minute schedule meets it again and acts once a minute (CJ-SUBMINUTE).
+        """
         name = cron.job_name(self.obs.name, due)
-        return self.last_schedule_time == due or any(a.name == name for a in self.active)
+        last = self.last_schedule_time
+        if last == due or any(a.name == name for a in self.active):
+            return True
+        return last is not None and cron.job_name(self.obs.name, last) == name and workflow.patched(ONE_PASS_A_MINUTE)
 
     async def start_job(self, due: datetime, *, not_before: datetime | None = None) -> bool:
         """Apply the concurrency policy (C12–C14) and create the Job for ``due`` (C15–C25).
@@ -467,7 +482,7 @@ class CronJobWorkflow:
         wait = max(timedelta(0), not_before - workflow.now())
         inp = self._create_input(name, scheduled).model_copy(update={
             "not_before": not_before, "wait_at_most": wait.total_seconds(), "generation": self.obs.generation,
-            "latest": scheduled + timedelta(seconds=sds) if sds is not None else None})
+            "latest": plus_seconds(scheduled, sds) if sds is not None else None})
         if self._interrupt:
             return None
         self.armed_for = inp.scheduled

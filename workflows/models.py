@@ -20,10 +20,14 @@ from typing import Any, Literal
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from workflows.times import plus_seconds
+
 #: Label (Pods) and value of ``spec.managedBy`` (Jobs) that hand an object to batchd.
 POD_TTL_LABEL = "batchd.io/ttl-seconds-after-finished"
 JOB_MANAGED_BY = "batchd.io/job-controller"
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+#: The largest integer the API's own fields hold; a Pod TTL label beyond it is refused.
+INT64_MAX = 2**63 - 1
 
 
 class _K8s(BaseModel):
@@ -181,10 +185,12 @@ class TTLObservation(_K8s):
         problem: str | None = None
         raw = meta.labels.get(POD_TTL_LABEL)
         if raw is not None:
-            if raw.isdigit():
-                ttl = int(raw)
-            else:
+            if not (raw.isascii() and raw.isdigit()):
                 problem = f"label {POD_TTL_LABEL}={raw!r} is not a non-negative integer number of seconds"
+            elif int(raw) > INT64_MAX:
+                problem = f"label {POD_TTL_LABEL}={raw!r} is larger than {INT64_MAX}, the largest TTL batchd takes"
+            else:
+                ttl = int(raw)
         owner = meta.controller_ref()
         if ttl is not None and owner is not None and owner.kind == "Job":
             problem = f"Pod is owned by Job {owner.name}; the Job's ttlSecondsAfterFinished governs it"
@@ -214,16 +220,24 @@ class TTLObservation(_K8s):
 
 
 class TimeLeft(_K8s):
-    """Result of :func:`time_left`: how long until expiry, and the expiry instant."""
+    """Result of :func:`time_left`: how long until expiry, and the expiry instant.
 
-    remaining: timedelta
-    expire_at: datetime
+    Both are None when the expiry is beyond what ``datetime`` holds: it never comes (TIME-1).
+    """
+
+    remaining: timedelta | None
+    expire_at: datetime | None
     finish_in_future: bool = False
 
     @property
     def expired(self) -> bool:
         """A6: expired when nothing remains."""
-        return self.remaining <= timedelta(0)
+        return self.remaining is not None and self.remaining <= timedelta(0)
+
+
+def expiry(finish_time: datetime, ttl_seconds: int) -> datetime | None:
+    """A6: ``finish_time + ttl_seconds``, or None when that is too far to represent (never)."""
+    return plus_seconds(finish_time, ttl_seconds)
 
 
 def time_left(obs: TTLObservation, now: datetime) -> TimeLeft | None:
@@ -241,8 +255,9 @@ def time_left(obs: TTLObservation, now: datetime) -> TimeLeft | None:
         raise ValueError(f"{obs.ref.kind} {obs.ref.key()} does not need cleanup")
     if obs.finish_time is None:
         return None
-    expire_at = obs.finish_time + timedelta(seconds=obs.ttl_seconds)
-    return TimeLeft(remaining=expire_at - now, expire_at=expire_at, finish_in_future=obs.finish_time > now)
+    expire_at = expiry(obs.finish_time, obs.ttl_seconds)
+    return TimeLeft(remaining=None if expire_at is None else expire_at - now, expire_at=expire_at,
+                    finish_in_future=obs.finish_time > now)
 
 
 class TTLInput(_K8s):

@@ -2,7 +2,7 @@
 
 Layer: workflows (deterministic). Started and signalled by the bridge (worker/bridge.py) with
 signal-with-start on ``job-ttl/{ns}/{name}/{uid}`` or ``pod-ttl/{ns}/{name}/{uid}``; calls the
-activities ``read_ttl_object`` and ``delete_expired`` (activities/k8s.py) by name.
+activities ``read_ttl_object`` and ``delete_expired`` (activities/ttl.py) by name.
 
 The flow mirrors upstream's ``processJob`` / ``processTTL`` with the workqueue's in-memory
 ``AddAfter`` replaced by a durable timer that survives worker restarts:
@@ -26,7 +26,7 @@ event, or a fresh read that shows cleanup no longer applies (TTL removed, deleti
 from __future__ import annotations
 
 import contextlib
-from datetime import UTC, datetime
+from datetime import datetime
 
 from temporalio import workflow
 
@@ -44,10 +44,7 @@ with workflow.unsafe.imports_passed_through():
         time_left,
     )
     from workflows.policies import K8S_CALL_TIMEOUT, K8S_RETRY
-
-
-def _iso(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    from workflows.times import NEVER, iso
 
 
 @workflow.defn(name="TTLAfterFinished")
@@ -73,7 +70,7 @@ class TTLAfterFinishedWorkflow:
         """The latest observation and the pending expiry, for ``batchd describe``."""
         return {
             "observation": self._obs.model_dump(mode="json", by_alias=False),
-            "expireAt": _iso(self._expire_at) if self._expire_at else None,
+            "expireAt": iso(self._expire_at),
         }
 
     @workflow.run
@@ -101,11 +98,14 @@ class TTLAfterFinishedWorkflow:
             await workflow.wait_condition(lambda: self._changed)
             return None
         self._set_expiry(left.expire_at)
+        if left.remaining is None:  # TIME-1: an expiry beyond datetime's range never comes
+            await workflow.wait_condition(lambda: self._changed)
+            return None
         if not left.expired:
             if left.finish_in_future:
                 workflow.logger.warning(
                     "%s %s finished in the future (clock skew?); cleanup deferred to %s",
-                    obs.ref.kind, obs.ref.key(), _iso(left.expire_at),
+                    obs.ref.kind, obs.ref.key(), iso(left.expire_at),
                 )
             # The timer re-arms from scratch on every change: a raised TTL sleeps longer, a
             # lowered one wakes at once, and the loop decides again either way.
@@ -113,7 +113,7 @@ class TTLAfterFinishedWorkflow:
                 await workflow.wait_condition(
                     lambda: self._changed,
                     timeout=left.remaining,
-                    timeout_summary=f"TTL of {obs.ref.kind} {obs.ref.key()} expires {_iso(left.expire_at)}",
+                    timeout_summary=f"TTL of {obs.ref.kind} {obs.ref.key()} expires {iso(left.expire_at)}",
                 )
             return None
         return await self.delete_expired(obs)
@@ -164,10 +164,12 @@ class TTLAfterFinishedWorkflow:
         if not self._changed:
             self._obs = obs
 
-    def _set_expiry(self, expire_at: datetime) -> None:
+    def _set_expiry(self, expire_at: datetime | None) -> None:
+        """Advertise the expiry (search attribute, current details); None: it never comes."""
+        expire_at = expire_at or NEVER  # sorts last, and no ``ExpiresAt < …`` query matches it
         if expire_at == self._expire_at:
             return
         self._expire_at = expire_at
         workflow.upsert_search_attributes([EXPIRES_AT.value_set(expire_at)])
         ref = self._obs.ref
-        workflow.set_current_details(f"TTL of {ref.kind} {ref.key()} (uid {ref.uid}) expires {_iso(expire_at)}")
+        workflow.set_current_details(f"TTL of {ref.kind} {ref.key()} (uid {ref.uid}) expires {iso(expire_at)}")

@@ -1,0 +1,103 @@
+"""Stuck workflows made visible: a workflow whose tasks keep failing becomes an Event and an ERROR line.
+
+Layer: worker. Started by worker/app.py beside the bridge; reads Temporal visibility and
+writes Kubernetes Events through :class:`activities.kube.Kube`.
+
+batchd's decisions are total over what the API accepts (README: TIME-1), so a workflow task that
+fails is a bug. The Temporal server marks such a workflow with the search attribute
+``TemporalReportedProblems`` after a few consecutive failures (its dynamic config
+``system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute``, 5 by default). The
+watchdog lists those on its task queue every ``interval`` seconds and, once per run:
+
+* logs an ERROR line with the workflow id and the problem;
+* records a Warning Event ``WorkflowTaskFailing`` on the object the workflow manages (named by
+  the ``K8s*`` search attributes), so ``kubectl describe`` shows it;
+* ends the workflow if that object is gone (404, or its name now has another uid): a deletion
+  must still reach a workflow that cannot run its own code to hear of it.
+
+A run whose problem clears and comes back is reported again. Every replica runs one; Events
+aggregate by content and termination is idempotent, so two watchdogs only double a count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+
+from temporalio.client import Client, WorkflowExecution
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.errors import KubeError
+from activities.kube import Kube
+from workflows.identity import K8S_KIND, K8S_NAME, K8S_NAMESPACE, K8S_UID
+from workflows.models import ObjectRef
+
+log = logging.getLogger("batchd.watchdog")
+
+COMPONENT = "batchd-watchdog"
+REASON = "WorkflowTaskFailing"
+
+
+class Watchdog:
+    """Reports batchd workflows whose tasks keep failing (see the module docstring)."""
+
+    def __init__(self, client: Client, kube: Kube, *, task_queue: str, interval: float = 15.0) -> None:
+        self.client, self.kube, self.interval = client, kube, interval
+        self.query = f'TemporalReportedProblems IS NOT NULL AND ExecutionStatus = "Running" AND TaskQueue = "{task_queue}"'
+        self._reported: set[tuple[str, str]] = set()  # (workflow id, run id) reported and still failing
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.check()
+            except RPCError as err:
+                log.warning("watchdog: could not list workflows with reported problems: %s", err)
+            await asyncio.sleep(self.interval)
+
+    async def check(self) -> list[str]:
+        """One look; returns the ids of the workflows newly reported."""
+        stuck = [ex async for ex in self.client.list_workflows(self.query)]
+        current = {(ex.id, ex.run_id) for ex in stuck}
+        self._reported &= current  # cleared problems: report a recurrence again
+        reported = []
+        for ex in stuck:
+            if (ex.id, ex.run_id) in self._reported:
+                continue
+            await self._report(ex)
+            self._reported.add((ex.id, ex.run_id))
+            reported.append(ex.id)
+        return reported
+
+    async def _report(self, ex: WorkflowExecution) -> None:
+        problems = ", ".join(str(p) for p in ex.search_attributes.get("TemporalReportedProblems") or [])
+        log.error("workflow %s (run %s) keeps failing its tasks: %s", ex.id, ex.run_id, problems,
+                  extra={"workflow_id": ex.id, "run_id": ex.run_id})
+        ref = _managed_object(ex)
+        if ref is None:
+            return
+        message = (f"batchd's workflow {ex.id} keeps failing its tasks ({problems}); its decisions for this "
+                   f"{ref.kind} wait until that is fixed. See the batchd worker's log.")
+        try:
+            await asyncio.to_thread(self.kube.record_event, ref, type="Warning", reason=REASON, message=message,
+                                    component=COMPONENT, now=datetime.now(UTC))
+            gone = await asyncio.to_thread(self.kube.get_instance, ref.kind, ref.namespace, ref.name, ref.uid) is None
+        except KubeError as err:
+            log.warning("watchdog: could not report %s on %s %s: %s", ex.id, ref.kind, ref.key(), err)
+            return
+        if gone:
+            try:
+                await self.client.get_workflow_handle(ex.id, run_id=ex.run_id).terminate(
+                    reason=f"{ref.kind} {ref.key()} (uid {ref.uid}) was deleted while this workflow's tasks kept failing")
+                log.error("workflow %s ended: its %s %s is gone", ex.id, ref.kind, ref.key())
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise
+
+
+def _managed_object(ex: WorkflowExecution) -> ObjectRef | None:
+    sa = ex.typed_search_attributes
+    kind, ns, name, uid = sa.get(K8S_KIND), sa.get(K8S_NAMESPACE), sa.get(K8S_NAME), sa.get(K8S_UID)
+    if kind not in ("Job", "Pod", "CronJob") or not ns or not name or not uid:
+        return None
+    return ObjectRef.model_validate({"kind": kind, "namespace": ns, "name": name, "uid": uid})
