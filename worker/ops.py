@@ -32,6 +32,7 @@ from temporalio.client import (
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
+from workflows import times
 from workflows.identity import (
     EXPIRES_AT,
     K8S_KIND,
@@ -41,6 +42,7 @@ from workflows.identity import (
     SEARCH_ATTRIBUTES,
     cronjob_workflow_id,
 )
+from workflows.times import NEVER
 
 #: Exit codes (the CLI's contract; click itself exits 2 on usage errors).
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
@@ -168,12 +170,12 @@ async def ttl_list(client: Client, *, namespace: str | None, limit: int | None, 
         return _json([{
             "kind": r.kind, "namespace": r.namespace, "name": r.name, "uid": r.uid,
             "expiresAt": iso(r.expires_at),
-            "inSeconds": round((r.expires_at - now).total_seconds(), 3) if r.expires_at else None,
+            "inSeconds": round((r.expires_at - now).total_seconds(), 3) if r.expires_at and r.expires_at < NEVER else None,
             "workflowId": r.workflow_id, "runId": r.run_id,
         } for r in rows])
     return table(["KIND", "NAMESPACE", "NAME", "UID", "EXPIRES", "IN", "WORKFLOW ID"], [
         [r.kind, r.namespace, r.name, r.uid, iso(r.expires_at) or "-",
-         humanize(r.expires_at - now) if r.expires_at else "-", r.workflow_id] for r in rows
+         _until(r.expires_at, now), r.workflow_id] for r in rows
     ])
 
 
@@ -349,10 +351,14 @@ def _cause(err: BaseException) -> str:
 
 
 def iso(t: datetime | None) -> str | None:
-    """``2026-11-22T10:00:00Z`` (UTC, whole seconds), or None."""
+    """``2026-11-22T10:00:00Z`` (UTC, whole seconds), ``never`` for an expiry that never comes, or None."""
+    return None if t is None else times.iso(t.replace(microsecond=0))
+
+
+def _until(t: datetime | None, now: datetime) -> str:
     if t is None:
-        return None
-    return t.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        return "-"
+    return "never" if t >= NEVER else humanize(t - now)
 
 
 def humanize(delta: timedelta) -> str:

@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import MAXYEAR, MINYEAR, UTC, datetime, timedelta, tzinfo
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -336,12 +336,18 @@ def scheduled_timestamp_annotation(scheduled: datetime, time_zone: str | None) -
         ScheduleError: ``UnknownTimeZone``.
         ValueError: ``scheduled`` is naive.
     """
-    local = _utc("scheduled", scheduled).astimezone(_load_zone(time_zone or ""))
+    utc = _utc("scheduled", scheduled)
+    zone = _load_zone(time_zone or "")
+    try:
+        local = utc.astimezone(zone)
+    except OverflowError:  # the zone's wall clock is past year 9999: the same instant, in UTC
+        local = utc
     offset = local.utcoffset() or timedelta(0)
+    stamp = f"{local.year:04d}-{local:%m-%dT%H:%M:%S}"  # %Y does not pad years before 1000
     if not offset:
-        return local.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"{stamp}Z"
     sign, minutes = ("-" if offset < timedelta(0) else "+"), abs(offset) // timedelta(minutes=1)
-    return f"{local:%Y-%m-%dT%H:%M:%S}{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    return f"{stamp}{sign}{minutes // 60:02d}:{minutes % 60:02d}"
 
 
 def jitter(scheduled: datetime, *, percent: int, interval: timedelta, key: str) -> timedelta:
@@ -574,6 +580,8 @@ def _go_date(loc: tzinfo, y: int, mo: int, d: int, h: int, mi: int, sec: int) ->
     lands an hour early (02:30 -> 01:30 EST) and a repeated time takes its first occurrence.
     """
     y, mo = y + (mo - 1) // 12, (mo - 1) % 12 + 1
+    if not MINYEAR <= y <= MAXYEAR:
+        raise OverflowError(f"year {y} is outside datetime's range")  # Schedule.next: no activation
     naive = datetime(y, mo, 1, tzinfo=UTC) + timedelta(days=d - 1, hours=h, minutes=mi, seconds=sec)
     first = naive.astimezone(loc).utcoffset() or timedelta(0)
     return naive - ((naive - first).astimezone(loc).utcoffset() or timedelta(0))
