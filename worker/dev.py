@@ -38,6 +38,26 @@ def temporal_cli() -> str:
     return found
 
 
+async def ephemeral_dev_server(extra_args: list[str]) -> Any:
+    """A throw-away dev server (``WorkflowEnvironment.start_local``) for tests and benchmarks.
+
+    The SDK gives the server 5 s to answer; on a loaded 2-core machine it sometimes needs more,
+    so a start that timed out is tried again (twice at most).
+    """
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.testing import WorkflowEnvironment
+
+    for attempt in range(3):
+        try:
+            return await WorkflowEnvironment.start_local(
+                dev_server_existing_path=temporal_cli(), search_attributes=list(SEARCH_ATTRIBUTES),
+                data_converter=pydantic_data_converter, dev_server_extra_args=extra_args)
+        except RuntimeError as err:
+            if "did not start" not in str(err) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 async def start_dev_server(state_dir: Path, port: int, ui_port: int) -> asyncio.subprocess.Process:
     """Start ``temporal server start-dev`` with batchd's search attributes; returns once it answers."""
     args = [temporal_cli(), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
