@@ -38,24 +38,21 @@ def temporal_cli() -> str:
     return found
 
 
-async def ephemeral_dev_server(extra_args: list[str]) -> Any:
+async def ephemeral_dev_server(extra_args: tuple[str, ...] | list[str] = (), **options: Any) -> Any:
     """A throw-away dev server (``WorkflowEnvironment.start_local``) for tests and benchmarks.
 
-    The SDK gives the server 5 s to answer; on a loaded 2-core machine it sometimes needs more,
-    so a start that timed out is tried again (twice at most).
+    ``options`` go to ``start_local`` (e.g. ``ui=True``). The SDK's default 5 s for the server
+    to answer is too short on a loaded 2-core machine.
     """
+    from datetime import timedelta
+
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.testing import WorkflowEnvironment
 
-    for attempt in range(3):
-        try:
-            return await WorkflowEnvironment.start_local(
-                dev_server_existing_path=temporal_cli(), search_attributes=list(SEARCH_ATTRIBUTES),
-                data_converter=pydantic_data_converter, dev_server_extra_args=extra_args)
-        except RuntimeError as err:
-            if "did not start" not in str(err) or attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_cli(), search_attributes=list(SEARCH_ATTRIBUTES),
+        data_converter=pydantic_data_converter, dev_server_extra_args=list(extra_args),
+        dev_server_startup_timeout=timedelta(seconds=60), **options)
 
 
 async def start_dev_server(state_dir: Path, port: int, ui_port: int) -> asyncio.subprocess.Process:

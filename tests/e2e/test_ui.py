@@ -27,15 +27,13 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
 from tests.conftest import eventually, running, utcnow
 from tests.k8s import create_job, finish_job, second
-from worker.dev import temporal_cli
-from workflows.identity import SEARCH_ATTRIBUTES
+from worker.dev import ephemeral_dev_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -68,10 +66,7 @@ async def ui_env() -> AsyncIterator[tuple[WorkflowEnvironment, int]]:
     """A dev server with its UI on a free port, and that port."""
     _require_browser()
     ui_port = _free_port()
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli(), search_attributes=list(SEARCH_ATTRIBUTES),
-        data_converter=pydantic_data_converter, ui=True, ui_port=ui_port,
-    )
+    env = await ephemeral_dev_server(ui=True, ui_port=ui_port)
     async with env:
         yield env, ui_port
 
