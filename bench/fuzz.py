@@ -19,9 +19,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import re
 import time
 import uuid
 import zoneinfo
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -167,13 +169,16 @@ async def main() -> None:
                 stuck = [ex.id async for ex in env.client.list_workflows(
                     'TemporalReportedProblems IS NOT NULL AND ExecutionStatus = "Running"')]
                 running = (await env.client.count_workflows('ExecutionStatus = "Running"')).count
-                errors = [line for line in worker.log.read_text(errors="replace").splitlines()
-                          if '"level": "ERROR"' in line or " ERROR " in line or "Traceback" in line]
+                log_lines = worker.log.read_text(errors="replace").splitlines()
+                errors = [line for line in log_lines if " ERROR " in line or '"level": "ERROR"' in line]
+                causes = Counter(m.group(1) for line in log_lines if "Failing workflow task" in line
+                                 and (m := re.search(r'message: "([^"]*)"', line)))
                 print(table([
                     ("seed / seconds / rate", f"{args.seed} / {args.seconds:g} s / {args.rate:g} per s"),
                     ("API actions", ", ".join(f"{k} {v}" for k, v in fuzz.counts.items())),
                     ("running workflows", running),
                     ("stuck (TemporalReportedProblems)", f"{len(stuck)} {stuck[:5]}"),
+                    ("workflow task failures by cause", dict(causes) or "none"),
                     ("worker ERROR lines", len(errors)),
                     ("worker CPU while idle after", f"{idle_cpu * 100:.1f} % of a core"),
                     ("worker peak RSS", f"{worker.rss_mb()[1]:.0f} MiB"),
