@@ -18,6 +18,7 @@ croniter wherever the two agree.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -587,11 +588,18 @@ def _go_date(loc: tzinfo, y: int, mo: int, d: int, h: int, mi: int, sec: int) ->
     return naive - ((naive - first).astimezone(loc).utcoffset() or timedelta(0))
 
 
+@functools.cache
+def _zone(name: str) -> ZoneInfo:
+    # ZoneInfo keeps only the 8 most recently used zones strongly; a worker with CronJobs in many
+    # zones would read zone files from disk inside workflow tasks again and again.
+    return ZoneInfo(name)
+
+
 def _load_zone(name: str) -> tzinfo:
     if name in ("", "UTC", "Local"):  # Go's LoadLocation; Local is UTC for batchd (B7)
         return UTC
     try:
-        return ZoneInfo(name)
+        return _zone(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         raise ScheduleError(
             "UnknownTimeZone", f"invalid timeZone: {json.dumps(name)}: unknown time zone {name}"

@@ -25,7 +25,7 @@ from tests.k8s import create_job, finish_job, pod_manifest
 from worker import ops
 from worker.bridge import _attributes
 from worker.watchdog import REASON, Watchdog
-from workflows.identity import cronjob_workflow_id, ttl_workflow_id
+from workflows.identity import cronjob_workflow_id, job_workflow_id, ttl_workflow_id
 
 INT64_MAX = 2**63 - 1
 
@@ -154,3 +154,17 @@ async def test_a_workflow_failing_its_tasks_is_reported_and_ended_when_its_objec
         await watchdog.check()
         desc = await eventually(lambda: ended(client, wid), what="the stuck workflow ended")
         assert desc.status == WorkflowExecutionStatus.TERMINATED
+
+
+async def test_a_job_whose_active_deadline_is_int64_max_runs_to_completion(client, kube: Kube, namespace,
+                                                                          task_queue):
+    # start + 2^63-1 s is past year 9999: no deadline (TIME-1); the Job runs as any other
+    from tests.integration.test_job import condition, job_manifest, outcome
+
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("endless", deadline=INT64_MAX, run_seconds=0.5))
+        wid = job_workflow_id(namespace, "endless", job["metadata"]["uid"])
+        await eventually(lambda: workflow_exists(client, wid), what="the Job's workflow")
+        assert await client.get_workflow_handle(wid).query("describe")
+        assert await outcome(client, namespace, job) == "Complete"
+        assert condition(kube.get("Job", namespace, "endless"), "Complete")
