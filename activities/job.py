@@ -16,11 +16,21 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.errors import Conflict, Forbidden, Invalid, KubeError, NotFound, temporal_errors
+from activities.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    KubeError,
+    NotFound,
+    namespace_terminating,
+    temporal_errors,
+)
 from activities.kube import Clock, Kube, SystemClock, prestarted_pool
 from workflows.models import (
     COMPLETION_INDEX_ANNOTATION,
     CONTROLLER_UID_LABEL,
+    INDEX_FAILURE_COUNT_ANNOTATION,
+    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
     JOB_TRACKING_FINALIZER,
     POD_JOB_LABEL,
     CreatePodsInput,
@@ -30,6 +40,7 @@ from workflows.models import (
     JobStatusView,
     ObserveJobInput,
     PodsResult,
+    PodToCreate,
     ReleaseInput,
     WriteStatusInput,
     job_snapshot,
@@ -59,6 +70,8 @@ def status_body(s: JobStatusView, indexed: bool) -> dict[str, Any]:
     }
     if indexed:
         body["completedIndexes"] = s.completed_indexes
+        if s.failed_indexes is not None:
+            body["failedIndexes"] = s.failed_indexes  # spec job-policies I9
     return body
 
 
@@ -68,8 +81,12 @@ def _truncated_prefix(job_name: str, index: int) -> str:
     return job_name[: 58 - len(suffix)] + suffix
 
 
-def build_pod(job: dict[str, Any], index: int | None) -> dict[str, Any]:
-    """A Pod for ``job`` (B1–B7): template copy, controller reference, tracking finalizer, index."""
+def build_pod(job: dict[str, Any], index: int | None, counts: PodToCreate | None = None) -> dict[str, Any]:
+    """A Pod for ``job`` (B1–B7): template copy, controller reference, tracking finalizer, index.
+
+    ``counts`` carries the per-index failure counts of a backoffLimitPerIndex Job (spec
+    job-policies I4): the failure count always, the ignored count only when it is not zero.
+    """
     meta, spec = job["metadata"], job["spec"]
     template = spec.get("template") or {}
     tmeta = template.get("metadata") or {}
@@ -81,6 +98,10 @@ def build_pod(job: dict[str, Any], index: int | None) -> dict[str, Any]:
     pod_spec = copy.deepcopy(template.get("spec") or {})
     name = meta["name"]
     generate = f"{name}-"
+    if counts is not None and counts.failure_count is not None:
+        annotations[INDEX_FAILURE_COUNT_ANNOTATION] = str(counts.failure_count)
+        if counts.ignored_failure_count > 0:
+            annotations[INDEX_IGNORED_FAILURE_COUNT_ANNOTATION] = str(counts.ignored_failure_count)
     if index is not None:
         annotations[COMPLETION_INDEX_ANNOTATION] = str(index)
         labels[COMPLETION_INDEX_ANNOTATION] = str(index)
@@ -164,7 +185,7 @@ class JobActivities:
         failed = 0
         invalid: str | None = None
         forbidden: str | None = None
-        todo = list(inp.indexes)
+        todo = list(inp.pods) or [PodToCreate(index=i) for i in inp.indexes]
         batch = 1
         while todo:
             chunk, todo = todo[:batch], todo[batch:]
@@ -185,13 +206,13 @@ class JobActivities:
             raise KubeError(0, "CreateFailed", f"could not create Pods for Job {inp.namespace}/{inp.name}")
         return CreatePodsResult(created=created, failed=failed, invalid=invalid, forbidden=forbidden)
 
-    def _create_one(self, job: dict[str, Any], index: int | None) -> tuple[str | None, KubeError | None]:
+    def _create_one(self, job: dict[str, Any], want: PodToCreate) -> tuple[str | None, KubeError | None]:
         try:
-            pod = self.kube.create("Pod", job["metadata"]["namespace"], build_pod(job, index))
+            pod = self.kube.create("Pod", job["metadata"]["namespace"], build_pod(job, want.index, want))
             return pod["metadata"]["name"], None
         except KubeError as err:
-            if err.reason == "Forbidden" and "NamespaceTerminating" in err.message:
-                return None, None  # B19: ignored
+            if namespace_terminating(err):
+                return None, None  # B19: ignored silently
             return None, err
 
     def _release(self, namespace: str, name: str) -> str:
