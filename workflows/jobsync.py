@@ -129,6 +129,14 @@ def parse_indexes(text: str, completions: int) -> set[int]:
         The indexes, all in ``[0, completions)``.
     """
     result: set[int] = set()
+    for first, last in parse_intervals(text, completions):
+        result.update(range(first, last + 1))
+    return result
+
+
+def parse_intervals(text: str, completions: int) -> list[tuple[int, int]]:
+    """:func:`parse_indexes` as inclusive intervals, so a rule like ``0-2147483646`` costs nothing."""
+    out: list[tuple[int, int]] = []
     for part in text.split(","):
         limits = part.split("-")
         if not _GO_ATOI.fullmatch(limits[0]):
@@ -141,8 +149,9 @@ def parse_indexes(text: str, completions: int) -> set[int]:
             if not _GO_ATOI.fullmatch(limits[1]):
                 continue
             last = min(int(limits[1]), completions - 1)
-        result.update(range(max(first, 0), last + 1))
-    return result
+        if last >= max(first, 0):
+            out.append((max(first, 0), last))
+    return out
 
 
 # --- backoff (F12, F13, F16) --------------------------------------------------------------
@@ -387,6 +396,16 @@ def get_remaining_time_per_index(
     return backoff_remaining(record, now, base=base, cap=cap)
 
 
+def _covered(intervals: list[tuple[int, int]]) -> int:
+    """The number of distinct indexes the inclusive intervals cover."""
+    count, reach = 0, -1
+    for a, b in sorted(intervals):
+        if b > reach:
+            count += b - max(a, reach + 1) + 1
+            reach = b
+    return count
+
+
 def _delay_rank(p: PodInfo) -> tuple[int, datetime]:
     return p.failure_count + p.ignored_failure_count, p.finish_time or p.creation_time or datetime.min.replace(tzinfo=UTC)
 
@@ -411,11 +430,13 @@ def match_success_policy(
         return "", False
     for i, rule in enumerate(success_policy.rules):
         if rule.succeeded_indexes is not None:
-            required = parse_indexes(rule.succeeded_indexes, completions)
+            required = parse_intervals(rule.succeeded_indexes, completions)
             if not required:
                 continue  # J4: a rule that parses to nothing is skipped
-            contains = len(required & succeeded_indexes)
-            met = contains >= rule.succeeded_count if rule.succeeded_count is not None else contains == len(required)
+            # Intervals may overlap if the string is not canonical; count each index once.
+            contains = sum(1 for ix in succeeded_indexes if any(a <= ix <= b for a, b in required))
+            total = _covered(required)
+            met = contains >= rule.succeeded_count if rule.succeeded_count is not None else contains == total
         else:
             met = rule.succeeded_count is not None and len(succeeded_indexes) >= rule.succeeded_count
         if met:
