@@ -7,6 +7,8 @@ every transition is an ordinary MODIFIED watch event.
 
 Per-Pod behaviour comes from annotations:
 ``kubesim.batchd.io/run-seconds`` (float, default 1): how long each container run lasts;
+``kubesim.batchd.io/run-seconds-by-index`` (``<index set>=<seconds>;…``): overrides it for Job
+Pods of those completion indexes;
 ``kubesim.batchd.io/exit-code`` (int, default 0): how each run ends;
 ``kubesim.batchd.io/container-exit-codes`` (``name=code,…``): per-container codes that override it;
 ``kubesim.batchd.io/fail-indexes`` (an index set such as ``2,5-7``) with
@@ -51,6 +53,7 @@ HOST_IP = "10.0.0.10"
 RUN_SECONDS = "kubesim.batchd.io/run-seconds"
 EXIT_CODE = "kubesim.batchd.io/exit-code"
 TERMINATE_SECONDS = "kubesim.batchd.io/terminate-seconds"
+RUN_SECONDS_BY_INDEX = "kubesim.batchd.io/run-seconds-by-index"
 CONTAINER_EXIT_CODES = "kubesim.batchd.io/container-exit-codes"
 FAIL_INDEXES = "kubesim.batchd.io/fail-indexes"
 FAIL_EXIT_CODE = "kubesim.batchd.io/fail-exit-code"
@@ -244,6 +247,16 @@ class Kubelet:
         self._schedule(now + timedelta(seconds=self._run_seconds(pod)), "finish", pod["metadata"]["uid"])
 
     def _run_seconds(self, pod: Obj) -> float:
+        annotations = pod["metadata"].get("annotations") or {}
+        index = annotations.get(_INDEX)
+        if isinstance(index, str) and index.isdigit():
+            for entry in str(annotations.get(RUN_SECONDS_BY_INDEX) or "").split(";"):
+                indexes, _, seconds = entry.partition("=")
+                if seconds and _in_index_set(indexes, int(index)):
+                    try:
+                        return max(0.0, float(seconds))
+                    except ValueError:
+                        break
         return max(0.0, float(_annotation(pod, RUN_SECONDS, 1.0)))
 
     def _exit_codes(self, pod: Obj) -> dict[str, int]:
