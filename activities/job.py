@@ -124,6 +124,29 @@ def build_pod(job: dict[str, Any], index: int | None, counts: PodToCreate | None
     }
 
 
+def label_selector(selector: dict[str, Any] | None) -> str | None:
+    """A LabelSelector as the ``labelSelector`` query string; None for a selector that matches nothing."""
+    if not selector:
+        return None
+    terms = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for req in selector.get("matchExpressions") or []:
+        key, op, values = req.get("key", ""), req.get("operator"), req.get("values") or []
+        if op == "In":
+            terms.append(f"{key} in ({','.join(values)})")
+        elif op == "NotIn":
+            terms.append(f"{key} notin ({','.join(values)})")
+        elif op == "Exists":
+            terms.append(key)
+        elif op == "DoesNotExist":
+            terms.append(f"!{key}")
+    return ",".join(terms) or None
+
+
+def _controller_uid(pod: dict[str, Any]) -> str | None:
+    ref = next((o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
+    return None if ref is None else str(ref.get("uid") or "")
+
+
 def _heartbeating(pool: ThreadPoolExecutor, fn: Callable[[str], str], names: list[str]) -> list[str]:
     """Run ``fn`` over ``names`` in parallel, heartbeating from the activity's thread as results come."""
     done: list[str] = []
@@ -141,12 +164,11 @@ class JobActivities:
         self.clock = clock or SystemClock()
         self.pool = prestarted_pool(MAX_PARALLEL, "k8s-pods")
 
-    def _pods(self, namespace: str, uid: str) -> list[dict[str, Any]]:
+    def _pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         pods: list[dict[str, Any]] = []
         cont: str | None = None
         while True:
-            page = self.kube.list("Pod", namespace, label_selector=f"{CONTROLLER_UID_LABEL}={uid}", limit=1000,
-                                  continue_=cont)
+            page = self.kube.list("Pod", namespace, label_selector=selector, limit=1000, continue_=cont)
             pods += page.get("items") or []
             cont = (page.get("metadata") or {}).get("continue") or None
             if not cont:
@@ -155,10 +177,40 @@ class JobActivities:
     @activity.defn(name="observe_job")
     @temporal_errors
     def observe(self, inp: ObserveJobInput) -> JobSnapshot:
-        """GET the Job and LIST its Pods (by controller-uid label), as one snapshot."""
+        """GET the Job and LIST the Pods its selector matches, adopting orphans (B23), as one snapshot."""
         job = self.kube.get("Job", inp.namespace, inp.name)
-        return job_snapshot(job, self._pods(inp.namespace, inp.uid), namespace=inp.namespace, name=inp.name,
-                            uid=inp.uid)
+        ours = job is not None and job["metadata"].get("uid") == inp.uid
+        selector = label_selector((job.get("spec") or {}).get("selector")) if ours and job else None
+        pods = self._pods(inp.namespace, selector or f"{CONTROLLER_UID_LABEL}={inp.uid}")
+        # A gone Job's Pods may have lost their ownerReference to an orphaning delete; their
+        # finalizers must still be released (C15-C17), so they stay in the snapshot.
+        owned = [p for p in pods if _controller_uid(p) == inp.uid or (not ours and _controller_uid(p) is None)]
+        if ours and job is not None and selector and not job["metadata"].get("deletionTimestamp"):
+            orphans = [p for p in pods if _controller_uid(p) is None and not p["metadata"].get("deletionTimestamp")]
+            owned += [a for a in (self._adopt(job, p) for p in orphans) if a is not None]
+        return job_snapshot(job, owned, namespace=inp.namespace, name=inp.name, uid=inp.uid)
+
+    def _adopt(self, job: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any] | None:
+        """B23: make the Job the controller of an orphan Pod and add the tracking finalizer.
+
+        The Job was read fresh by this very activity (uid checked, not being deleted), which is
+        the re-check upstream does before adopting. The patch is conditional on the Pod's
+        resourceVersion, so a Pod that changed meanwhile is left for the next sync.
+        """
+        meta, jmeta = pod["metadata"], job["metadata"]
+        ref = {"apiVersion": "batch/v1", "kind": "Job", "name": jmeta["name"], "uid": jmeta["uid"],
+               "controller": True, "blockOwnerDeletion": True}
+        finalizers = list(meta.get("finalizers") or [])
+        if JOB_TRACKING_FINALIZER not in finalizers:
+            finalizers.append(JOB_TRACKING_FINALIZER)
+        patch = {"metadata": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"], "finalizers": finalizers,
+                              "ownerReferences": [*(meta.get("ownerReferences") or []), ref]}}
+        try:
+            adopted = self.kube.patch("Pod", jmeta["namespace"], meta["name"], patch)
+        except (NotFound, Conflict):
+            return None
+        activity.logger.info("Job %s/%s adopted Pod %s", jmeta["namespace"], jmeta["name"], meta["name"])
+        return adopted
 
     @activity.defn(name="write_job_status")
     @temporal_errors

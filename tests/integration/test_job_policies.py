@@ -137,3 +137,40 @@ async def test_elastic_scale_down_removes_the_highest_indexes(client, kube: Kube
     assert st["completedIndexes"] == "0,1" and st["succeeded"] == 2 and st.get("failed", 0) == 0
     cut = [p for p in pods_of(kube, namespace, job) if int(p["metadata"]["annotations"][INDEX]) >= 2]
     assert all(p["metadata"].get("deletionTimestamp") for p in cut)
+
+
+async def test_orphan_pod_matching_a_manual_selector_is_adopted_and_counted(client, kube: Kube, namespace, task_queue):
+    # spec job.md B23: an orphan that matches the selector gets the controller reference and the
+    # tracking finalizer; a Pod controlled by someone else is left alone
+    labels = {"app": "adopter"}
+    orphan = kube.create("Pod", namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "stray", "labels": labels, "annotations": {"kubesim.batchd.io/run-seconds": "2"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}})
+    holder = kube.create("Job", namespace, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "holder"},
+                                            "spec": {"suspend": True, "managedBy": "example.com/other", "template": {
+                                                "spec": {"restartPolicy": "Never",
+                                                         "containers": [{"name": "main", "image": "busybox:1.36"}]}}}})
+    other = kube.create("Pod", namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "taken", "labels": labels, "annotations": {"kubesim.batchd.io/run-seconds": "60"},
+        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "holder",
+                             "uid": holder["metadata"]["uid"], "controller": True}]},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}})
+    manifest = job_manifest("adopter", completions=2, parallelism=2, run_seconds=2)
+    manifest["spec"].update({"manualSelector": True, "selector": {"matchLabels": labels}})
+    manifest["spec"]["template"]["metadata"]["labels"] = labels
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, manifest)
+        assert await outcome(client, namespace, job, timeout=60) == "Complete"
+    adopted = kube.get("Pod", namespace, "stray")
+    ref = next(o for o in adopted["metadata"]["ownerReferences"] if o.get("controller"))
+    assert (ref["kind"], ref["uid"]) == ("Job", job["metadata"]["uid"])
+    assert adopted["metadata"]["uid"] == orphan["metadata"]["uid"]
+    untouched = kube.get("Pod", namespace, "taken")
+    assert [o["uid"] for o in untouched["metadata"]["ownerReferences"]] == [holder["metadata"]["uid"]]
+    assert "batch.kubernetes.io/job-tracking" not in (untouched["metadata"].get("finalizers") or [])
+    assert other["metadata"]["uid"] == untouched["metadata"]["uid"]
+    st = kube.get("Job", namespace, "adopter")["status"]
+    created = [p for p in kube.list("Pod", namespace)["items"]
+               if any(o.get("uid") == job["metadata"]["uid"] for o in p["metadata"].get("ownerReferences") or [])]
+    assert st["succeeded"] == 2 and len(created) == 2  # the adopted Pod counted; only one Pod created
+    assert not [p for p in created if "batch.kubernetes.io/job-tracking" in p["metadata"].get("finalizers", [])]
