@@ -21,7 +21,14 @@ from typing import Any, TypeVar
 from opentelemetry import metrics
 from temporalio import activity
 
-from activities.errors import AlreadyExists, Forbidden, Invalid, KubeError, temporal_errors
+from activities.errors import (
+    AlreadyExists,
+    Forbidden,
+    Invalid,
+    KubeError,
+    namespace_terminating,
+    temporal_errors,
+)
 from activities.kube import Clock, Kube, SystemClock, prestarted_pool
 from workflows.models import (
     JOB_MANAGED_BY,
@@ -207,6 +214,10 @@ class CronJobActivities:
                            for c in (existing.get("status") or {}).get("conditions") or [])
             return CreateJobResult(outcome="exists", job=_ref(existing), finished=finished)
         except (Invalid, Forbidden) as err:
+            if namespace_terminating(err):
+                # spec C22: no Event; retried (a plain KubeError is retryable) until the namespace,
+                # and with it the CronJob, is gone, which answers "cronjob_gone".
+                raise KubeError(err.status, err.reason, err.message) from None
             self._event(inp.namespace, inp.cronjob_name, inp.cronjob_uid, "Warning", "FailedCreate",
                         f"Error creating job: {err.message}")
             return CreateJobResult(outcome="invalid", message=err.message)

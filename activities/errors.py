@@ -28,13 +28,15 @@ class KubeError(Exception):
     retryable = True
 
     def __init__(
-        self, status: int, reason: str, message: str, *, retry_after: float | None = None
+        self, status: int, reason: str, message: str, *, retry_after: float | None = None,
+        causes: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+        self.causes = causes  # the Status body's details.causes[].reason, in order
 
 
 class NotFound(KubeError):
@@ -90,11 +92,15 @@ def _truncate(text: str) -> str:
 def from_response(status: int, body: bytes | str | None, headers: Any = None) -> KubeError:
     """Classify an HTTP error response; keeps only a ``Status`` body's reason and message."""
     reason, message = "", ""
+    causes: tuple[str, ...] = ()
     try:
         doc = json.loads(body or b"{}")
         if isinstance(doc, dict) and doc.get("kind") == "Status":
             reason = str(doc.get("reason") or "")
             message = str(doc.get("message") or "")
+            details = doc.get("details")
+            if isinstance(details, dict):
+                causes = tuple(str(c.get("reason") or "") for c in details.get("causes") or [] if isinstance(c, dict))
     except (ValueError, TypeError):
         pass
     message = _truncate(message or f"HTTP {status}")
@@ -121,7 +127,12 @@ def from_response(status: int, body: bytes | str | None, headers: Any = None) ->
         cls = ServerError
     else:
         cls = BadRequest
-    return cls(status, reason, message, retry_after=retry_after)
+    return cls(status, reason, message, retry_after=retry_after, causes=causes)
+
+
+def namespace_terminating(err: KubeError) -> bool:
+    """A create refused because its namespace is being deleted (the cause upstream checks)."""
+    return isinstance(err, Forbidden) and "NamespaceTerminating" in err.causes
 
 
 def to_application_error(err: KubeError) -> ApplicationError:

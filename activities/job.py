@@ -16,11 +16,21 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.errors import Conflict, Forbidden, Invalid, KubeError, NotFound, temporal_errors
+from activities.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    KubeError,
+    NotFound,
+    namespace_terminating,
+    temporal_errors,
+)
 from activities.kube import Clock, Kube, SystemClock, prestarted_pool
 from workflows.models import (
     COMPLETION_INDEX_ANNOTATION,
     CONTROLLER_UID_LABEL,
+    INDEX_FAILURE_COUNT_ANNOTATION,
+    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
     JOB_TRACKING_FINALIZER,
     POD_JOB_LABEL,
     CreatePodsInput,
@@ -30,6 +40,7 @@ from workflows.models import (
     JobStatusView,
     ObserveJobInput,
     PodsResult,
+    PodToCreate,
     ReleaseInput,
     WriteStatusInput,
     job_snapshot,
@@ -59,6 +70,8 @@ def status_body(s: JobStatusView, indexed: bool) -> dict[str, Any]:
     }
     if indexed:
         body["completedIndexes"] = s.completed_indexes
+        if s.failed_indexes is not None:
+            body["failedIndexes"] = s.failed_indexes  # spec job-policies I9
     return body
 
 
@@ -68,8 +81,12 @@ def _truncated_prefix(job_name: str, index: int) -> str:
     return job_name[: 58 - len(suffix)] + suffix
 
 
-def build_pod(job: dict[str, Any], index: int | None) -> dict[str, Any]:
-    """A Pod for ``job`` (B1–B7): template copy, controller reference, tracking finalizer, index."""
+def build_pod(job: dict[str, Any], index: int | None, counts: PodToCreate | None = None) -> dict[str, Any]:
+    """A Pod for ``job`` (B1–B7): template copy, controller reference, tracking finalizer, index.
+
+    ``counts`` carries the per-index failure counts of a backoffLimitPerIndex Job (spec
+    job-policies I4): the failure count always, the ignored count only when it is not zero.
+    """
     meta, spec = job["metadata"], job["spec"]
     template = spec.get("template") or {}
     tmeta = template.get("metadata") or {}
@@ -81,6 +98,10 @@ def build_pod(job: dict[str, Any], index: int | None) -> dict[str, Any]:
     pod_spec = copy.deepcopy(template.get("spec") or {})
     name = meta["name"]
     generate = f"{name}-"
+    if counts is not None and counts.failure_count is not None:
+        annotations[INDEX_FAILURE_COUNT_ANNOTATION] = str(counts.failure_count)
+        if counts.ignored_failure_count > 0:
+            annotations[INDEX_IGNORED_FAILURE_COUNT_ANNOTATION] = str(counts.ignored_failure_count)
     if index is not None:
         annotations[COMPLETION_INDEX_ANNOTATION] = str(index)
         labels[COMPLETION_INDEX_ANNOTATION] = str(index)
@@ -103,6 +124,29 @@ def build_pod(job: dict[str, Any], index: int | None) -> dict[str, Any]:
     }
 
 
+def label_selector(selector: dict[str, Any] | None) -> str | None:
+    """A LabelSelector as the ``labelSelector`` query string; None for a selector that matches nothing."""
+    if not selector:
+        return None
+    terms = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for req in selector.get("matchExpressions") or []:
+        key, op, values = req.get("key", ""), req.get("operator"), req.get("values") or []
+        if op == "In":
+            terms.append(f"{key} in ({','.join(values)})")
+        elif op == "NotIn":
+            terms.append(f"{key} notin ({','.join(values)})")
+        elif op == "Exists":
+            terms.append(key)
+        elif op == "DoesNotExist":
+            terms.append(f"!{key}")
+    return ",".join(terms) or None
+
+
+def _controller_uid(pod: dict[str, Any]) -> str | None:
+    ref = next((o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
+    return None if ref is None else str(ref.get("uid") or "")
+
+
 def _heartbeating(pool: ThreadPoolExecutor, fn: Callable[[str], str], names: list[str]) -> list[str]:
     """Run ``fn`` over ``names`` in parallel, heartbeating from the activity's thread as results come."""
     done: list[str] = []
@@ -120,12 +164,11 @@ class JobActivities:
         self.clock = clock or SystemClock()
         self.pool = prestarted_pool(MAX_PARALLEL, "k8s-pods")
 
-    def _pods(self, namespace: str, uid: str) -> list[dict[str, Any]]:
+    def _pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         pods: list[dict[str, Any]] = []
         cont: str | None = None
         while True:
-            page = self.kube.list("Pod", namespace, label_selector=f"{CONTROLLER_UID_LABEL}={uid}", limit=1000,
-                                  continue_=cont)
+            page = self.kube.list("Pod", namespace, label_selector=selector, limit=1000, continue_=cont)
             pods += page.get("items") or []
             cont = (page.get("metadata") or {}).get("continue") or None
             if not cont:
@@ -134,10 +177,40 @@ class JobActivities:
     @activity.defn(name="observe_job")
     @temporal_errors
     def observe(self, inp: ObserveJobInput) -> JobSnapshot:
-        """GET the Job and LIST its Pods (by controller-uid label), as one snapshot."""
+        """GET the Job and LIST the Pods its selector matches, adopting orphans (B23), as one snapshot."""
         job = self.kube.get("Job", inp.namespace, inp.name)
-        return job_snapshot(job, self._pods(inp.namespace, inp.uid), namespace=inp.namespace, name=inp.name,
-                            uid=inp.uid)
+        ours = job is not None and job["metadata"].get("uid") == inp.uid
+        selector = label_selector((job.get("spec") or {}).get("selector")) if ours and job else None
+        pods = self._pods(inp.namespace, selector or f"{CONTROLLER_UID_LABEL}={inp.uid}")
+        # A gone Job's Pods may have lost their ownerReference to an orphaning delete; their
+        # finalizers must still be released (C15-C17), so they stay in the snapshot.
+        owned = [p for p in pods if _controller_uid(p) == inp.uid or (not ours and _controller_uid(p) is None)]
+        if ours and job is not None and selector and not job["metadata"].get("deletionTimestamp"):
+            orphans = [p for p in pods if _controller_uid(p) is None and not p["metadata"].get("deletionTimestamp")]
+            owned += [a for a in (self._adopt(job, p) for p in orphans) if a is not None]
+        return job_snapshot(job, owned, namespace=inp.namespace, name=inp.name, uid=inp.uid)
+
+    def _adopt(self, job: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any] | None:
+        """B23: make the Job the controller of an orphan Pod and add the tracking finalizer.
+
+        The Job was read fresh by this very activity (uid checked, not being deleted), which is
+        the re-check upstream does before adopting. The patch is conditional on the Pod's
+        resourceVersion, so a Pod that changed meanwhile is left for the next sync.
+        """
+        meta, jmeta = pod["metadata"], job["metadata"]
+        ref = {"apiVersion": "batch/v1", "kind": "Job", "name": jmeta["name"], "uid": jmeta["uid"],
+               "controller": True, "blockOwnerDeletion": True}
+        finalizers = list(meta.get("finalizers") or [])
+        if JOB_TRACKING_FINALIZER not in finalizers:
+            finalizers.append(JOB_TRACKING_FINALIZER)
+        patch = {"metadata": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"], "finalizers": finalizers,
+                              "ownerReferences": [*(meta.get("ownerReferences") or []), ref]}}
+        try:
+            adopted = self.kube.patch("Pod", jmeta["namespace"], meta["name"], patch)
+        except (NotFound, Conflict):
+            return None
+        activity.logger.info("Job %s/%s adopted Pod %s", jmeta["namespace"], jmeta["name"], meta["name"])
+        return adopted
 
     @activity.defn(name="write_job_status")
     @temporal_errors
@@ -164,7 +237,7 @@ class JobActivities:
         failed = 0
         invalid: str | None = None
         forbidden: str | None = None
-        todo = list(inp.indexes)
+        todo = list(inp.pods) or [PodToCreate(index=i) for i in inp.indexes]
         batch = 1
         while todo:
             chunk, todo = todo[:batch], todo[batch:]
@@ -185,13 +258,13 @@ class JobActivities:
             raise KubeError(0, "CreateFailed", f"could not create Pods for Job {inp.namespace}/{inp.name}")
         return CreatePodsResult(created=created, failed=failed, invalid=invalid, forbidden=forbidden)
 
-    def _create_one(self, job: dict[str, Any], index: int | None) -> tuple[str | None, KubeError | None]:
+    def _create_one(self, job: dict[str, Any], want: PodToCreate) -> tuple[str | None, KubeError | None]:
         try:
-            pod = self.kube.create("Pod", job["metadata"]["namespace"], build_pod(job, index))
+            pod = self.kube.create("Pod", job["metadata"]["namespace"], build_pod(job, want.index, want))
             return pod["metadata"]["name"], None
         except KubeError as err:
-            if err.reason == "Forbidden" and "NamespaceTerminating" in err.message:
-                return None, None  # B19: ignored
+            if namespace_terminating(err):
+                return None, None  # B19: ignored silently
             return None, err
 
     def _release(self, namespace: str, name: str) -> str:

@@ -1,6 +1,10 @@
 """bench/job: one Indexed Job, 5,000 completions, parallelism 500, Pods running 1 s on kubesim.
 
-    .venv/bin/python -m bench.job [--completions 5000] [--parallelism 500] [--run-seconds 1]
+    .venv/bin/python -m bench.job [--completions 5000] [--parallelism 500] [--run-seconds 1] [--per-index]
+
+With ``--per-index`` the Job has ``backoffLimitPerIndex: 1`` and every tenth index fails once
+(kubesim's kubelet exits its first Pod with 1), so 10 % of the indexes wait out their own
+10 s backoff and run again; the Job still ends Complete.
 
 Prints (never asserts): Pods started and finished per second, time to Complete, Kubernetes API
 requests per Pod (kubesim's audit of every HTTP request the worker made; the fake kubelet's
@@ -33,7 +37,7 @@ def audit_total(url: str) -> int:
         return sum(r.get("count", 0) for r in json.loads(resp.read())["requests"])
 
 
-async def main(completions: int, parallelism: int, run_seconds: float) -> None:
+async def main(completions: int, parallelism: int, run_seconds: float, per_index: bool = False) -> None:
     wd = workdir()
     env = await dev_server()
     async with env:
@@ -46,11 +50,17 @@ async def main(completions: int, parallelism: int, run_seconds: float) -> None:
                 await asyncio.sleep(3)  # informers synced
                 before = audit_total(url)
                 t0 = time.time()
-                job = kube.create("Job", ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big"}, "spec": {
-                    "managedBy": JOB_MANAGED_BY, "completionMode": "Indexed", "completions": completions,
-                    "parallelism": parallelism, "template": {
-                        "metadata": {"annotations": {"kubesim.batchd.io/run-seconds": str(run_seconds)}},
-                        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
+                annotations = {"kubesim.batchd.io/run-seconds": str(run_seconds)}
+                spec = {"managedBy": JOB_MANAGED_BY, "completionMode": "Indexed", "completions": completions,
+                        "parallelism": parallelism, "template": {
+                            "metadata": {"annotations": annotations},
+                            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}
+                if per_index:
+                    spec["backoffLimitPerIndex"] = 1
+                    annotations["kubesim.batchd.io/fail-indexes"] = ",".join(str(i) for i in range(0, completions, 10))
+                    annotations["kubesim.batchd.io/fail-times"] = "1"
+                job = kube.create("Job", ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big"},
+                                              "spec": spec})
                 wid = job_workflow_id(ns, "big", job["metadata"]["uid"])
                 handle = env.client.get_workflow_handle(wid)
                 while True:
@@ -77,10 +87,11 @@ async def main(completions: int, parallelism: int, run_seconds: float) -> None:
             final = kube.get("Job", ns, "big")["status"]
     span_start = max(1e-3, starts[-1] - starts[0]) if starts else float("nan")
     span_end = max(1e-3, ends[-1] - ends[0]) if ends else float("nan")
-    print(f"job: Indexed, {completions} completions, parallelism {parallelism}, Pods run {run_seconds:g} s")
+    print(f"job: Indexed, {completions} completions, parallelism {parallelism}, Pods run {run_seconds:g} s"
+          + (", backoffLimitPerIndex 1, every tenth index fails once" if per_index else ""))
     print(table([
         ("result", f"{result} (succeeded {final.get('succeeded')}, failed {final.get('failed', 0)}, "
-                   f"completedIndexes {final.get('completedIndexes')!r})"),
+                   f"completedIndexes {final.get('completedIndexes')!r}, failedIndexes {final.get('failedIndexes')!r})"),
         ("time to Complete (s)", f"{elapsed:.1f}"),
         ("Pods started / finished per second", f"{len(starts) / span_start:.0f} / {len(ends) / span_end:.0f}"),
         ("Kubernetes API requests per Pod", f"{requests / max(1, len(pods)):.2f} ({requests} for {len(pods)} Pods)"),
@@ -106,5 +117,6 @@ if __name__ == "__main__":
     parser.add_argument("--completions", type=int, default=5000)
     parser.add_argument("--parallelism", type=int, default=500)
     parser.add_argument("--run-seconds", type=float, default=1.0)
+    parser.add_argument("--per-index", action="store_true", help="backoffLimitPerIndex 1; 10 %% of Pods fail once")
     a = parser.parse_args()
-    asyncio.run(main(a.completions, a.parallelism, a.run_seconds))
+    asyncio.run(main(a.completions, a.parallelism, a.run_seconds, a.per_index))

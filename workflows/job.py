@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         ObjectRef,
         ObserveJobInput,
         PodsResult,
+        PodToCreate,
         ReleaseInput,
         WriteStatusInput,
     )
@@ -131,7 +132,7 @@ class JobWorkflow:
         requeue = plan.requeue_after
         create_backoff: timedelta | None = None
         if plan.create and not snap.gone:
-            create_backoff = await self.create_pods([p.index for p in plan.create])
+            create_backoff = await self.create_pods(plan.create)
         status, rv = snap.status, snap.resource_version
         if plan.record is not None and not snap.gone:  # step 1
             written = await self._write(plan.record, snap, rv)
@@ -164,10 +165,11 @@ class JobWorkflow:
             requeue = min(requeue or timedelta(seconds=1), timedelta(seconds=1))  # follow through promptly
         return None, requeue
 
-    async def create_pods(self, indexes: list[int | None]) -> timedelta | None:
+    async def create_pods(self, pods: list[PodToCreate]) -> timedelta | None:
         """Create Pods; a rejected template fails the Job, a quota-like refusal backs off."""
         res: CreatePodsResult = await self._call(
-            "create_job_pods", CreatePodsInput(namespace=self.ns, name=self.name, uid=self.uid, indexes=indexes),
+            "create_job_pods", CreatePodsInput(namespace=self.ns, name=self.name, uid=self.uid,
+                                               indexes=[p.index for p in pods], pods=pods),
             CreatePodsResult)
         if res.invalid:
             await self._event("Warning", "FailedCreate", f"Error creating: {res.invalid}")

@@ -8,7 +8,10 @@ step 1 write ``record``, step 2 remove the finalizers of ``release``) and finall
 :func:`fold` (step 3) and writes its result if it changed. Every time is passed in as an aware
 datetime; a naive one is a bug and raises ValueError.
 
-Rule numbers refer to ``shared/spec/job.md``. Deliberate differences from upstream:
+Rule numbers refer to ``shared/spec/job.md``; ``H*``-``L*`` to ``shared/spec/job-policies.md``
+(podFailurePolicy, backoffLimitPerIndex, successPolicy, elastic Indexed Jobs). Every decision is
+total over what the API server accepts: an instant beyond what ``datetime`` holds (a deadline of
+2**63-1 seconds) means "never". Deliberate differences from upstream:
 
 * Finalizer removals are remembered durably (``JobMemory.finalizers_removed``, C11) and a
   failure's contribution to the backoff record is remembered by uid
@@ -23,28 +26,31 @@ Rule numbers refer to ``shared/spec/job.md``. Deliberate differences from upstre
   set it to ``now`` (F26) without breaking G22 (kubesim enforces the pre-fix rule that an
   unsuspended Job's startTime cannot change). A Job resumed while its startTime is still set
   keeps it.
-* ``podFailurePolicy``, ``successPolicy`` and ``backoffLimitPerIndex`` are not implemented:
-  they are reported in a Warning ``UnsupportedField`` Event and otherwise ignored, so
-  podReplacementPolicy is taken from the field alone (E2).
+* A wake-up is never planned more than :data:`MAX_REQUEUE` ahead: a far deadline is simply
+  looked at again then (upstream's work queue would hold the far instant in memory).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime, timedelta
-from typing import Literal
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 from workflows.models import (
     BackoffRecord,
     Condition,
+    ContainerExit,
     JobEvent,
     JobMemory,
     JobSnapshot,
     JobSpecView,
     JobStatusView,
+    PodCondition,
+    PodFailurePolicy,
     PodInfo,
     PodToCreate,
+    SuccessPolicy,
     SyncPlan,
 )
 
@@ -57,6 +63,8 @@ DEFAULT_BACKOFF = timedelta(seconds=10)
 MAX_BACKOFF = timedelta(minutes=10)
 #: F16: the shortest requeue.
 MIN_REQUEUE = timedelta(seconds=1)
+#: The longest planned wake-up; a farther deadline is re-examined then (issue 14: totality).
+MAX_REQUEUE = timedelta(days=1)
 
 COMPLETE, FAILED = "Complete", "Failed"
 FAILURE_TARGET, SUCCESS_CRITERIA_MET = "FailureTarget", "SuccessCriteriaMet"
@@ -65,6 +73,14 @@ SUSPENDED = "Suspended"
 BACKOFF_LIMIT_EXCEEDED = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
 DEADLINE_EXCEEDED = ("DeadlineExceeded", "Job was active longer than specified deadline")
 COMPLETIONS_REACHED = ("CompletionsReached", "Reached expected number of succeeded pods")
+#: I14: the per-index outcomes.
+MAX_FAILED_INDEXES_EXCEEDED = ("MaxFailedIndexesExceeded",
+                               "Job has exceeded the specified maximal number of failed indexes")
+FAILED_INDEXES = ("FailedIndexes", "Job has failed indexes")
+POD_FAILURE_POLICY = "PodFailurePolicy"  # H14
+SUCCESS_POLICY = "SuccessPolicy"  # J5
+#: H10: podFailurePolicy actions.
+FAIL_JOB, IGNORE, COUNT, FAIL_INDEX = "FailJob", "Ignore", "Count", "FailIndex"
 
 _TERMINAL = ("Succeeded", "Failed")
 _PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}  # controller.ActivePods (B11)
@@ -113,6 +129,14 @@ def parse_indexes(text: str, completions: int) -> set[int]:
         The indexes, all in ``[0, completions)``.
     """
     result: set[int] = set()
+    for first, last in parse_intervals(text, completions):
+        result.update(range(first, last + 1))
+    return result
+
+
+def parse_intervals(text: str, completions: int) -> list[tuple[int, int]]:
+    """:func:`parse_indexes` as inclusive intervals, so a rule like ``0-2147483646`` costs nothing."""
+    out: list[tuple[int, int]] = []
     for part in text.split(","):
         limits = part.split("-")
         if not _GO_ATOI.fullmatch(limits[0]):
@@ -125,8 +149,9 @@ def parse_indexes(text: str, completions: int) -> set[int]:
             if not _GO_ATOI.fullmatch(limits[1]):
                 continue
             last = min(int(limits[1]), completions - 1)
-        result.update(range(max(first, 0), last + 1))
-    return result
+        if last >= max(first, 0):
+            out.append((max(first, 0), last))
+    return out
 
 
 # --- backoff (F12, F13, F16) --------------------------------------------------------------
@@ -198,6 +223,227 @@ def new_backoff_record(
     )
 
 
+# --- instants that may not fit a datetime (issue 14) ------------------------------------------
+
+
+def add_seconds(t: datetime, seconds: int) -> datetime | None:
+    """``t`` plus ``seconds``, or None ("never") when the sum is beyond what datetime holds.
+
+    Args:
+        t: an aware instant.
+        seconds: any int64 the API accepts (``activeDeadlineSeconds`` up to 2**63-1).
+
+    Returns:
+        The instant, or None if it is past ``datetime.max`` (or before ``datetime.min``).
+    """
+    try:
+        return t + timedelta(seconds=seconds)
+    except OverflowError:
+        return None
+
+
+# --- podFailurePolicy (spec job-policies H) ---------------------------------------------------
+
+
+def match_pod_failure_policy(
+    pod_failure_policy: PodFailurePolicy | None, failed_pod: PodInfo
+) -> tuple[str | None, bool, str | None]:
+    """Judge one failed Pod against the rules, first match wins (H4-H10; upstream's name).
+
+    Args:
+        pod_failure_policy: ``spec.podFailurePolicy`` (None: every failure counts).
+        failed_pod: a Pod in phase Failed (or one counted as failed while the Job fails, H16).
+
+    Returns:
+        ``(fail_job_message, count_failed, action)``: the FailureTarget message when a FailJob
+        rule matched (H14), whether the failure counts toward the limits (False only for
+        Ignore), and the matched action (None when no rule matched, H19).
+    """
+    if pod_failure_policy is None:
+        return None, True, None
+    ref = f"{failed_pod.namespace}/{failed_pod.name}"
+    for i, rule in enumerate(pod_failure_policy.rules):
+        if rule.action not in (FAIL_JOB, IGNORE, COUNT, FAIL_INDEX):
+            continue  # H5: an action from a newer API is skipped
+        if rule.on_exit_codes is not None:
+            container = match_on_exit_codes(failed_pod, rule.on_exit_codes.container_name,
+                                            rule.on_exit_codes.operator, rule.on_exit_codes.values)
+            if container is None:
+                continue
+            detail = (f"Container {container.name} for pod {ref} failed with exit code "
+                      f"{container.exit_code} matching {rule.action} rule at index {i}")
+        elif rule.on_pod_conditions is not None:
+            condition = match_on_pod_conditions(failed_pod, rule.on_pod_conditions)
+            if condition is None:
+                continue
+            detail = f"Pod {ref} has condition {condition.type} matching {rule.action} rule at index {i}"
+        else:
+            continue
+        if rule.action == IGNORE:
+            return None, False, IGNORE
+        return (detail if rule.action == FAIL_JOB else None), True, rule.action
+    return None, True, None
+
+
+def match_on_exit_codes(
+    pod: PodInfo, container_name: str | None, operator: str, values: Iterable[int]
+) -> ContainerExit | None:
+    """H6-H8: the first terminated container (containers, then init containers) whose non-zero
+    code satisfies the operator; exit code 0 and unknown operators never match."""
+    wanted = set(values)
+    for c in pod.containers:
+        if c.exit_code is None or c.exit_code == 0:
+            continue
+        if container_name is not None and c.name != container_name:
+            continue
+        if (operator == "In" and c.exit_code in wanted) or (operator == "NotIn" and c.exit_code not in wanted):
+            return c
+    return None
+
+
+def match_on_pod_conditions(pod: PodInfo, patterns: Iterable[Any]) -> PodCondition | None:
+    """H9: the first Pod condition whose type and status equal some pattern's, compared literally."""
+    wanted = [(p.type, p.status) for p in patterns]
+    return next((c for c in pod.conditions if (c.type, c.status) in wanted), None)
+
+
+def get_fail_job_message(spec: JobSpecView, pods: Iterable[PodInfo]) -> str | None:
+    """H12, H13: the message of the first Failed Pod (any index) that matches a FailJob rule."""
+    if spec.pod_failure_policy is None:
+        return None
+    for p in pods:
+        if p.phase == "Failed":  # a podFailurePolicy implies the Failed replacement policy (H3)
+            message, _, _ = match_pod_failure_policy(spec.pod_failure_policy, p)
+            if message is not None:
+                return message
+    return None
+
+
+# --- backoffLimitPerIndex (spec job-policies I) -----------------------------------------------
+
+
+def get_new_index_failure_counts(spec: JobSpecView, pod_being_replaced: PodInfo | None) -> tuple[int, int]:
+    """I5: the (failure, ignored) counts of the Pod that replaces ``pod_being_replaced``."""
+    if pod_being_replaced is None:
+        return 0, 0
+    failures, ignored = pod_being_replaced.failure_count, pod_being_replaced.ignored_failure_count
+    _, count_failed, _ = match_pod_failure_policy(spec.pod_failure_policy, pod_being_replaced)
+    return (failures + 1, ignored) if count_failed else (failures, ignored + 1)
+
+
+def is_index_failed(spec: JobSpecView, pod: PodInfo, replace_failed_only: bool) -> bool:
+    """I8: the Pod failed by a FailIndex rule, or in a counted way at its index's last retry."""
+    if not _pod_failed(pod, replace_failed_only):
+        return False
+    _, count_failed, action = match_pod_failure_policy(spec.pod_failure_policy, pod)
+    if action == FAIL_INDEX:
+        return True
+    limit = spec.backoff_limit_per_index
+    return count_failed and limit is not None and pod.failure_count >= limit
+
+
+def calculate_failed_indexes(
+    spec: JobSpecView, failed_indexes: str | None, pods: Iterable[PodInfo], replace_failed_only: bool
+) -> set[int]:
+    """I8, I9: the previous failed indexes (clamped to completions, K5) and the newly failed ones."""
+    completions = spec.completions or 0
+    out = parse_indexes(failed_indexes or "", completions)
+    for p in pods:
+        if (p.has_finalizer and p.index is not None and 0 <= p.index < completions
+                and is_index_failed(spec, p, replace_failed_only)):
+            out.add(p.index)
+    return out
+
+
+def get_pods_with_delayed_deletion_per_index(
+    spec: JobSpecView, pods: Iterable[PodInfo], busy_indexes: set[int], replace_failed_only: bool,
+) -> dict[int, PodInfo]:
+    """I7: per retried index, the failed Pod whose finalizer waits for the replacement.
+
+    Args:
+        spec: the Job spec.
+        pods: the Job's Pods.
+        busy_indexes: indexes that succeeded, failed or have an active Pod: none of their Pods
+            is held back.
+        replace_failed_only: the effective podReplacementPolicy is Failed (E2).
+
+    Returns:
+        For each index, the Pod with the highest failure + ignored count, the later finish
+        time breaking a tie.
+    """
+    completions = spec.completions or 0
+    out: dict[int, PodInfo] = {}
+    for p in pods:
+        if not (p.has_finalizer and p.index is not None and 0 <= p.index < completions):
+            continue
+        if p.index in busy_indexes or not _pod_failed(p, replace_failed_only):
+            continue
+        best = out.get(p.index)
+        if best is None or _delay_rank(p) > _delay_rank(best):
+            out[p.index] = p
+    return out
+
+
+def get_remaining_time_per_index(
+    last_failed_pod: PodInfo | None, now: datetime, *, base: timedelta = DEFAULT_BACKOFF,
+    cap: timedelta = MAX_BACKOFF,
+) -> timedelta:
+    """I12: the wait before ``last_failed_pod``'s index may run again; zero without one."""
+    if last_failed_pod is None:
+        return timedelta(0)
+    n = last_failed_pod.failure_count + last_failed_pod.ignored_failure_count + 1
+    record = BackoffRecord(failures_after_last_success=n, last_failure_time=_finish(last_failed_pod, now))
+    return backoff_remaining(record, now, base=base, cap=cap)
+
+
+def _covered(intervals: list[tuple[int, int]]) -> int:
+    """The number of distinct indexes the inclusive intervals cover."""
+    count, reach = 0, -1
+    for a, b in sorted(intervals):
+        if b > reach:
+            count += b - max(a, reach + 1) + 1
+            reach = b
+    return count
+
+
+def _delay_rank(p: PodInfo) -> tuple[int, datetime]:
+    return p.failure_count + p.ignored_failure_count, p.finish_time or p.creation_time or datetime.min.replace(tzinfo=UTC)
+
+
+# --- successPolicy (spec job-policies J) ------------------------------------------------------
+
+
+def match_success_policy(
+    success_policy: SuccessPolicy | None, completions: int, succeeded_indexes: set[int]
+) -> tuple[str, bool]:
+    """J2-J4: the first rule the succeeded indexes satisfy (upstream's name and argument order).
+
+    Args:
+        success_policy: ``spec.successPolicy`` (None never matches).
+        completions: ``spec.completions``; rule indexes at or beyond it are dropped (D9).
+        succeeded_indexes: the indexes that succeeded, all below ``completions``.
+
+    Returns:
+        ``("Matched rules at index <i>", True)`` for the first matching rule, else ``("", False)``.
+    """
+    if success_policy is None or not succeeded_indexes:
+        return "", False
+    for i, rule in enumerate(success_policy.rules):
+        if rule.succeeded_indexes is not None:
+            required = parse_intervals(rule.succeeded_indexes, completions)
+            if not required:
+                continue  # J4: a rule that parses to nothing is skipped
+            # Intervals may overlap if the string is not canonical; count each index once.
+            contains = sum(1 for ix in succeeded_indexes if any(a <= ix <= b for a, b in required))
+            total = _covered(required)
+            met = contains >= rule.succeeded_count if rule.succeeded_count is not None else contains == total
+        else:
+            met = rule.succeeded_count is not None and len(succeeded_indexes) >= rule.succeeded_count
+        if met:
+            return f"Matched rules at index {i}", True
+    return "", False
+
+
 def prune_finalizers_removed(snap: JobSnapshot, removed: Iterable[str]) -> list[str]:
     """The part of ``memory.finalizers_removed`` still worth keeping (C11), to bound memory.
 
@@ -256,7 +502,7 @@ def fold(
     keep_f = [u for u in status.uncounted_failed if not _released(u, by_uid, removed)]
     succeeded = status.succeeded + len(status.uncounted_succeeded) - len(keep_s)
     if spec.completion_mode == "Indexed" and spec.completions is not None:
-        succeeded = max(succeeded, len(parse_indexes(status.completed_indexes, spec.completions)))
+        succeeded = len(parse_indexes(status.completed_indexes, spec.completions))  # D7, K5
     out = status.model_copy(
         update={
             "uncounted_succeeded": keep_s,
@@ -338,7 +584,10 @@ class _Sync:
         self.removed = set(memory.finalizers_removed)
         self.indexed = self.spec.completion_mode == "Indexed"
         self.limit = self.spec.completions or 0  # Indexed: valid indexes are [0, limit) (B9)
-        self.replace_failed_only = self.spec.pod_replacement_policy == "Failed"  # E2
+        # E2, H3: a podFailurePolicy implies the Failed replacement policy.
+        self.replace_failed_only = (self.spec.pod_replacement_policy == "Failed"
+                                    or self.spec.pod_failure_policy is not None)
+        self.per_index = self.indexed and self.spec.backoff_limit_per_index is not None  # I
         st = snap.status
         by_uid = {p.uid: p for p in snap.pods}
         # C7: step 3 runs at the start of every sync (crash between steps 2 and 3).
@@ -366,19 +615,20 @@ class _Sync:
         self.requeue: list[timedelta] = []
         self.backoff = memory.backoff
         self.counted_backoff: list[str] = []
+        self.failed_indexes: set[int] = set()
+        self.delayed: dict[int, PodInfo] = {}  # I7: failed Pods kept until their index runs again
+        self.policy_actions: list[str] = []  # H19: actions matched by Pods recorded in this sync
 
     # -- the steps of syncJob --
 
     def sync_job(self) -> SyncPlan:
         """Run the sync in upstream's order and assemble the plan."""
-        if self.spec.unsupported:
-            self._event("Warning", "UnsupportedField",
-                        "batchd does not implement, and ignores, spec fields: "
-                        + ", ".join(self.spec.unsupported))
         if self.start_time is None and not self.spec.suspend:
             self.start_time = self.now  # F27
         self.count_new_finished_pods()
         self.finishing = self.past_failure_conditions()
+        if self.indexed:
+            self.indexed_job_conditions()
         if self.finishing is not None:
             self.delete_active_pods()
         else:
@@ -407,7 +657,8 @@ class _Sync:
             self.succeeded = len(self.succeeded_indexes)  # D7
         else:
             self.succeeded = self.succeeded_total + len(self.uncounted_s) + len(new_succeeded)  # D6
-        self.failed = self.failed_total + len(self.uncounted_f) + len(new_failed)  # D5
+        ignored = sum(1 for p in new_failed if not self._counts_as_failed(p))
+        self.failed = self.failed_total + len(self.uncounted_f) + len(new_failed) - ignored  # D5, H10
         # F13 with a durable record: a failure counts once, even if step 1 already recorded it.
         counted = set(self.memory.counted_backoff)
         recorded = set(self.snap.status.uncounted_failed)
@@ -423,16 +674,41 @@ class _Sync:
         existing = _true(self.conditions, SUCCESS_CRITERIA_MET) or _true(self.conditions, FAILURE_TARGET)
         if existing is not None:
             return existing  # F1 (1), (2); F2
+        message = get_fail_job_message(self.spec, self.snap.pods)
+        if message is not None:
+            return _condition(FAILURE_TARGET, POD_FAILURE_POLICY, message, self.now)  # H12-H14
         if self.failed > self.spec.backoff_limit or self.past_backoff_limit_on_failure():
             return _condition(FAILURE_TARGET, *BACKOFF_LIMIT_EXCEEDED, self.now)  # F3, F4, F28
         ads = self.spec.active_deadline_seconds
         if ads is None or self.spec.suspend or self.start_time is None:
             return None
-        left = self.start_time + timedelta(seconds=ads) - self.now
+        deadline = add_seconds(self.start_time, ads)
+        if deadline is None:
+            return None  # beyond any representable instant: never
+        left = deadline - self.now
         if left <= timedelta(0):
             return _condition(FAILURE_TARGET, *DEADLINE_EXCEEDED, self.now)  # F5
         self.requeue.append(left)  # F6
         return None
+
+    def indexed_job_conditions(self) -> None:
+        """F1 (6)-(8): failed indexes (I9, I14) and the success policy (J2-J5), after the rest."""
+        if self.per_index:
+            self.failed_indexes = calculate_failed_indexes(
+                self.spec, self.snap.status.failed_indexes, self.snap.pods, self.replace_failed_only)
+            failed, limit = len(self.failed_indexes), self.spec.max_failed_indexes
+            if self.finishing is None and limit is not None and failed > limit:
+                self.finishing = _condition(FAILURE_TARGET, *MAX_FAILED_INDEXES_EXCEEDED, self.now)
+            elif self.finishing is None and failed > 0 and failed + len(self.succeeded_indexes) >= self.limit:
+                self.finishing = _condition(FAILURE_TARGET, *FAILED_INDEXES, self.now)
+            busy = self.succeeded_indexes | self.failed_indexes
+            busy.update(p.index for p in self.active_pods if p.index is not None)
+            self.delayed = get_pods_with_delayed_deletion_per_index(
+                self.spec, self.snap.pods, busy, self.replace_failed_only)
+        if self.finishing is None and self.spec.success_policy is not None:
+            message, met = match_success_policy(self.spec.success_policy, self.limit, self.succeeded_indexes)
+            if met:
+                self.finishing = _condition(SUCCESS_CRITERIA_MET, SUCCESS_POLICY, message, self.now)
 
     def past_backoff_limit_on_failure(self) -> bool:
         """F4: restartPolicy OnFailure counts container restarts of Pending/Running Pods."""
@@ -462,16 +738,36 @@ class _Sync:
         diff = want - self.active - (self.terminating if self.replace_failed_only else 0)  # B14
         if diff <= 0:
             return
-        remaining = backoff_remaining(self.backoff, self.now, base=self.base, cap=self.cap)
+        remaining = timedelta(0)
+        if not self.per_index:  # F16: per-index Jobs wait per index instead
+            remaining = backoff_remaining(self.backoff, self.now, base=self.base, cap=self.cap)
         if remaining > timedelta(0):
             self.requeue.append(max(remaining, MIN_REQUEUE))  # B16, F16
             return
         diff = min(diff, MAX_POD_CREATE_DELETE_PER_SYNC)  # B15
-        if self.indexed:
+        if self.per_index:
+            self.create = self.pods_for_independent_indexes(self.first_pending_indexes(diff))
+        elif self.indexed:
             self.create = [PodToCreate(index=i) for i in self.first_pending_indexes(diff)]  # B17
         else:
             self.create = [PodToCreate() for _ in range(diff)]
         self.active += len(self.create)  # D1, B22
+
+    def pods_for_independent_indexes(self, indexes: list[int]) -> list[PodToCreate]:
+        """I4, I5, I12: the pending indexes whose own backoff is over, with their counts."""
+        out: list[PodToCreate] = []
+        waits: list[timedelta] = []
+        for ix in indexes:
+            last = self.delayed.get(ix)
+            wait = get_remaining_time_per_index(last, self.now, base=self.base, cap=self.cap)
+            if wait > timedelta(0):
+                waits.append(wait)
+                continue
+            failures, ignored = get_new_index_failure_counts(self.spec, last)
+            out.append(PodToCreate(index=ix, failure_count=failures, ignored_failure_count=ignored))
+        if waits:
+            self.requeue.append(max(min(waits), MIN_REQUEUE))
+        return out
 
     def want_active(self) -> int:
         """B10: the number of Pods that should be active."""
@@ -505,7 +801,7 @@ class _Sync:
 
     def first_pending_indexes(self, count: int) -> list[int]:
         """B17, E4: the lowest indexes not succeeded, not active and (under Failed) not terminating."""
-        busy = set(self.succeeded_indexes)
+        busy = self.succeeded_indexes | self.failed_indexes  # I11: a failed index never runs again
         busy.update(p.index for p in self.active_pods if p.index is not None)
         if self.replace_failed_only:
             busy.update(p.index for p in self.snap.pods
@@ -555,6 +851,8 @@ class _Sync:
             failed = self._failed(p)
             if not (release_all or failed or p.phase == "Succeeded"):
                 continue
+            if not release_all and p.index is not None and _uid(self.delayed.get(p.index)) == p.uid:
+                continue  # I7: its counts seed the index's next Pod
             self.release.append(p.name)
             self._record(p, failed or failing, new_indexes)
             if len(new_indexes) + len(self.uncounted_s) + len(self.uncounted_f) >= MAX_UNCOUNTED_PODS:
@@ -571,6 +869,12 @@ class _Sync:
             elif self._valid(p) and p.index is not None and p.index not in self.prev_indexes:
                 new_indexes.add(p.index)
         elif count_failed and self._valid(p) and p.uid not in self.uncounted_f:
+            if self.spec.pod_failure_policy is not None:
+                _, counts, action = match_pod_failure_policy(self.spec.pod_failure_policy, p)
+                if action is not None:
+                    self.policy_actions.append(action)  # H19
+                if not counts:
+                    return  # H10: Ignore; the finalizer still goes
             self.uncounted_f.append(p.uid)  # D4, D15, D17
 
     def add_interim_condition(self) -> None:
@@ -599,20 +903,23 @@ class _Sync:
         st = self.snap.status
         status = st.model_copy(update={
             "active": self.active, "ready": self.ready, "terminating": self.terminating,
-            "succeeded": max(len(self.completed_indexes), self.succeeded_total)
-            if self.indexed else self.succeeded_total,
+            # J10, K5: succeeded indexes within the current completions; may drop on scale-down.
+            "succeeded": len(self.completed_indexes) if self.indexed else self.succeeded_total,
             "failed": self.failed_total,
             "completed_indexes": format_indexes(self.completed_indexes) if self.indexed else "",
+            "failed_indexes": format_indexes(self.failed_indexes) if self.per_index else None,  # I9
             "uncounted_succeeded": self.uncounted_s, "uncounted_failed": self.uncounted_f,
             "start_time": self.start_time, "conditions": self.conditions,
         })
         if self.reached_max:
             self.requeue.append(MIN_REQUEUE)
+        requeue = min(self.requeue) if self.requeue else None
         return SyncPlan(
             record=None if status == st else status,
             create=self.create, events=self.events, backoff=self.backoff,
             counted_backoff=self.counted_backoff,
-            requeue_after=min(self.requeue) if self.requeue else None,
+            requeue_after=None if requeue is None else min(requeue, MAX_REQUEUE),
+            policy_actions=self.policy_actions,
             delete=self.delete, release_and_delete=self.release_and_delete, release=self.release,
         )
 
@@ -634,10 +941,11 @@ class _Sync:
         return not self.indexed or (p.index is not None and 0 <= p.index < self.limit)
 
     def _failed(self, p: PodInfo) -> bool:
-        """D4, E5, E6: Failed, or terminating and not Succeeded under TerminatingOrFailed."""
-        if p.phase == "Failed":
-            return True
-        return not self.replace_failed_only and p.deleting and p.phase != "Succeeded"
+        return _pod_failed(p, self.replace_failed_only)
+
+    def _counts_as_failed(self, p: PodInfo) -> bool:
+        """H10: every failure counts, except one an Ignore rule matches."""
+        return match_pod_failure_policy(self.spec.pod_failure_policy, p)[1]
 
     def _event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.events.append(JobEvent(type=type_, reason=reason, message=message))
@@ -656,6 +964,17 @@ def _released(uid: str, by_uid: dict[str, PodInfo], removed: set[str]) -> bool:
     """C6: the Pod of an uncounted uid no longer holds the finalizer."""
     pod = by_uid.get(uid)
     return uid in removed or pod is None or not pod.has_finalizer
+
+
+def _uid(p: PodInfo | None) -> str | None:
+    return None if p is None else p.uid
+
+
+def _pod_failed(p: PodInfo, replace_failed_only: bool) -> bool:
+    """D4, E5, E6: Failed, or terminating and not Succeeded under TerminatingOrFailed."""
+    if p.phase == "Failed":
+        return True
+    return not replace_failed_only and p.deleting and p.phase != "Succeeded"
 
 
 def _is_active(p: PodInfo) -> bool:

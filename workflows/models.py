@@ -14,6 +14,7 @@ Spec references are to ``shared/spec/cronjob-and-ttl.md`` (A*).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -556,9 +557,28 @@ POD_JOB_LABEL = "batchd.io/job-controller"  # on every Pod batchd creates: lets 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
+INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-ignored-failure-count"
+MAX_INT32 = 2**31 - 1
+_GO_INT = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts
 
 CompletionMode = Literal["NonIndexed", "Indexed"]
 ReplacementPolicy = Literal["TerminatingOrFailed", "Failed"]
+
+
+class ContainerExit(_K8s):
+    """One container status as podFailurePolicy reads it (spec job-policies H6)."""
+
+    name: str = ""
+    exit_code: int | None = None  # state.terminated.exitCode; None while not terminated
+    init: bool = False  # from initContainerStatuses
+
+
+class PodCondition(_K8s):
+    """A Pod condition's type and status, all onPodConditions compares (H9)."""
+
+    type: str
+    status: str = "True"
 
 
 class PodInfo(_K8s):
@@ -566,6 +586,7 @@ class PodInfo(_K8s):
 
     name: str
     uid: str
+    namespace: str = ""
     index: int | None = None  # completion index (Indexed Jobs); None if missing or invalid (B9)
     phase: str = "Pending"
     deleting: bool = False  # deletionTimestamp set
@@ -574,7 +595,45 @@ class PodInfo(_K8s):
     creation_time: datetime | None = None
     finish_time: datetime | None = None  # F14 (a)-(d), filled in by the activity
     restart_count: int = 0  # all containers and init containers (F4)
-    exit_codes: list[int] = Field(default_factory=list)
+    #: containerStatuses then initContainerStatuses, in list order (H6)
+    containers: list[ContainerExit] = Field(default_factory=list)
+    conditions: list[PodCondition] = Field(default_factory=list)
+    failure_count: int = 0  # job-index-failure-count annotation, read as upstream does (I6)
+    ignored_failure_count: int = 0  # job-index-ignored-failure-count annotation (I6)
+
+
+class OnExitCodesRequirement(_K8s):
+    """``podFailurePolicy.rules[].onExitCodes`` (H6-H8)."""
+
+    container_name: str | None = None
+    operator: str = ""
+    values: list[int] = Field(default_factory=list)
+
+
+class OnPodConditionsPattern(_K8s):
+    """One of ``podFailurePolicy.rules[].onPodConditions`` (H9; status defaults to True, A6)."""
+
+    type: str
+    status: str = "True"
+
+
+class PodFailurePolicyRule(_K8s):
+    action: str
+    on_exit_codes: OnExitCodesRequirement | None = None
+    on_pod_conditions: list[OnPodConditionsPattern] | None = None
+
+
+class PodFailurePolicy(_K8s):
+    rules: list[PodFailurePolicyRule] = Field(default_factory=list)
+
+
+class SuccessPolicyRule(_K8s):
+    succeeded_indexes: str | None = None
+    succeeded_count: int | None = None
+
+
+class SuccessPolicy(_K8s):
+    rules: list[SuccessPolicyRule] = Field(default_factory=list)
 
 
 class JobSpecView(_K8s):
@@ -588,7 +647,10 @@ class JobSpecView(_K8s):
     suspend: bool = False
     pod_replacement_policy: ReplacementPolicy = "TerminatingOrFailed"
     restart_policy: str = "Never"  # the Pod template's (F4)
-    unsupported: list[str] = Field(default_factory=list)  # fields batchd does not implement yet
+    pod_failure_policy: PodFailurePolicy | None = None  # spec job-policies H
+    backoff_limit_per_index: int | None = None  # I
+    max_failed_indexes: int | None = None  # I
+    success_policy: SuccessPolicy | None = None  # J
 
 
 class JobStatusView(_K8s):
@@ -600,6 +662,7 @@ class JobStatusView(_K8s):
     succeeded: int = 0
     failed: int = 0
     completed_indexes: str = ""
+    failed_indexes: str | None = None  # None if and only if backoffLimitPerIndex is unset (I9)
     uncounted_succeeded: list[str] = Field(default_factory=list)
     uncounted_failed: list[str] = Field(default_factory=list)
     start_time: datetime | None = None
@@ -638,6 +701,9 @@ class JobMemory(_K8s):
 
 class PodToCreate(_K8s):
     index: int | None = None  # completion index for Indexed Jobs
+    #: job-index-failure-count for the new Pod; None: the Job has no backoffLimitPerIndex (I4)
+    failure_count: int | None = None
+    ignored_failure_count: int = 0  # job-index-ignored-failure-count, written only when > 0 (I4)
 
 
 class JobEvent(_K8s):
@@ -664,12 +730,33 @@ class SyncPlan(_K8s):
     counted_backoff: list[str] = Field(default_factory=list)
     requeue_after: timedelta | None = None  # backoff wait or active deadline
     finished: bool = False  # the Job already carries Complete=True or Failed=True (C18)
+    policy_actions: list[str] = Field(default_factory=list)  # H19: podFailurePolicy actions of recorded Pods
 
 
 def _ts(raw: object) -> datetime | None:
     if not isinstance(raw, str) or not raw:
         return None
     return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+
+
+def _failure_count(annotations: dict[str, Any], key: str) -> int:
+    """I6: an annotation that is missing, not a Go integer, negative or beyond int32 reads as 0."""
+    raw = annotations.get(key)
+    if not isinstance(raw, str) or not _GO_INT.fullmatch(raw):
+        return 0
+    value = int(raw)
+    return value if 0 <= value <= MAX_INT32 else 0
+
+
+def _container_exits(status: dict[str, Any]) -> list[ContainerExit]:
+    out: list[ContainerExit] = []
+    for key, init in (("containerStatuses", False), ("initContainerStatuses", True)):
+        for cs in status.get(key) or []:
+            term = (cs.get("state") or {}).get("terminated")
+            code = term.get("exitCode") if isinstance(term, dict) else None
+            out.append(ContainerExit(name=cs.get("name") or "", init=init,
+                                     exit_code=int(code) if isinstance(code, int) else (0 if term is not None else None)))
+    return out
 
 
 def pod_info(raw: dict[str, Any]) -> PodInfo:
@@ -696,12 +783,16 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
     else:
         finish = _ts(meta.get("creationTimestamp"))
     return PodInfo(
-        name=meta.get("name", ""), uid=meta.get("uid", ""), index=index,
+        name=meta.get("name", ""), uid=meta.get("uid", ""), namespace=meta.get("namespace", ""), index=index,
         phase=status.get("phase") or "Pending", deleting=bool(meta.get("deletionTimestamp")),
         has_finalizer=JOB_TRACKING_FINALIZER in (meta.get("finalizers") or []), ready=ready,
         creation_time=_ts(meta.get("creationTimestamp")), finish_time=finish,
         restart_count=sum(int(s.get("restartCount") or 0) for s in statuses),
-        exit_codes=[int(t["exitCode"]) for t in terminated if t and t.get("exitCode") is not None],
+        containers=_container_exits(status),
+        conditions=[PodCondition(type=c["type"], status=c.get("status") or "")
+                    for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type")],
+        failure_count=_failure_count(annotations, INDEX_FAILURE_COUNT_ANNOTATION),
+        ignored_failure_count=_failure_count(annotations, INDEX_IGNORED_FAILURE_COUNT_ANNOTATION),
     )
 
 
@@ -722,8 +813,6 @@ def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, name
     if job is None or (job.get("metadata") or {}).get("uid") != uid:
         return JobSnapshot(namespace=namespace, name=name, uid=uid, gone=True, pods=infos)
     meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
-    unsupported = [f for f in ("podFailurePolicy", "successPolicy", "backoffLimitPerIndex", "maxFailedIndexes")
-                   if spec.get(f) is not None]
     template_spec = ((spec.get("template") or {}).get("spec") or {})
     uncounted = status.get("uncountedTerminatedPods") or {}
     return JobSnapshot(
@@ -735,12 +824,15 @@ def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, name
             backoff_limit=spec.get("backoffLimit", 6) if spec.get("backoffLimit") is not None else 6,
             active_deadline_seconds=spec.get("activeDeadlineSeconds"), suspend=bool(spec.get("suspend")),
             pod_replacement_policy=spec.get("podReplacementPolicy") or "TerminatingOrFailed",
-            restart_policy=template_spec.get("restartPolicy") or "Never", unsupported=unsupported,
+            restart_policy=template_spec.get("restartPolicy") or "Never",
+            pod_failure_policy=spec.get("podFailurePolicy"), success_policy=spec.get("successPolicy"),
+            backoff_limit_per_index=spec.get("backoffLimitPerIndex"), max_failed_indexes=spec.get("maxFailedIndexes"),
         ),
         status=JobStatusView(
             active=status.get("active") or 0, ready=status.get("ready") or 0, terminating=status.get("terminating") or 0,
             succeeded=status.get("succeeded") or 0, failed=status.get("failed") or 0,
             completed_indexes=status.get("completedIndexes") or "",
+            failed_indexes=status.get("failedIndexes"),
             uncounted_succeeded=list(uncounted.get("succeeded") or []), uncounted_failed=list(uncounted.get("failed") or []),
             start_time=_ts(status.get("startTime")), completion_time=_ts(status.get("completionTime")),
             conditions=[Condition.model_validate(c) for c in status.get("conditions") or []],
@@ -783,7 +875,9 @@ class CreatePodsInput(_K8s):
     namespace: str
     name: str
     uid: str
-    indexes: list[int | None]
+    indexes: list[int | None] = Field(default_factory=list)
+    #: the Pods to create with their per-index counts (I4); when set, ``indexes`` is ignored
+    pods: list[PodToCreate] = Field(default_factory=list)
 
 
 class CreatePodsResult(_K8s):

@@ -10,12 +10,15 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
+from tests.conftest import eventually, workflow_exists
 from tests.e2e.test_worker_process import free_port, worker_process
 from tests.integration.test_job import job_manifest, no_finalizers_left, pods_of
 from workflows.identity import job_workflow_id
+from workflows.jobsync import format_indexes
 
 
 async def test_worker_sigkilled_between_protocol_steps_counts_every_pod_exactly_once(
@@ -48,7 +51,91 @@ async def test_worker_sigkilled_between_protocol_steps_counts_every_pod_exactly_
     assert not [e for e in kube.list("Event", namespace)["items"] if e["reason"] == "TooManySucceededPods"]
 
 
-def _finished(kube: Kube, ns: str) -> bool:
-    job: Any = kube.get("Job", ns, "sturdy")
+def _finished(kube: Kube, ns: str, name: str = "sturdy") -> bool:
+    job: Any = kube.get("Job", ns, name)
     return any(c["type"] in ("Complete", "Failed") and c["status"] == "True"
                for c in (job or {}).get("status", {}).get("conditions") or [])
+
+
+# --- the Job API's policies across worker deaths (issue 11) ------------------------------------
+
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def _policy_job(name: str, case: str) -> dict[str, Any]:
+    m = job_manifest(name, completions=10, parallelism=3, indexed=True, run_seconds=0.8)
+    spec, annotations = m["spec"], m["spec"]["template"]["metadata"]["annotations"]
+    if case == "fail-job":  # index 6 exits 42: FailJob once indexes 0-5 are done or running
+        spec["podFailurePolicy"] = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]}
+        annotations.update({"kubesim.batchd.io/fail-indexes": "6", "kubesim.batchd.io/fail-exit-code": "42"})
+    elif case == "per-index":  # indexes 2 and 7 always fail; one retry each
+        spec["backoffLimitPerIndex"] = 1
+        annotations["kubesim.batchd.io/fail-indexes"] = "2,7"
+    elif case == "success-policy":  # indexes 0-5 are quick, the rest would run a minute
+        spec["successPolicy"] = {"rules": [{"succeededIndexes": "0-5"}]}
+        spec["parallelism"] = 10
+        annotations["kubesim.batchd.io/run-seconds-by-index"] = "0-5=0.8;6-9=60"
+        annotations["kubesim.batchd.io/run-seconds"] = "60"
+    return m
+
+
+def _indexes(pods: list[dict[str, Any]], phase: str) -> list[int]:
+    return sorted(int(p["metadata"]["annotations"][INDEX]) for p in pods if p["status"].get("phase") == phase)
+
+
+@pytest.mark.parametrize("case", ["fail-job", "per-index", "success-policy", "elastic"])
+async def test_worker_sigkilled_mid_policy_loses_and_double_counts_nothing(
+    case: str, temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(case)
+    health = free_port()
+    name = f"pol-{case}"
+    job = kube.create("Job", namespace, _policy_job(name, case))
+    wid = job_workflow_id(namespace, name, job["metadata"]["uid"])
+    kills = 0
+    for i in range(3):
+        with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i}.log", health) as proc:
+            if i == 0:  # kill only once the workflow is at work
+                await eventually(lambda: workflow_exists(temporal_env.client, wid), timeout=60, what="workflow")
+            await asyncio.sleep(rng.uniform(1.5, 3.0))
+            if case == "elastic" and i == 0:  # scale 10 -> 12 while the worker is up
+                kube.patch("Job", namespace, name, {"spec": {"completions": 12, "parallelism": 12}})
+            if _finished(kube, namespace, name):
+                break
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
+        await eventually(lambda: workflow_exists(temporal_env.client, wid), timeout=60, what="workflow")
+        result = await asyncio.wait_for(temporal_env.client.get_workflow_handle(wid).result(), 180)
+    assert kills >= 1, "the test must actually kill the worker mid-run"
+    fresh = kube.get("Job", namespace, name)
+    st, pods = fresh["status"], pods_of(kube, namespace, fresh)
+    succeeded, failed = _indexes(pods, "Succeeded"), _indexes(pods, "Failed")
+    assert len(set(succeeded)) == len(succeeded), "an index ran to success twice"
+    completed = st.get("completedIndexes", "")
+    if case == "fail-job":
+        assert result == "Failed" and _reason(fresh) == "PodFailurePolicy"
+        assert st["failed"] == len(failed) >= 1  # the 42 and every Pod deleted by the failure, once each
+    elif case == "per-index":
+        assert result == "Failed" and _reason(fresh) == "FailedIndexes"
+        assert st["failedIndexes"] == "2,7" and st["failed"] == 4 == len(failed)
+        assert completed == "0,1,3-6,8,9" and st["succeeded"] == 8
+    elif case == "success-policy":
+        assert result == "Complete" and _reason(fresh) == "SuccessPolicy"
+        assert completed == "0-5" and st["succeeded"] == 6 and st.get("failed", 0) == 0
+    else:
+        assert result == "Complete" and completed == "0-11" and st["succeeded"] == 12 == len(succeeded)
+        assert st.get("failed", 0) == 0
+    if case != "success-policy":
+        assert completed == _format(succeeded)  # every success counted, none twice
+    assert no_finalizers_left(kube, namespace, fresh)
+
+
+def _reason(job: dict[str, Any]) -> str:
+    return next(c["reason"] for c in job["status"]["conditions"] if c["type"] in ("Complete", "Failed"))
+
+
+def _format(indexes: list[int]) -> str:
+    return format_indexes(indexes)

@@ -62,13 +62,86 @@ def test_a_non_zero_exit_code_fails_the_pod(core, ns):
     assert term.exit_code == 3 and term.reason == "Error"
 
 
-def test_on_failure_restarts_the_container_in_place(core, ns):
-    core.create_namespaced_pod(ns, pod_body("again", run_seconds=0.1, exit_code=1, restart_policy="OnFailure"))
-    pod = eventually(lambda: (p := core.read_namespaced_pod("again", ns)).status.container_statuses
-                     and p.status.container_statuses[0].restart_count >= 2 and p)
+def test_on_failure_restarts_the_container_in_place(clocked):
+    clock, core = clocked
+    core.create_namespaced_pod("default", pod_body("again", run_seconds=1, exit_code=1, restart_policy="OnFailure"))
+    eventually(lambda: core.read_namespaced_pod("again", "default").status.phase == "Running")
+    clock.advance(1)
+    eventually(lambda: _waiting(core, "again"))
+    clock.advance(10)
+    pod = eventually(lambda: (p := core.read_namespaced_pod("again", "default")).status.container_statuses[0]
+                     .state.running and p)
     assert pod.status.phase == "Running"
     cs = pod.status.container_statuses[0]
-    assert cs.last_state.terminated.exit_code == 1 and cs.state.running is not None
+    assert cs.restart_count == 1 and cs.last_state.terminated.exit_code == 1
+
+
+def _waiting(core, name: str):
+    cs = core.read_namespaced_pod(name, "default").status.container_statuses[0]
+    return cs.state.waiting is not None and cs.state.waiting.reason == "CrashLoopBackOff" and cs
+
+
+def test_crash_loop_backs_off_10s_doubling_to_5_minutes_and_resets_after_10_minutes_of_running(clocked):
+    """Issue 14: a crashing restartPolicy Always Pod was restarted 13 times in 14 s."""
+    clock, core = clocked
+    core.create_namespaced_pod("default", pod_body("crash", run_seconds=1, exit_code=2, restart_policy="Always"))
+    eventually(lambda: core.read_namespaced_pod("crash", "default").status.phase == "Running")
+    restarts = 0
+    for delay in (10, 20, 40, 80, 160, 300, 300):
+        clock.advance(1)  # the run ends
+        cs = eventually(lambda: _waiting(core, "crash"))
+        assert f"back-off {delay}s restarting failed container=main" in cs.state.waiting.message
+        assert cs.restart_count == restarts and cs.last_state.terminated.exit_code == 2 and not cs.ready
+        assert {c.type: c.status for c in core.read_namespaced_pod("crash", "default").status.conditions}[
+            "Ready"] == "False"
+        clock.advance(delay - 0.5)
+        assert _waiting(core, "crash")  # still backing off just before the delay ends
+        clock.advance(0.5)
+        restarts += 1
+        eventually(lambda n=restarts: core.read_namespaced_pod("crash", "default").status.container_statuses[0]
+                   .restart_count == n)
+    core.patch_namespaced_pod("crash", "default", {"metadata": {"annotations": {"kubesim.batchd.io/run-seconds": "600"}}})
+    clock.advance(1)  # the current run (1 s) ends: still the capped delay
+    eventually(lambda: _waiting(core, "crash"))
+    clock.advance(300)
+    eventually(lambda: core.read_namespaced_pod("crash", "default").status.container_statuses[0].state.running)
+    clock.advance(600)  # a 10-minute run resets the sequence
+    cs = eventually(lambda: _waiting(core, "crash"))
+    assert "back-off 10s" in cs.state.waiting.message
+
+
+def test_container_exit_codes_and_index_scripted_failures(clocked):
+    clock, core = clocked
+    body = pod_body("two", run_seconds=1, annotations={"kubesim.batchd.io/container-exit-codes": "side=42"})
+    body["spec"]["containers"].append({"name": "side", "image": "busybox:1.36"})
+    core.create_namespaced_pod("default", body)
+    script = {"kubesim.batchd.io/fail-indexes": "1,3-4", "kubesim.batchd.io/fail-exit-code": "7",
+              "kubesim.batchd.io/fail-times": "1", "batch.kubernetes.io/job-completion-index": "3"}
+    core.create_namespaced_pod("default", pod_body("idx3", run_seconds=1, annotations=script))
+    core.create_namespaced_pod("default", pod_body("idx3-retry", run_seconds=1, annotations={
+        **script, "batch.kubernetes.io/job-index-failure-count": "1"}))
+    core.create_namespaced_pod("default", pod_body("idx2", run_seconds=1, annotations={
+        **script, "batch.kubernetes.io/job-completion-index": "2"}))
+    for name in ("two", "idx3", "idx3-retry", "idx2"):
+        eventually(lambda n=name: core.read_namespaced_pod(n, "default").status.phase == "Running")
+    clock.advance(1)
+    two = eventually(lambda: (p := core.read_namespaced_pod("two", "default")).status.phase == "Failed" and p)
+    assert {c.name: c.state.terminated.exit_code for c in two.status.container_statuses} == {"main": 0, "side": 42}
+    idx3 = eventually(lambda: (p := core.read_namespaced_pod("idx3", "default")).status.phase == "Failed" and p)
+    assert idx3.status.container_statuses[0].state.terminated.exit_code == 7
+    eventually(lambda: core.read_namespaced_pod("idx3-retry", "default").status.phase == "Succeeded")  # failed once
+    eventually(lambda: core.read_namespaced_pod("idx2", "default").status.phase == "Succeeded")  # not scripted
+
+
+def test_evict_annotation_sets_disruption_target_and_fails_the_pod(core, ns):
+    core.create_namespaced_pod(ns, pod_body("victim", run_seconds=60))
+    eventually(lambda: core.read_namespaced_pod("victim", ns).status.phase == "Running")
+    core.patch_namespaced_pod("victim", ns, {"metadata": {"annotations": {"kubesim.batchd.io/evict": "true"}}})
+    pod = eventually(lambda: (p := core.read_namespaced_pod("victim", ns)).status.phase == "Failed" and p)
+    conds = {c.type: c for c in pod.status.conditions}
+    assert conds["DisruptionTarget"].status == "True" and conds["DisruptionTarget"].reason == "TerminationByKubelet"
+    assert pod.status.reason == "Evicted"
+    assert pod.status.container_statuses[0].state.terminated.exit_code == 137
 
 
 def test_a_deleted_running_pod_terminates_gracefully_then_disappears(core, ns):

@@ -143,7 +143,8 @@ class Sim:
         for want in plan.create:
             self.created += 1
             name = f"job-{self.created}" if want.index is None else f"job-{want.index}-{self.created}"
-            self.pods[name] = pod(name, "Pending", index=want.index, created=self.now)
+            self.pods[name] = pod(name, "Pending", index=want.index, created=self.now).model_copy(update={
+                "failure_count": want.failure_count or 0, "ignored_failure_count": want.ignored_failure_count})
         self.gc()
         if crash_after == "create":
             return plan
@@ -712,16 +713,16 @@ def test_parse_indexes_is_lenient(text: str, completions: int, indexes: set[int]
     assert parse_indexes(text, completions) == indexes
 
 
-# --- unsupported fields, times ---------------------------------------------------------------------
+# --- times ----------------------------------------------------------------------------------------
 
 
-def test_unsupported_fields_warn_and_are_ignored() -> None:
-    snap = make_snapshot(completions=1, unsupported=["podFailurePolicy", "successPolicy"])
+def test_a_job_using_every_policy_field_gets_no_warning() -> None:  # issue 11: UnsupportedField is gone
+    snap = make_snapshot(
+        completions=2, parallelism=2, completion_mode="Indexed", backoff_limit_per_index=1, max_failed_indexes=1,
+        pod_failure_policy={"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+        success_policy={"rules": [{"succeededCount": 1}]})
     plan = plan_sync(snap, JobMemory(), NOW)
-    (event,) = plan.events
-    assert (event.type, event.reason) == ("Warning", "UnsupportedField")
-    assert "podFailurePolicy" in event.message and "successPolicy" in event.message
-    assert len(plan.create) == 1
+    assert plan.events == [] and [c.index for c in plan.create] == [0, 1]
 
 
 @pytest.mark.parametrize(
