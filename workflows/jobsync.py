@@ -53,6 +53,7 @@ from workflows.models import (
     SuccessPolicy,
     SyncPlan,
 )
+from workflows.times import plus_seconds
 
 #: C10: step 1 stops recording once new indexes + uncounted uids reach this many.
 MAX_UNCOUNTED_PODS = 500
@@ -224,22 +225,6 @@ def new_backoff_record(
 
 
 # --- instants that may not fit a datetime (issue 14) ------------------------------------------
-
-
-def add_seconds(t: datetime, seconds: int) -> datetime | None:
-    """``t`` plus ``seconds``, or None ("never") when the sum is beyond what datetime holds.
-
-    Args:
-        t: an aware instant.
-        seconds: any int64 the API accepts (``activeDeadlineSeconds`` up to 2**63-1).
-
-    Returns:
-        The instant, or None if it is past ``datetime.max`` (or before ``datetime.min``).
-    """
-    try:
-        return t + timedelta(seconds=seconds)
-    except OverflowError:
-        return None
 
 
 # --- podFailurePolicy (spec job-policies H) ---------------------------------------------------
@@ -682,7 +667,7 @@ class _Sync:
         ads = self.spec.active_deadline_seconds
         if ads is None or self.spec.suspend or self.start_time is None:
             return None
-        deadline = add_seconds(self.start_time, ads)
+        deadline = plus_seconds(self.start_time, ads)
         if deadline is None:
             return None  # beyond any representable instant: never
         left = deadline - self.now

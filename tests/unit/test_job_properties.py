@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from workflows.jobsync import (
     MAX_POD_CREATE_DELETE_PER_SYNC,
     MAX_REQUEUE,
-    add_seconds,
     backoff_remaining,
     fold,
     format_indexes,
@@ -173,13 +172,6 @@ def test_plan_sync_is_total_and_never_overshoots(snap: JobSnapshot, memory: JobM
                                                          or spec.completion_mode != "Indexed")
         folded = fold(plan.record, snap.pods, set(memory.finalizers_removed), spec, now)
         assert folded.failed >= plan.record.failed
-
-
-@PROPS
-@given(start=instants, seconds=int64)
-def test_add_seconds_is_never_or_later(start: datetime, seconds: int) -> None:
-    got = add_seconds(start, seconds)
-    assert got is None or got >= start
 
 
 @PROPS
