@@ -58,7 +58,7 @@ def rbac_authorizer(rules: Iterable[Mapping[str, Any]]) -> Authorizer:
     ``resource/subresource`` names a subresource, ``resource/*`` all of them and ``*/sub`` one
     subresource of every resource; resourceNames, when given, limits the rule to those names.
     """
-    rules = [dict(r) for r in rules]
+    granted = [dict(r) for r in rules]
 
     def covers(rule: dict[str, Any], a: Attributes) -> bool:
         target = f"{a.resource}/{a.subresource}" if a.subresource else a.resource
@@ -70,7 +70,7 @@ def rbac_authorizer(rules: Iterable[Mapping[str, Any]]) -> Authorizer:
                 and bool({a.verb, "*"} & set(rule.get("verbs") or ()))
                 and (not rule.get("resourceNames") or a.name in rule["resourceNames"]))
 
-    return lambda a: any(covers(r, a) for r in rules)
+    return lambda a: any(covers(r, a) for r in granted)
 
 
 def _refs(obj: Mapping[str, Any] | None) -> list[dict[str, Any]]:
