@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,6 +47,8 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         search_attributes=list(SEARCH_ATTRIBUTES),
         data_converter=pydantic_data_converter,
         dev_server_extra_args=DEV_SERVER_ARGS,
+        # The SDK's default is 5 s; a loaded 2-core machine (CI, or engineers' parallel runs) misses it.
+        dev_server_startup_timeout=timedelta(seconds=60),
     )
     async with env:
         yield env
