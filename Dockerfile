@@ -1,29 +1,38 @@
-# batchd worker image: `docker build -t batchd:0.1.0 .`, then deploy with `kubectl apply -k deploy/base`.
-# Stage 1 builds wheels for batchd and its dependencies; stage 2 installs only those wheels into
-# a virtualenv on a clean slim image and runs as an unprivileged user (uid 10001).
+# batchd worker image. `make image` builds it with buildah; with Docker: `docker build -t batchd:0.1.0 .`.
+# Deploy with `kubectl apply -k deploy/base` (README, "Running on a real cluster").
+#
+# BASE is any Debian-like image with python3 (>= 3.11) and its venv module: python:3.11-slim from
+# a registry, or a local Debian root file system (`make debian-base`, what the tests use where no
+# registry is reachable). Builder and runtime use the same BASE, so the virtualenv's interpreter
+# link resolves in both.
+ARG BASE=python:3.11-slim
 
-FROM python:3.11-slim AS builder
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+FROM ${BASE} AS builder
+# Wheels already built elsewhere may be put in build/wheelhouse (`make image` does, with the
+# host's pip, and sets PIP_NO_INDEX=1 so the build needs no network and no TLS trust); without
+# them pip downloads from PyPI.
+ARG PIP_NO_INDEX=
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_FIND_LINKS=/src/build/wheelhouse
 WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY workflows/ workflows/
-COPY activities/ activities/
-COPY worker/ worker/
-COPY kubesim/ kubesim/
-RUN pip wheel --wheel-dir /wheels .
+COPY . .
+RUN python3 -m venv /opt/batchd \
+ && /opt/batchd/bin/pip install --quiet . \
+ && /opt/batchd/bin/pip uninstall --quiet --yes pip
 
-FROM python:3.11-slim AS runtime
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 \
-    PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
-    PATH=/opt/batchd/bin:$PATH
+FROM ${BASE} AS runtime
+COPY --from=builder /opt/batchd /opt/batchd
+# The user, then everything a Python worker does not need and an intruder would: shells,
+# coreutils, package managers and their databases. Only the interpreter stays in the system
+# bin directories (the console script's shebang names the venv's python, which links to it).
+# This must stay the last RUN: after it there is no /bin/sh to run another.
 RUN groupadd --gid 10001 batchd \
- && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin batchd
-COPY --from=builder /wheels /wheels
-RUN python -m venv /opt/batchd \
- && /opt/batchd/bin/pip install --no-index --find-links=/wheels batchd \
- && rm -rf /wheels
+ && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin batchd \
+ && rm -rf /var/lib/apt /var/lib/dpkg /var/cache/* /var/log/* /usr/share/doc /usr/share/man /usr/share/info \
+ && find /usr/bin /usr/sbin /usr/local/bin /usr/local/sbin -mindepth 1 \( -type f -o -type l \) \
+      -regextype posix-extended ! -regex '.*/python3(\.[0-9]+)?' -delete
+ENV PATH=/opt/batchd/bin PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 USER 10001:10001
 # /healthz, /readyz and /metrics
 EXPOSE 8080
-ENTRYPOINT ["batchd"]
+ENTRYPOINT ["/opt/batchd/bin/batchd"]
 CMD ["worker"]

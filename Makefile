@@ -4,7 +4,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test lint venv clean bench
+.PHONY: dev test lint venv clean bench image debian-base
+
+# `make image` builds the Dockerfile with buildah into local container storage. BASE_IMAGE is
+# the build's base: python:3.11-slim from a registry, or $(DEBIAN_BASE) (`make debian-base`)
+# where none is reachable. Wheels are built here first, with this machine's pip and its TLS
+# trust, so the build itself needs no network.
+IMAGE ?= localhost/batchd:0.1.0
+BASE_IMAGE ?= python:3.11-slim
+DEBIAN_BASE ?= localhost/batchd-debian-python:bookworm
+WHEELHOUSE := build/wheelhouse
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -27,6 +36,24 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 	$(BIN)/mypy workflows activities
+
+image: $(STAMP)
+	rm -rf $(WHEELHOUSE)
+	$(BIN)/pip wheel --quiet --wheel-dir $(WHEELHOUSE) . setuptools
+	rm -f $(WHEELHOUSE)/batchd-*.whl
+	buildah build --isolation chroot --layers --build-arg BASE=$(BASE_IMAGE) --build-arg PIP_NO_INDEX=1 \
+		--tag $(IMAGE) .
+
+# A Debian bookworm base with python3 and venv, from Debian's packages alone (mmdebstrap), kept
+# in container storage: built once per machine.
+debian-base:
+	podman image exists $(DEBIAN_BASE) || { \
+		mkdir -p build \
+		&& mmdebstrap --quiet --variant=minbase --include=python3,python3-venv,ca-certificates bookworm \
+			build/debian-python-bookworm.tar \
+		&& podman import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+			build/debian-python-bookworm.tar $(DEBIAN_BASE) \
+		&& rm -f build/debian-python-bookworm.tar; }
 
 clean:
 	rm -rf $(VENV) .batchd

@@ -19,12 +19,13 @@ import ipaddress
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from aiohttp import web
 
+from kubesim.admission import AdmissionPlugin
 from kubesim.gc import GarbageCollector, Lifecycle
 from kubesim.kubelet import Kubelet
 from kubesim.server import ApiServer, AuditKey, Faults
@@ -48,6 +49,7 @@ class KubeSim:
         watch_window: int = 20_000,
         bookmark_interval: float = 1.0,
         kubelet_tick: float = 0.02,
+        admission: Sequence[AdmissionPlugin] = (),
     ) -> None:
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError(f"kubesim listens on loopback only, not {host}")
@@ -59,6 +61,7 @@ class KubeSim:
         self.gc = GarbageCollector(self.store, self.lifecycle)
         self.faults = Faults()
         self.api = ApiServer(self.store, self.lifecycle, self.clock, self.faults, bookmark_interval)
+        self.api.admission = tuple(admission)  # none by default, as a cluster without those plugins
         self._kubelet_enabled = kubelet
         self._kubelet_tick = kubelet_tick
         self.kubelet: Kubelet | None = None

@@ -33,6 +33,7 @@ __all__ = [
     "model_for",
     "openapi_v3_document",
     "openapi_v3_index",
+    "openapi_v3_schemas",
     "prune",
     "strict_decoding_error",
     "unknown_fields",
@@ -154,7 +155,11 @@ def definition_name(model: str) -> str:
         return "io.k8s.api.events.v1." + model[len("EventsV1") :]
     m = re.match(r"^V1(.+)$", model)
     if not m:
-        raise KeyError(model)
+        # A name several groups define carries its group: RbacV1Subject is rbac/v1 Subject.
+        grouped = re.match(r"^([A-Z][a-z]+)V1([A-Z].*)$", model)
+        if not grouped:
+            raise KeyError(model)
+        return f"io.k8s.api.{grouped.group(1).lower()}.v1.{grouped.group(2)}"
     name = m.group(1)
     if name in _META_TYPES:
         return "io.k8s.apimachinery.pkg.apis.meta.v1." + name
@@ -790,3 +795,12 @@ def openapi_v3_hash(path: str) -> str | None:
     if key.startswith("openapi/v3/"):
         key = key[len("openapi/v3/") :]
     return _hashes().get(key)
+
+
+def openapi_v3_schemas(*models: str) -> dict[str, Any]:
+    """The component schemas of client models (``"V1Deployment"``), built as the served documents are.
+
+    For checking manifests of kinds kubesim does not serve (a Deployment, a ClusterRole) against
+    the same OpenAPI rules as the served ones; keyed by :func:`definition_name`.
+    """
+    return _schemas_for(list(models))

@@ -30,6 +30,7 @@ from aiohttp import web
 
 from kubesim import patch as patches
 from kubesim import resources, schema, strategy, tables
+from kubesim.admission import AdmissionPlugin
 from kubesim.codec import dumps, loads
 from kubesim.errors import (
     ApiError,
@@ -178,6 +179,7 @@ class ApiServer:
         self.faults = faults
         self.bookmark_interval = bookmark_interval
         self.audit: Counter[AuditKey] = Counter()
+        self.admission: tuple[AdmissionPlugin, ...] = ()  # optional plugins (kubesim/admission.py)
 
     def make_server(self) -> web.Server:
         """The low-level aiohttp server (one handler, no router or middlewares to walk per
@@ -565,6 +567,8 @@ class ApiServer:
             raise bad_request("resourceVersion should not be set on objects to be created")
         if res.namespaced:
             self._check_namespace(res, namespace or "", name)
+        for plugin in self.admission:
+            plugin.validate(res, "", namespace or "", obj, None)
         if self.store.get(res.storage, namespace or "", name) is not None:
             raise already_exists(res.plural, name, res.group)
         now = self.clock.now()
@@ -691,6 +695,8 @@ class ApiServer:
                 )], res.group)
         if res.storage == NAMESPACES:
             new["status"] = new.get("status") if route.subresource == "status" else old.get("status")
+        for plugin in self.admission:
+            plugin.validate(res, route.subresource or "", old_meta.get("namespace") or "", new, resources.to_view(res, old))
         new = strategy.prepare_update(
             res.group, res.plural, resources.to_view(res, old), new,
             subresource=route.subresource, now=self.clock.now(),

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,9 @@ from kubernetes import config as k8s_config
 from opentelemetry import metrics
 from opentelemetry.metrics import Observation
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
@@ -30,6 +34,7 @@ from worker import telemetry
 from worker.bridge import Bridge, BridgeSettings
 from worker.temporal import TemporalSettings, build_workers, connect, ensure_search_attributes
 from worker.watchdog import Watchdog
+from workflows.identity import timed_task_queue
 
 log = logging.getLogger("batchd.worker")
 
@@ -63,6 +68,70 @@ class PendingTimers:
             await asyncio.sleep(self.interval)
 
 
+#: A poller the server last saw longer ago than this is not running: an idle poll is held open by
+#: the server for about a minute, then the worker polls again at once.
+POLL_FRESHNESS = timedelta(seconds=90)
+
+
+class Readiness:
+    """What ``/readyz`` answers: ready while the bridge has synced and this process's pollers run.
+
+    Bridge synced: every informer has listed once, so every object's workflow has been told.
+    Pollers running: each Worker is started and not shutting down, and the Temporal server lists
+    this process's identity among the recent pollers of every queue it serves (DescribeTaskQueue)
+    — a worker that cannot poll (server unreachable, namespace or credentials refused) runs on
+    locally but gets no tasks, so it is not ready. The server is asked every ``interval`` seconds
+    by :meth:`run`, not per probe (every second until it first is). :meth:`stopping` makes the
+    process unready at once on SIGTERM.
+    """
+
+    def __init__(self, client: Client, bridge_synced: Callable[[], bool], workers: Sequence[Worker],
+                 queues: Sequence[tuple[str, TaskQueueType.ValueType]], *, interval: float = 10.0) -> None:
+        self.client, self.bridge_synced, self.workers, self.queues = client, bridge_synced, workers, queues
+        self.interval = interval
+        self._unpolled: list[str] | None = None  # queues without our poller; None: not asked yet
+        self._stopping = False
+
+    def stopping(self) -> None:
+        self._stopping = True
+
+    def problems(self) -> list[str]:
+        """Why the process is not ready; empty when it is."""
+        if self._stopping:
+            return ["stopping"]
+        problems = [] if self.bridge_synced() else ["bridge: informers not synced"]
+        if not all(w.is_running for w in self.workers):
+            problems.append("workers: not running")
+        elif self._unpolled is None:
+            problems.append("pollers: not seen by the server yet")
+        else:
+            problems.extend(f"pollers: {q}" for q in self._unpolled)
+        return problems
+
+    async def run(self) -> None:
+        while True:
+            if all(w.is_running for w in self.workers):
+                self._unpolled = await self._unpolled_queues()
+            # Until the server has seen every poller, ask again soon: start-up waits on this.
+            await asyncio.sleep(self.interval if self._unpolled == [] else 1.0)
+
+    async def _unpolled_queues(self) -> list[str]:
+        unpolled = []
+        for name, kind in self.queues:
+            label = f"{name} ({TaskQueueType.Name(kind).removeprefix('TASK_QUEUE_TYPE_').lower()})"
+            try:
+                resp = await self.client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+                    namespace=self.client.namespace, task_queue=TaskQueue(name=name), task_queue_type=kind))
+            except RPCError as err:
+                unpolled.append(f"{label}: {err.status.name}")
+                continue
+            since = datetime.now(UTC) - POLL_FRESHNESS
+            if not any(p.identity == self.client.identity and p.last_access_time.ToDatetime(UTC) > since
+                       for p in resp.pollers):
+                unpolled.append(f"{label}: no recent poll from {self.client.identity}")
+        return unpolled
+
+
 @dataclass(frozen=True)
 class WorkerSettings:
     """Everything ``batchd worker`` takes from flags and environment."""
@@ -90,10 +159,10 @@ def kube_configuration(kubeconfig: Path | None) -> k8s_client.Configuration:
 
 
 class HealthServer:
-    """``/healthz`` (alive), ``/readyz`` (worker running and informers synced) and ``/metrics``."""
+    """``/healthz`` (alive), ``/readyz`` (see :class:`Readiness`) and ``/metrics``."""
 
-    def __init__(self, registry: CollectorRegistry, ready: Callable[[], bool]) -> None:
-        self.registry, self.ready = registry, ready
+    def __init__(self, registry: CollectorRegistry, problems: Callable[[], list[str]]) -> None:
+        self.registry, self.problems = registry, problems
         self.runner: web.AppRunner | None = None
         self.port: int | None = None
 
@@ -109,7 +178,8 @@ class HealthServer:
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        return web.Response(text="ok") if self.ready() else web.Response(status=503, text="not ready")
+        problems = self.problems()
+        return web.Response(status=503, text="\n".join(problems) + "\n") if problems else web.Response(text="ok")
 
     async def _metrics(self, _: web.Request) -> web.Response:
         body = generate_latest(self.registry)
@@ -136,13 +206,18 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
     workers = build_workers(client, kube, task_queue=settings.bridge.task_queue,
                             max_concurrent_activities=settings.max_concurrent_activities,
                             max_cached_workflows=settings.max_cached_workflows, cronjob_cache=bridge.cached_cronjob)
-    health = HealthServer(tel.registry, lambda: bridge.synced and all(w.is_running for w in workers))
+    main_queue, timed_queue = settings.bridge.task_queue, timed_task_queue(settings.bridge.task_queue)
+    readiness = Readiness(client, lambda: bridge.synced, workers, [
+        (main_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), (main_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
+        (timed_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)])
+    health = HealthServer(tel.registry, readiness.problems)
 
     async with tel.exporter:
         await health.start(settings.health_address, settings.health_port)
         worker_task = asyncio.create_task(_run_all(workers))
         pending = asyncio.create_task(PendingTimers(client).run())
         watchdog = asyncio.create_task(Watchdog(client, kube, task_queue=settings.bridge.task_queue).run())
+        probing = asyncio.create_task(readiness.run())
         await bridge.start()
         log.info("batchd worker running", extra={
             "temporal": settings.temporal.address, "namespace": settings.temporal.namespace,
@@ -151,12 +226,14 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
         stopped = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({worker_task, stopped}, return_when=asyncio.FIRST_COMPLETED)
         log.info("batchd worker stopping")
+        readiness.stopping()
         await bridge.stop()
         if worker_task not in done:
             await asyncio.gather(*(w.shutdown() for w in workers))
         stopped.cancel()
         pending.cancel()
         watchdog.cancel()
+        probing.cancel()
         await worker_task  # re-raises a worker failure after the clean-up above
         await health.stop()
     log.info("batchd worker stopped")
