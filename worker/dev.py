@@ -21,12 +21,18 @@ import yaml
 
 from activities.errors import AlreadyExists
 from activities.kube import Kube
+from worker.bridge import BridgeSettings
 from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE
 
 log = logging.getLogger("batchd.dev")
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "examples"
 _SA_TYPES = {"KEYWORD": "Keyword", "DATETIME": "Datetime"}
+
+
+# kubesim has no kube-controller-manager: batchd is the only controller, so it runs every Job
+# that names no other controller, every CronJob, and TTL for every Job.
+DEV_BRIDGE = BridgeSettings(job_scope="all", ttl_scope="all", cronjob_selector="")
 
 
 def temporal_cli() -> str:
@@ -91,6 +97,7 @@ async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: i
     try:
         settings = app.WorkerSettings(
             temporal=TemporalSettings(address=f"127.0.0.1:{temporal_port}"), kubeconfig=kubeconfig, health_port=0,
+            bridge=DEV_BRIDGE,
         )
         worker_task = asyncio.create_task(app.run(settings, stop=stop))
         await asyncio.sleep(0.5)
@@ -120,7 +127,13 @@ def _banner(kubeconfig: Path, temporal_port: int, ui_port: int) -> None:
         f"  Temporal UI:   http://127.0.0.1:{ui_port}",
         f"  kubeconfig:    export KUBECONFIG={kubeconfig}",
         f"  task queue:    {TASK_QUEUE}",
+        "  controllers:   batchd runs every Job (--job-scope all), every CronJob and TTL for every Job:",
+        "                 kubesim has no kube-controller-manager, so nothing else would.",
         "Try:",
+        "  kubectl create job hello --image=busybox -- echo hi",
+        "  kubectl wait --for=condition=complete job/hello && kubectl logs job/hello",
+        "  kubectl create cronjob every-minute --image=busybox --schedule='*/1 * * * *' -- date",
+        "  kubectl create job --from=cronjob/every-minute manual-1",
         "  kubectl get jobs,pods,cronjobs -A",
         "  kubectl get pods -w",
         f"  temporal workflow list {t} -q 'ExecutionStatus=\"Running\"'",
