@@ -223,12 +223,21 @@ _TABLE: dict[str, str] = {
     "WeightedPodAffinityTerm": "weight=1:int32? podAffinityTerm=2:PodAffinityTerm",
     "Volume": "name=1 volumeSource=2:VolumeSource^",
     "VolumeSource": (
-        "hostPath=1:HostPathVolumeSource emptyDir=2:EmptyDirVolumeSource secret=6:SecretVolumeSource "
+        "hostPath=1:HostPathVolumeSource emptyDir=2:EmptyDirVolumeSource "
+        "gcePersistentDisk=3:GCEPersistentDiskVolumeSource awsElasticBlockStore=4:AWSElasticBlockStoreVolumeSource "
+        "secret=6:SecretVolumeSource iscsi=8:ISCSIVolumeSource fc=17:FCVolumeSource "
         "nfs=7:NFSVolumeSource persistentVolumeClaim=10:PersistentVolumeClaimVolumeSource "
         "downwardAPI=16:DownwardAPIVolumeSource configMap=19:ConfigMapVolumeSource "
         "projected=26:ProjectedVolumeSource csi=28:CSIVolumeSource image=30:ImageVolumeSource"
     ),
     "HostPathVolumeSource": "path=1 type=2?",
+    "GCEPersistentDiskVolumeSource": "pdName=1 fsType=2 partition=3:int32 readOnly=4:bool",
+    "AWSElasticBlockStoreVolumeSource": "volumeID=1 fsType=2 partition=3:int32 readOnly=4:bool",
+    "ISCSIVolumeSource": (
+        "targetPortal=1 iqn=2 lun=3:int32? iscsiInterface=4 fsType=5 readOnly=6:bool portals=7* "
+        "chapAuthDiscovery=8:bool chapAuthSession=11:bool secretRef=10:LocalObjectReference initiatorName=12?"
+    ),
+    "FCVolumeSource": "targetWWNs=1* lun=2:int32? fsType=3 readOnly=4:bool wwids=5*",
     "EmptyDirVolumeSource": "medium=1 sizeLimit=2:Quantity",
     "SecretVolumeSource": "secretName=1 items=2:KeyToPath* defaultMode=3:int32? optional=4:bool?",
     "NFSVolumeSource": "server=1 path=2 readOnly=3:bool",
