@@ -1,0 +1,171 @@
+"""Tier 4: a newcomer's first kubectl commands against kubesim and a worker set up as ``batchd
+dev`` sets it up (``--job-scope all``, every CronJob, TTL for every Job), once per kubectl minor
+version on the machine, asserting what kubectl prints (issue 17)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from tests.conftest import eventually
+from tests.e2e.test_worker_process import free_port, http_get, worker_process
+from worker.dev import DEV_BRIDGE
+
+# `kubectl` and the versioned binaries beside it (kubectl.1.27 … kubectl.1.33) that exist here.
+KUBECTLS = sorted({name for name in ["kubectl", *(f"kubectl.1.{m}" for m in range(27, 34))] if shutil.which(name)})
+Run = Callable[..., str]
+
+APPLIED = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  labels: {{app: applied}}
+spec:
+  backoffLimit: 0
+  template:
+    metadata:
+      annotations: {{kubesim.batchd.io/exit-code: "{code}"}}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        command: [sh, -c, "exit {code}"]
+"""
+
+
+def dev_args() -> list[str]:
+    """The worker flags that make the bridge settings of ``batchd dev``."""
+    assert (DEV_BRIDGE.job_scope, DEV_BRIDGE.ttl_scope, DEV_BRIDGE.cronjob_selector) == ("all", "all", "")
+    return ["--job-scope", "all", "--cronjob-selector", ""]
+
+
+@contextmanager
+def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path) -> Iterator[Run]:
+    def run(*args: str, ok: bool = True, timeout: float = 60, stdin: str | None = None) -> str:
+        cmd = [binary, "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), "-n", namespace, *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=stdin)
+        if ok and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+        if not ok:
+            assert proc.returncode != 0, proc.stdout
+            return proc.stderr
+        return proc.stdout
+
+    yield run
+
+
+@pytest.mark.parametrize("binary", KUBECTLS)
+@pytest.mark.timeout(300)
+async def test_a_newcomers_first_kubectl_commands(
+        binary: str, temporal_env: WorkflowEnvironment, kubeconfig: Path, namespace: str, task_queue: str,
+        tmp_path: Path) -> None:
+    health = free_port()
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker.log", health,
+                        *dev_args()), kubectl_runner(binary, kubeconfig, namespace, tmp_path / "cache") as k:
+        await eventually(lambda: http_get(health, "/readyz")[0] == 200, timeout=60, what="worker ready")
+        other = f"{namespace}-b"
+
+        # create namespace / cronjob / job, each with both dry runs first
+        assert k("create", "namespace", other, "--dry-run=client", "-o", "name") == f"namespace/{other}\n"
+        assert k("create", "namespace", other, "--dry-run=server") == f"namespace/{other} created (server dry run)\n"
+        assert "NotFound" in k("get", "namespace", other, ok=False)
+        assert k("create", "namespace", other) == f"namespace/{other} created\n"
+        assert k("get", "namespace", other, "-o", "jsonpath={.status.phase}") == "Active"
+
+        cron = ["create", "cronjob", "every-minute", "--image=busybox", "--schedule=*/1 * * * *", "--", "date"]
+        assert k(*cron, "--dry-run=client", "-o", "name") == "cronjob.batch/every-minute\n"
+        assert k(*cron, "--dry-run=server") == "cronjob.batch/every-minute created (server dry run)\n"
+        assert k(*cron) == "cronjob.batch/every-minute created\n"
+
+        hello = ["create", "job", "hello", "--image=busybox", "--", "echo", "hi"]
+        assert k(*hello, "--dry-run=client", "-o", "name") == "job.batch/hello\n"
+        assert k(*hello, "--dry-run=server") == "job.batch/hello created (server dry run)\n"
+        assert "NotFound" in k("get", "job", "hello", ok=False)
+        assert k(*hello) == "job.batch/hello created\n"
+        assert k("create", "job", "--from=cronjob/every-minute", "manual-1") == "job.batch/manual-1 created\n"
+        assert k("get", "job", "manual-1", "-o", "jsonpath={.metadata.annotations}") == \
+            '{"cronjob.kubernetes.io/instantiate":"manual"}'
+
+        # wait, get with jsonpath, logs, describe, events
+        assert k("wait", "--for=condition=complete", "job/hello", "job/manual-1", "--timeout=90s", timeout=100) == \
+            "job.batch/hello condition met\njob.batch/manual-1 condition met\n"
+        assert k("get", "job", "hello", "-o", "jsonpath={.status.succeeded}/{.spec.completions}") == "1/1"
+        assert k("logs", "job/hello") == "+ echo hi\nkubesim: exit code 0\n"
+        stamped = k("logs", "job/hello", "--timestamps").splitlines()
+        assert [re.sub(r"^\S+Z ", "", line) for line in stamped] == ["+ echo hi", "kubesim: exit code 0"]
+        assert all(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z ", line) for line in stamped)
+        described = k("describe", "job", "hello")
+        assert re.search(r"^Name:\s+hello$", described, re.M)
+        assert re.search(r"^Pods Statuses:\s+0 Active .*/ 1 Succeeded / 0 Failed$", described, re.M)
+        events = k("events", "--for", "job/hello")
+        assert "job/hello" in events
+
+        # watch as JSON: the first object is the Job, as one JSON document
+        watch = subprocess.run(
+            [binary, "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "cache"), "-n", namespace,
+             "get", "job", "hello", "--watch", "-o", "json", "--request-timeout=2s"],
+            capture_output=True, text=True, timeout=30)
+        first = json.JSONDecoder().raw_decode(watch.stdout)[0]
+        assert (first["kind"], first["metadata"]["name"]) == ("Job", "hello")
+
+        # apply --server-side twice: the second run changes nothing; a failing Job waits as failed
+        manifest = tmp_path / "applied.yaml"
+        manifest.write_text(APPLIED.format(name="applied", code=3))
+        assert k("apply", "--server-side", "-f", str(manifest)) == "job.batch/applied serverside-applied\n"
+        rv = k("get", "job", "applied", "-o", "jsonpath={.metadata.resourceVersion}")
+        assert k("apply", "--server-side", "-f", str(manifest)) == "job.batch/applied serverside-applied\n"
+        assert k("wait", "--for=condition=failed", "job/applied", "--timeout=90s", timeout=100) == \
+            "job.batch/applied condition met\n"
+        assert k("get", "job", "applied", "-o", "jsonpath={.metadata.managedFields[0].manager}") == "kubectl"
+        assert int(k("get", "job", "applied", "-o", "jsonpath={.metadata.resourceVersion}")) > int(rv)
+        conflict = k("apply", "--server-side", "--field-manager=someone-else", "-f", "-", ok=False,
+                     stdin=APPLIED.format(name="applied", code=3).replace("app: applied", "app: changed"))
+        assert 'Apply failed with 1 conflict: conflict with "kubectl": .metadata.labels.app' in conflict
+
+        # delete, waiting until it is gone
+        assert k("delete", "job", "hello", "--dry-run=server") == 'job.batch "hello" deleted (server dry run)\n'
+        assert k("delete", "job", "hello", "--wait=true", "--timeout=60s") == 'job.batch "hello" deleted\n'
+        assert k("get", "job", "hello", ok=False).strip() == 'Error from server (NotFound): jobs.batch "hello" not found'
+        assert k("delete", "cronjob", "every-minute") == 'cronjob.batch "every-minute" deleted\n'
+        assert k("delete", "namespace", other, "--wait=false") == f'namespace "{other}" deleted\n'
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(480)
+async def test_a_kubectl_cronjob_runs_each_minute_and_keeps_the_newest_three(
+        temporal_env: WorkflowEnvironment, kubeconfig: Path, namespace: str, task_queue: str,
+        tmp_path: Path) -> None:
+    health = free_port()
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker.log", health,
+                        *dev_args()), kubectl_runner("kubectl", kubeconfig, namespace, tmp_path / "cache") as k:
+        await eventually(lambda: http_get(health, "/readyz")[0] == 200, timeout=60, what="worker ready")
+        assert k("create", "cronjob", "tick", "--image=busybox", "--schedule=*/1 * * * *", "--", "date") == \
+            "cronjob.batch/tick created\n"
+        seen: set[str] = set()
+
+        def jobs() -> list[tuple[str, str]]:
+            out = k("get", "jobs", "-o",
+                    'jsonpath={range .items[*]}{.metadata.name} {.status.succeeded}{"\\n"}{end}')
+            rows = [tuple(line.split(" ", 1)) for line in out.splitlines() if line.startswith("tick-")]
+            seen.update(name for name, _ in rows)
+            return rows  # type: ignore[return-value]
+
+        # Four scheduled runs: the fourth one's success pushes the first out of the history.
+        def four_runs_three_kept() -> bool:
+            rows = jobs()
+            return len(seen) >= 4 and len(rows) == 3 and all(done == "1" for _, done in rows)
+
+        await eventually(four_runs_three_kept, timeout=330, interval=2, what="four runs, newest three kept")
+        newest = sorted(seen)[-3:]  # names carry the scheduled minute, so they sort by time
+        assert sorted(name for name, _ in jobs()) == newest
+        assert k("get", "cronjob", "tick", "-o", "jsonpath={.spec.successfulJobsHistoryLimit}") == "3"
