@@ -197,6 +197,12 @@ def _field_manager(request: web.BaseRequest) -> str | None:
     return request.query.get("fieldManager") or None
 
 
+def _agent_manager(request: web.BaseRequest) -> str:
+    """The manager of a write that names none: its User-Agent's product, as the API server
+    derives it (``kubectl/v1.32.4 (linux/amd64) …`` → ``kubectl``)."""
+    return (request.headers.get("User-Agent") or "unknown").split("/", 1)[0][:128] or "unknown"
+
+
 def _truthy(value: str | None) -> bool:
     return (value or "").lower() in ("1", "true", "yes")
 
@@ -753,7 +759,8 @@ class ApiServer:
             body = dict(body)
         old = self._current(route)
         new = self._check_kind(route.res, body)
-        result = self.update_object(route, old, new, dry_run=dry_run, field_manager=_field_manager(request))
+        result = self.update_object(route, old, new, dry_run=dry_run, field_manager=_field_manager(request),
+                                    agent=_agent_manager(request))
         return _warn(_response(self._view(route.res, result)), warnings)
 
     def _field_validation(self, route: Route, request: web.BaseRequest, options_kind: str,
@@ -792,7 +799,8 @@ class ApiServer:
         return [f'unknown field "{p}"' for p in schema.unknown_fields(res.group, res.plural, obj)]
 
     def update_object(self, route: Route, old: Obj, new: Obj, *, dry_run: bool = False,
-                      field_manager: str | None = None, managed: list[Any] | None = None) -> Obj:
+                      field_manager: str | None = None, managed: list[Any] | None = None,
+                      agent: str = "unknown") -> Obj:
         """PUT semantics on ``new`` (in the route's view shape) against stored ``old`` (with
         ``dry_run``, the object as it would be stored, nothing written)."""
         res = route.res
@@ -835,7 +843,7 @@ class ApiServer:
         if managed is None and (field_manager or old_meta.get("managedFields")):
             # Ownership is tracked once someone names a manager, as the API server tracks it
             # always (untracked objects skip the field walk: most of kubesim's writes).
-            managed = ssa.update_entries(resources.to_view(res, old), new, field_manager or "unknown",
+            managed = ssa.update_entries(resources.to_view(res, old), new, field_manager or agent,
                                          timestamp(now), route.subresource or "")
         if managed:
             new["metadata"]["managedFields"] = managed
@@ -875,7 +883,8 @@ class ApiServer:
         new = patches.apply(ctype, base, body)
         warnings = self._field_validation(route, request, "PatchOptions", new)
         new = self._check_kind(route.res, new)
-        result = self.update_object(route, old, new, dry_run=dry_run, field_manager=_field_manager(request))
+        result = self.update_object(route, old, new, dry_run=dry_run, field_manager=_field_manager(request),
+                                    agent=_agent_manager(request))
         return _warn(_response(self._view(route.res, result)), warnings)
 
     async def _apply(self, route: Route, request: web.BaseRequest) -> web.Response:

@@ -44,12 +44,18 @@ def temporal_cli() -> str:
     return found
 
 
-async def start_dev_server(state_dir: Path, port: int, ui_port: int) -> asyncio.subprocess.Process:
-    """Start ``temporal server start-dev`` with batchd's search attributes; returns once it answers."""
+def dev_server_args(state_dir: Path, port: int, ui_port: int) -> list[str]:
+    """The ``temporal server start-dev`` command line of the dev world (batchd's search attributes)."""
     args = [temporal_cli(), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
             "--ui-port", str(ui_port), "--db-filename", str(state_dir / "temporal.db"), "--log-level", "warn"]
     for key in SEARCH_ATTRIBUTES:
         args += ["--search-attribute", f"{key.name}={_SA_TYPES[key.indexed_value_type.name]}"]
+    return args
+
+
+async def start_dev_server(state_dir: Path, port: int, ui_port: int) -> asyncio.subprocess.Process:
+    """Start ``temporal server start-dev`` with batchd's search attributes; returns once it answers."""
+    args = dev_server_args(state_dir, port, ui_port)
     logf = open(state_dir / "temporal.log", "ab")  # noqa: SIM115 - handed to the child process
     proc = await asyncio.create_subprocess_exec(*args, stdout=logf, stderr=logf, start_new_session=True)
     for _ in range(300):

@@ -7,17 +7,18 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import socket
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import eventually
-from tests.e2e.test_worker_process import free_port, http_get, worker_process
-from worker.dev import DEV_BRIDGE
+from tests.e2e.test_worker_process import BATCHD, free_port, http_get
+from worker.dev import DEV_BRIDGE, dev_server_args
 
 # `kubectl` and the versioned binaries beside it (kubectl.1.27 … kubectl.1.33) that exist here.
 KUBECTLS = sorted({name for name in ["kubectl", *(f"kubectl.1.{m}" for m in range(27, 34))] if shutil.which(name)})
@@ -50,6 +51,44 @@ def dev_args() -> list[str]:
 
 
 @contextmanager
+def dev_world(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[None]:
+    """The Temporal dev server as ``batchd dev`` starts it, and a worker with its bridge settings
+    (on this test's namespace), both as separate processes."""
+    port, ui_port, health = free_port(), free_port(), free_port()
+    log = open(tmp_path / "temporal.log", "ab")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(dev_server_args(tmp_path, port, ui_port), stdout=log, stderr=log)
+    worker = None
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "dev server did not start"
+                time.sleep(0.2)
+        args = [BATCHD, "worker", "--temporal-address", f"127.0.0.1:{port}", "--kubeconfig", str(kubeconfig),
+                "--namespaces", namespace, "--health-port", str(health), "--ttl-scope", "all", *dev_args()]
+        with open(tmp_path / "worker.log", "ab") as out:
+            worker = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 90
+        while http_get(health, "/readyz")[0] != 200:
+            assert worker.poll() is None and time.monotonic() < deadline, "worker not ready"
+            time.sleep(0.2)
+        yield
+    finally:
+        for proc in (worker, server):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        log.close()
+
+
+@contextmanager
 def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path) -> Iterator[Run]:
     def run(*args: str, ok: bool = True, timeout: float = 60, stdin: str | None = None) -> str:
         cmd = [binary, "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), "-n", namespace, *args]
@@ -65,14 +104,10 @@ def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path) -
 
 
 @pytest.mark.parametrize("binary", KUBECTLS)
-@pytest.mark.timeout(300)
-async def test_a_newcomers_first_kubectl_commands(
-        binary: str, temporal_env: WorkflowEnvironment, kubeconfig: Path, namespace: str, task_queue: str,
-        tmp_path: Path) -> None:
-    health = free_port()
-    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker.log", health,
-                        *dev_args()), kubectl_runner(binary, kubeconfig, namespace, tmp_path / "cache") as k:
-        await eventually(lambda: http_get(health, "/readyz")[0] == 200, timeout=60, what="worker ready")
+@pytest.mark.timeout(400)
+def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
+    with dev_world(tmp_path, kubeconfig, namespace), \
+            kubectl_runner(binary, kubeconfig, namespace, tmp_path / "cache") as k:
         other = f"{namespace}-b"
 
         # create namespace / cronjob / job, each with both dry runs first
@@ -82,16 +117,17 @@ async def test_a_newcomers_first_kubectl_commands(
         assert k("create", "namespace", other) == f"namespace/{other} created\n"
         assert k("get", "namespace", other, "-o", "jsonpath={.status.phase}") == "Active"
 
-        cron = ["create", "cronjob", "every-minute", "--image=busybox", "--schedule=*/1 * * * *", "--", "date"]
-        assert k(*cron, "--dry-run=client", "-o", "name") == "cronjob.batch/every-minute\n"
-        assert k(*cron, "--dry-run=server") == "cronjob.batch/every-minute created (server dry run)\n"
-        assert k(*cron) == "cronjob.batch/every-minute created\n"
+        cron = ["create", "cronjob", "every-minute", "--image=busybox", "--schedule=*/1 * * * *"]
+        assert k(*cron, "--dry-run=client", "--", "date") == "cronjob.batch/every-minute created (dry run)\n"
+        assert k(*cron, "--dry-run=server", "--", "date") == "cronjob.batch/every-minute created (server dry run)\n"
+        assert "NotFound" in k("get", "cronjob", "every-minute", ok=False)
+        assert k(*cron, "--", "date") == "cronjob.batch/every-minute created\n"
 
-        hello = ["create", "job", "hello", "--image=busybox", "--", "echo", "hi"]
-        assert k(*hello, "--dry-run=client", "-o", "name") == "job.batch/hello\n"
-        assert k(*hello, "--dry-run=server") == "job.batch/hello created (server dry run)\n"
+        hello = ["create", "job", "hello", "--image=busybox"]
+        assert k(*hello, "--dry-run=client", "--", "echo", "hi") == "job.batch/hello created (dry run)\n"
+        assert k(*hello, "--dry-run=server", "--", "echo", "hi") == "job.batch/hello created (server dry run)\n"
         assert "NotFound" in k("get", "job", "hello", ok=False)
-        assert k(*hello) == "job.batch/hello created\n"
+        assert k(*hello, "--", "echo", "hi") == "job.batch/hello created\n"
         assert k("create", "job", "--from=cronjob/every-minute", "manual-1") == "job.batch/manual-1 created\n"
         assert k("get", "job", "manual-1", "-o", "jsonpath={.metadata.annotations}") == \
             '{"cronjob.kubernetes.io/instantiate":"manual"}'
@@ -141,14 +177,11 @@ async def test_a_newcomers_first_kubectl_commands(
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(480)
+@pytest.mark.timeout(600)
 async def test_a_kubectl_cronjob_runs_each_minute_and_keeps_the_newest_three(
-        temporal_env: WorkflowEnvironment, kubeconfig: Path, namespace: str, task_queue: str,
-        tmp_path: Path) -> None:
-    health = free_port()
-    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker.log", health,
-                        *dev_args()), kubectl_runner("kubectl", kubeconfig, namespace, tmp_path / "cache") as k:
-        await eventually(lambda: http_get(health, "/readyz")[0] == 200, timeout=60, what="worker ready")
+        kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
+    with dev_world(tmp_path, kubeconfig, namespace), \
+            kubectl_runner("kubectl", kubeconfig, namespace, tmp_path / "cache") as k:
         assert k("create", "cronjob", "tick", "--image=busybox", "--schedule=*/1 * * * *", "--", "date") == \
             "cronjob.batch/tick created\n"
         seen: set[str] = set()
