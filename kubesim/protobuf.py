@@ -401,7 +401,7 @@ def message_for(name: str) -> type[Message]:
 # -- decoding: wire → the object's JSON form ----------------------------------------------------
 
 
-def _time(msg: Message, micro: bool) -> str | None:
+def _time(msg: Any, micro: bool) -> str | None:
     seconds, nanos = msg.seconds, msg.nanos
     if seconds == 0 and nanos == 0:
         return None  # Go's zero time, which the JSON form writes as null
@@ -411,7 +411,7 @@ def _time(msg: Message, micro: bool) -> str | None:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _special_to_json(mtype: str, msg: Message) -> Any:
+def _special_to_json(mtype: str, msg: Any) -> Any:
     if mtype in ("Time", "MicroTime"):
         return _time(msg, mtype == "MicroTime")
     if mtype == "Quantity":
@@ -469,7 +469,7 @@ def _has_unknown(msg: Message) -> bool:
     try:
         from google.protobuf.unknown_fields import UnknownFieldSet
     except ImportError:  # older runtimes expose them on the message
-        return bool(msg.UnknownFields())  # type: ignore[attr-defined]
+        return bool(msg.UnknownFields())
     return len(UnknownFieldSet(msg)) > 0
 
 
@@ -492,7 +492,7 @@ def decode(body: bytes) -> Decoded:
     if not body.startswith(MAGIC):
         raise ProtobufError("provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]")
     try:
-        envelope = message_for("Unknown").FromString(body[len(MAGIC):])
+        envelope: Any = message_for("Unknown").FromString(body[len(MAGIC):])
     except DecodeError as e:
         raise ProtobufError(f"unable to decode the protobuf envelope: {e}") from e
     type_meta = envelope.typeMeta
@@ -521,19 +521,19 @@ def _parse_time(text: str) -> tuple[int, int]:
     return int(whole.timestamp()), t.microsecond * 1000
 
 
-def _fill_special(mtype: str, target: Message, value: Any) -> None:
+def _fill_special(mtype: str, target: Any, value: Any) -> None:
     if mtype in ("Time", "MicroTime"):
         seconds, nanos = _parse_time(value)
-        target.seconds, target.nanos = seconds, nanos  # type: ignore[attr-defined]
+        target.seconds, target.nanos = seconds, nanos
     elif mtype == "Quantity":
-        target.string = str(value)  # type: ignore[attr-defined]
+        target.string = str(value)
     elif mtype == "IntOrString":
         if isinstance(value, str):
-            target.type, target.strVal = 1, value  # type: ignore[attr-defined]
+            target.type, target.strVal = 1, value
         else:
-            target.type, target.intVal = 0, int(value)  # type: ignore[attr-defined]
+            target.type, target.intVal = 0, int(value)
     elif mtype == "FieldsV1":
-        target.Raw = json.dumps(value, separators=(",", ":")).encode()  # type: ignore[attr-defined]
+        target.Raw = json.dumps(value, separators=(",", ":")).encode()
 
 
 def _scalar(ftype: str, value: Any) -> Any:
@@ -586,9 +586,9 @@ def encode(obj: dict[str, Any]) -> bytes:
         raise ProtobufError(f"no kind \"{kind}\" is registered for version \"{api_version}\"")
     msg = message_for(name)()
     _fill(name, msg, obj)
-    envelope = message_for("Unknown")()
-    envelope.typeMeta.apiVersion, envelope.typeMeta.kind = api_version, kind  # type: ignore[attr-defined]
-    envelope.raw = msg.SerializeToString()  # type: ignore[attr-defined]
+    envelope: Any = message_for("Unknown")()
+    envelope.typeMeta.apiVersion, envelope.typeMeta.kind = api_version, kind
+    envelope.raw = msg.SerializeToString()
     return MAGIC + envelope.SerializeToString()
 
 

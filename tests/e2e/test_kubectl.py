@@ -59,7 +59,7 @@ def dev_world(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[None
     server = subprocess.Popen(dev_server_args(tmp_path, port, ui_port), stdout=log, stderr=log)
     worker = None
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 240
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -71,7 +71,7 @@ def dev_world(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[None
                 "--namespaces", namespace, "--health-port", str(health), "--ttl-scope", "all", *dev_args()]
         with open(tmp_path / "worker.log", "ab") as out:
             worker = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 240
         while http_get(health, "/readyz")[0] != 200:
             assert worker.poll() is None and time.monotonic() < deadline, "worker not ready"
             time.sleep(0.2)
@@ -104,7 +104,7 @@ def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path) -
 
 
 @pytest.mark.parametrize("binary", KUBECTLS)
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(900)
 def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
     with dev_world(tmp_path, kubeconfig, namespace), \
             kubectl_runner(binary, kubeconfig, namespace, tmp_path / "cache") as k:
@@ -177,7 +177,7 @@ def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, names
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 async def test_a_kubectl_cronjob_runs_each_minute_and_keeps_the_newest_three(
         kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
     with dev_world(tmp_path, kubeconfig, namespace), \
