@@ -144,7 +144,8 @@ def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, names
         assert re.search(r"^Name:\s+hello$", described, re.M)
         assert re.search(r"^Pods Statuses:\s+0 Active .*/ 1 Succeeded / 0 Failed$", described, re.M)
         events = k("events", "--for", "job/hello")
-        assert "job/hello" in events
+        assert events.splitlines()[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+        assert re.search(r"^\S+\s+Normal\s+Completed\s+Job/hello\s+Job completed$", events, re.M), events
 
         # watch as JSON: the first object is the Job, as one JSON document
         watch = subprocess.run(
