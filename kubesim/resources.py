@@ -15,6 +15,8 @@ from typing import Any
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 NS_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 SUB_VERBS = ("get", "patch", "update")
+# Subresources with verbs of their own (the rest take SUB_VERBS).
+SUB_ONLY_VERBS: dict[str, tuple[str, ...]] = {"finalize": ("update",), "log": ("get",)}
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ RESOURCES: tuple[Resource, ...] = (
     _r("", "v1", "namespaces", "namespace", "Namespace", False, short_names=("ns",),
        subresources=("status", "finalize"), verbs=NS_VERBS),
     _r("", "v1", "pods", "pod", "Pod", True, short_names=("po",), categories=("all",),
-       subresources=("status",)),
+       subresources=("status", "log")),
     _r("", "v1", "events", "event", "Event", True, short_names=("ev",), storage=("", "events")),
     _r("events.k8s.io", "v1", "events", "event", "Event", True, short_names=("ev",),
        storage=("", "events")),
@@ -123,7 +125,7 @@ def resource_list(group: str, version: str) -> dict[str, object] | None:
                 "singularName": "",
                 "namespaced": r.namespaced,
                 "kind": r.kind,
-                "verbs": ["update"] if sub == "finalize" else list(SUB_VERBS),
+                "verbs": list(SUB_ONLY_VERBS.get(sub, SUB_VERBS)),
             })
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": entries}

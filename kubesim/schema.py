@@ -25,6 +25,7 @@ from typing import Any
 
 import kubernetes.client as k8s
 
+from kubesim import protobuf
 from kubesim.codec import clone
 from kubesim.errors import ApiError, bad_request
 
@@ -174,6 +175,23 @@ def model_for(group: str, plural: str) -> type | None:
     return getattr(k8s, entry[0]) if entry else None
 
 
+def _go_type(model: str) -> str:
+    """The Go type name of a client model (``V1JobSpec`` → ``JobSpec``)."""
+    for prefix in ("CoreV1", "EventsV1", "V1"):
+        if model.startswith(prefix):
+            return model[len(prefix):]
+    return model
+
+
+def _int_format(owner: str, attr: str) -> str | None:
+    """``int32`` or ``int64`` for an integer attribute of a client model (None: not described)."""
+    cls = _model(owner) if owner else None
+    if cls is None:
+        return None
+    json_name = cls.attribute_map.get(attr, attr)  # type: ignore[attr-defined]
+    return protobuf.int_format(owner, json_name)
+
+
 def _model(name: str) -> type | None:
     cls = getattr(k8s, name, None)
     return cls if cls is not None and hasattr(cls, "openapi_types") else None
@@ -216,7 +234,14 @@ def _description(model: str, attr: str | None = None) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _type_error(path: str, value: Any, want: str) -> ApiError:
+def _number_text(value: int | float) -> str:
+    """A JSON number as Go's decoder quotes it (the literal: ``1e20``, ``1.5``, ``2147483648``)."""
+    if isinstance(value, float):
+        return repr(value).replace("e+", "e")
+    return str(value)
+
+
+def _type_error(struct: str, path: str, value: Any, want: str) -> ApiError:
     got = {
         bool: "bool",
         int: "number",
@@ -225,7 +250,10 @@ def _type_error(path: str, value: Any, want: str) -> ApiError:
         list: "array",
         dict: "object",
     }.get(type(value), "value")
-    return bad_request(f"json: cannot unmarshal {got} into Go struct field {path} of type {want}")
+    if got == "number":
+        got = f"number {_number_text(value)}"
+    field = f"{struct}.{path}" if struct else path
+    return bad_request(f"json: cannot unmarshal {got} into Go struct field {field} of type {want}")
 
 
 class _Mismatch(Exception):
@@ -237,6 +265,7 @@ class _Mismatch(Exception):
         self.value = value
         self.want = want
         self.keys: list[str] = []
+        self.struct = ""  # the Go type of the innermost object holding the field
 
 
 # A compiled pruner: returns the pruned copy of a value (None: drop it) or raises _Mismatch.
@@ -249,13 +278,21 @@ def _keep_str(value: Any) -> Any:
     return value
 
 
-def _keep_int(value: Any) -> Any:
-    t = type(value)
-    if t is int:
+def _int_keeper(bits: int) -> Pruner:
+    """An integer field of ``bits`` bits: Go's decoder takes only an integer literal in range
+    (``1e3`` or ``5.0`` is a float literal, refused as for any integer field)."""
+    low, high, want = -(1 << (bits - 1)), (1 << (bits - 1)) - 1, f"int{bits}"
+
+    def keep(value: Any) -> Any:
+        if type(value) is not int or not low <= value <= high:
+            raise _Mismatch(value, want)
         return value
-    if t is float and value.is_integer():
-        return int(value)
-    raise _Mismatch(value, "int")
+
+    return keep
+
+
+_keep_int32 = _int_keeper(32)
+_keep_int64 = _int_keeper(64)
 
 
 def _keep_float(value: Any) -> Any:
@@ -335,7 +372,8 @@ def _pruner(type_str: str, owner: str, attr: str) -> Pruner:
     if type_str == "str":
         return clone if (owner, attr) in _QUANTITY_FIELDS else _keep_str
     if type_str == "int":
-        return _keep_int
+        fmt = _int_format(owner, attr)
+        return _keep_int32 if fmt == "int32" else _keep_int64
     if type_str == "float":
         return _keep_float
     if type_str == "bool":
@@ -367,6 +405,8 @@ def _model_pruner(model: str) -> Pruner:
                 pv = p(v)
             except _Mismatch as e:
                 e.keys.append(key)
+                if not e.struct:
+                    e.struct = _go_type(model)
                 raise
             if pv is not None:
                 out[key] = pv
@@ -390,7 +430,11 @@ def prune(group: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
     try:
         out: dict[str, Any] = _pruner(entry[0], "", "")(obj)
     except _Mismatch as e:
-        raise _type_error(".".join(reversed(e.keys)), e.value, e.want) from None
+        err = _type_error(e.struct, ".".join(reversed(e.keys)), e.value, e.want)
+        # As the API server words a body its decoder refuses.
+        kind, version = obj.get("kind") or _go_type(entry[0]), entry[1].rsplit("/", 1)[-1]
+        err.message = f'{kind} in version "{version}" cannot be handled as a {kind}: {err.message}'
+        raise err from None
     # apiVersion and kind identify the object even when the body left them out.
     for key in ("apiVersion", "kind"):
         if key in obj and key not in out:
@@ -504,7 +548,7 @@ def _field_schema(type_str: str, owner: str, attr: str, pending: list[str]) -> d
             return _ref(_QUANTITY)
         return {"type": "string"}
     if type_str == "int":
-        return {"type": "integer", "format": "int32"}
+        return {"type": "integer", "format": _int_format(owner, attr) or "int32"}
     if type_str == "float":
         return {"type": "number", "format": "double"}
     if type_str == "bool":

@@ -28,8 +28,9 @@ from typing import Any, NamedTuple
 import yaml
 from aiohttp import web
 
+from kubesim import apply as ssa
+from kubesim import logs, protobuf, resources, schema, strategy, tables
 from kubesim import patch as patches
-from kubesim import resources, schema, strategy, tables
 from kubesim.admission import AdmissionPlugin
 from kubesim.codec import dumps, loads
 from kubesim.errors import (
@@ -58,6 +59,9 @@ from kubesim.store import (
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
+# What a create or update body may be, as the API server lists them (the first three) plus the
+# aliases clients send.
+BODY_MEDIA_TYPES = (JSON, "application/yaml", protobuf.MEDIA_TYPE, "application/x-yaml", "text/yaml")
 GIT_VERSION = "v1.32.0"
 VERSION_INFO = {
     "major": "1", "minor": "32", "gitVersion": GIT_VERSION, "gitCommit": "kubesim",
@@ -137,6 +141,36 @@ class Route:
     verb: str
 
 
+class _ProtobufBody(dict[str, Any]):
+    """A protobuf body's object, with the paths of the messages that carried fields kubesim's
+    wire table does not describe (JSON bodies keep unknown fields in the object itself)."""
+
+    def __init__(self, obj: dict[str, Any], unknown: tuple[str, ...]) -> None:
+        super().__init__(obj)
+        self.unknown = unknown
+
+
+class _DryRunStore:
+    """A store whose reads go to the real one and whose writes keep nothing: a server-side dry
+    run goes through every step of a write (defaulting, validation, admission, the delete
+    rules), stores nothing, sends no watch event and consumes no resourceVersion."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def create(self, key: Any, obj: Obj) -> Obj:
+        return obj
+
+    def replace(self, key: Any, obj: Obj) -> Obj:
+        return obj
+
+    def remove(self, key: Any, obj: Obj) -> Obj:
+        return obj
+
+
 class _Bookmark:
     """Queued into a watcher to send a BOOKMARK at the rv current when it was queued."""
 
@@ -144,6 +178,30 @@ class _Bookmark:
 
     def __init__(self, rv: int) -> None:
         self.rv = rv
+
+
+def _dry_run(request: web.BaseRequest, options_kind: str) -> bool:
+    """Whether the request asks for a server-side dry run (``dryRun=All``; other values are
+    refused as the API server's options validation refuses them)."""
+    values = request.query.getall("dryRun", [])
+    for value in values:
+        if value != "All":
+            message = f'Unsupported value: "{value}": supported values: "All"'
+            raise ApiError(422, "Invalid", f'{options_kind}.meta.k8s.io "" is invalid: dryRun: {message}',
+                           kind=options_kind, group="meta.k8s.io",
+                           causes=[Cause("dryRun", "FieldValueNotSupported", message)])
+    return bool(values)
+
+
+def _field_manager(request: web.BaseRequest) -> str | None:
+    """The manager a write names (``fieldManager``), or None."""
+    return request.query.get("fieldManager") or None
+
+
+def _agent_manager(request: web.BaseRequest) -> str:
+    """The manager of a write that names none: its User-Agent's product, as the API server
+    derives it (``kubectl/v1.32.4 (linux/amd64) …`` → ``kubectl``)."""
+    return (request.headers.get("User-Agent") or "unknown").split("/", 1)[0][:128] or "unknown"
 
 
 def _truthy(value: str | None) -> bool:
@@ -278,6 +336,8 @@ class ApiServer:
         if fault is not None:
             return _error_response(fault)
         verb = route.verb
+        if route.subresource == "log":
+            return await self._log(route, request)
         if verb == "get":
             return self._get(route, request)
         if verb == "list":
@@ -350,7 +410,8 @@ class ApiServer:
         else:
             verbs = {"GET": "watch" if watch else "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
         verb = verbs.get(method)
-        if verb is None or (sub is not None and verb not in ("get", "update", "patch")):
+        allowed = resources.SUB_ONLY_VERBS.get(sub, resources.SUB_VERBS) if sub is not None else ()
+        if verb is None or (sub is not None and verb not in allowed):
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         if name is None and namespace is None and res.namespaced and verb == "create":
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -359,10 +420,22 @@ class ApiServer:
         return Route(res, namespace, name, sub, verb)
 
     async def _body(self, request: web.BaseRequest) -> Any:
+        """The decoded body of a create or update: JSON, YAML, or protobuf (then a
+        :class:`_ProtobufBody`, whose unknown fields ``fieldValidation`` judges)."""
         raw = await request.read()
         if not raw:
             return None
-        ctype = request.content_type
+        ctype = request.content_type if request.headers.get("Content-Type") else JSON
+        if ctype == protobuf.MEDIA_TYPE:
+            try:
+                decoded = protobuf.decode(raw)
+            except protobuf.ProtobufError as e:
+                raise bad_request(f"the body of the request was in an unknown format: {e}") from e
+            return _ProtobufBody(decoded.obj, decoded.unknown)
+        if ctype not in BODY_MEDIA_TYPES:
+            raise ApiError(415, "UnsupportedMediaType",
+                           f"the body of the request was in an unknown format - accepted media types include: "
+                           f"{', '.join(BODY_MEDIA_TYPES[:3])}")
         try:
             if "yaml" in ctype:
                 return yaml.safe_load(raw)
@@ -420,6 +493,51 @@ class ApiServer:
                 request.query.get("includeObject"),
             ))
         return _response(self._view(route.res, obj))
+
+    async def _log(self, route: Route, request: web.BaseRequest) -> web.StreamResponse:
+        """``pods/log`` for the fake kubelet's containers: see :mod:`kubesim.logs`."""
+        q = request.query
+        pod = self._current(route)
+        container = logs.pick_container(pod, q.get("container"))
+        previous, follow, stamps = _truthy(q.get("previous")), _truthy(q.get("follow")), _truthy(q.get("timestamps"))
+        tail: int | None = None
+        if q.get("tailLines"):
+            try:
+                tail = max(0, int(q["tailLines"]))
+            except ValueError as e:
+                raise bad_request(f"invalid tailLines {q['tailLines']!r}") from e
+        lines = logs.lines(pod, container, previous=previous)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
+        await resp.prepare(request)
+        shown = lines[-tail:] if tail is not None and tail < len(lines) else lines
+        if tail == 0:
+            shown = []
+        await resp.write(b"".join(line.render(stamps) for line in shown))
+        if follow and not previous:
+            sent = len(lines)
+            key, namespace, name = route.res.storage, route.namespace or "", pod["metadata"]["name"]
+            uid = pod["metadata"]["uid"]
+            while True:
+                # The fake kubelet's transitions are store writes on this loop; a short poll
+                # of the stored Pod sees each of them and costs nothing between them.
+                await asyncio.sleep(0.05)
+                current = self.store.get(key, namespace, name)
+                if current is None or current["metadata"]["uid"] != uid:
+                    break
+                try:
+                    now_lines = logs.lines(current, container, previous=False)
+                except ApiError:
+                    break  # the container's status is gone (the Pod is being replaced)
+                if now_lines[0] != lines[0]:  # restarted: the new run's log follows the old one's
+                    lines, sent = now_lines, 0
+                lines = now_lines
+                if len(lines) > sent:
+                    await resp.write(b"".join(line.render(stamps) for line in lines[sent:]))
+                    sent = len(lines)
+                if logs.ended(current, container):
+                    break
+        await resp.write_eof()
+        return resp
 
     def _list(self, route: Route, request: web.BaseRequest) -> web.Response:
         q = request.query
@@ -543,12 +661,18 @@ class ApiServer:
     # -- create ---------------------------------------------------------------------------
 
     def _create(self, route: Route, body: Any, request: web.BaseRequest) -> web.Response:
+        dry_run = _dry_run(request, "CreateOptions")
         warnings = self._field_validation(route, request, "CreateOptions", body)
-        obj = self.create_object(route.res, route.namespace, body)
+        if isinstance(body, _ProtobufBody):
+            body = dict(body)
+        obj = self.create_object(route.res, route.namespace, body, dry_run=dry_run,
+                                 field_manager=_field_manager(request))
         return _warn(_response(self._view(route.res, obj), 201), warnings)
 
-    def create_object(self, res: Resource, namespace: str | None, body: Any) -> Obj:
-        """Create semantics (also used to bootstrap the initial namespaces); returns stored obj."""
+    def create_object(self, res: Resource, namespace: str | None, body: Any, *, dry_run: bool = False,
+                      field_manager: str | None = None, managed: list[Any] | None = None) -> Obj:
+        """Create semantics (also used to bootstrap the initial namespaces); returns stored obj
+        (with ``dry_run``, the object as it would be stored, without a resourceVersion)."""
         obj = self._check_kind(res, body)
         meta = obj["metadata"]
         if res.namespaced:
@@ -578,12 +702,20 @@ class ApiServer:
         for system in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"):
             meta.pop(system, None)
         obj = strategy.prepare_create(res.group, res.plural, obj, now=now)
+        if managed is not None:
+            obj["metadata"]["managedFields"] = managed
+        elif field_manager:
+            obj["metadata"]["managedFields"] = ssa.create_entries(obj, field_manager, "Update", timestamp(now)) or None
+            if obj["metadata"]["managedFields"] is None:
+                del obj["metadata"]["managedFields"]
         obj = resources.from_view(res, obj)
         if res.storage == NAMESPACES:
             obj["spec"] = {**(obj.get("spec") or {}), "finalizers": ["kubernetes"]}
             obj["status"] = {"phase": "Active"}
             labels = obj["metadata"].setdefault("labels", {})
             labels["kubernetes.io/metadata.name"] = name
+        if dry_run:
+            return obj
         return self.store.create(res.storage, obj)
 
     def _check_namespace(self, res: Resource, namespace: str, name: str) -> None:
@@ -625,10 +757,14 @@ class ApiServer:
     # -- update and patch -----------------------------------------------------------------
 
     def _update(self, route: Route, body: Any, request: web.BaseRequest) -> web.Response:
+        dry_run = _dry_run(request, "UpdateOptions")
         warnings = self._field_validation(route, request, "UpdateOptions", body)
+        if isinstance(body, _ProtobufBody):
+            body = dict(body)
         old = self._current(route)
         new = self._check_kind(route.res, body)
-        result = self.update_object(route, old, new)
+        result = self.update_object(route, old, new, dry_run=dry_run, field_manager=_field_manager(request),
+                                    agent=_agent_manager(request))
         return _warn(_response(self._view(route.res, result)), warnings)
 
     def _field_validation(self, route: Route, request: web.BaseRequest, options_kind: str,
@@ -654,6 +790,11 @@ class ApiServer:
         if not isinstance(obj, dict):
             return []  # not an object: the normal path reports it
         res = route.res
+        if isinstance(obj, _ProtobufBody) and obj.unknown:
+            found = [f'unknown field in protobuf message at "{p}"' for p in obj.unknown]
+            if directive == "Strict":
+                raise bad_request("strict decoding error: " + ", ".join(found))
+            return found
         if directive == "Strict":
             err = schema.strict_decoding_error(res.group, res.plural, obj)
             if err is not None:
@@ -661,8 +802,11 @@ class ApiServer:
             return []
         return [f'unknown field "{p}"' for p in schema.unknown_fields(res.group, res.plural, obj)]
 
-    def update_object(self, route: Route, old: Obj, new: Obj) -> Obj:
-        """PUT semantics on ``new`` (in the route's view shape) against stored ``old``."""
+    def update_object(self, route: Route, old: Obj, new: Obj, *, dry_run: bool = False,
+                      field_manager: str | None = None, managed: list[Any] | None = None,
+                      agent: str = "unknown") -> Obj:
+        """PUT semantics on ``new`` (in the route's view shape) against stored ``old`` (with
+        ``dry_run``, the object as it would be stored, nothing written)."""
         res = route.res
         meta = new["metadata"]
         old_meta = old["metadata"]
@@ -697,23 +841,35 @@ class ApiServer:
             new["status"] = new.get("status") if route.subresource == "status" else old.get("status")
         for plugin in self.admission:
             plugin.validate(res, route.subresource or "", old_meta.get("namespace") or "", new, resources.to_view(res, old))
+        now = self.clock.now()
         new = strategy.prepare_update(
             res.group, res.plural, resources.to_view(res, old), new,
-            subresource=route.subresource, now=self.clock.now(),
+            subresource=route.subresource, now=now,
         )
+        if managed is None and (field_manager or old_meta.get("managedFields")):
+            # Ownership is tracked once someone names a manager, as the API server tracks it
+            # always (untracked objects skip the field walk: most of kubesim's writes).
+            managed = ssa.update_entries(resources.to_view(res, old), new, field_manager or agent,
+                                         timestamp(now), route.subresource or "")
+        if managed:
+            new["metadata"]["managedFields"] = managed
         new = resources.from_view(res, new)
         if new == old:
             return old  # a no-op update writes nothing and sends no event, as upstream
+        if dry_run:
+            return new
         stored, _ = self.lifecycle.write(res.storage, new)
         return stored
 
     async def _patch(self, route: Route, request: web.BaseRequest) -> web.Response:
         ctype = request.content_type
+        if ctype == ssa.APPLY_PATCH:
+            return await self._apply(route, request)
         if ctype not in (patches.MERGE_PATCH, patches.STRATEGIC_MERGE_PATCH, patches.JSON_PATCH):
             raise ApiError(
                 415, "UnsupportedMediaType",
                 f"the body of the request was in an unknown format - accepted media types include: "
-                f"{patches.JSON_PATCH}, {patches.MERGE_PATCH}, {patches.STRATEGIC_MERGE_PATCH}",
+                f"{patches.JSON_PATCH}, {patches.MERGE_PATCH}, {patches.STRATEGIC_MERGE_PATCH}, {ssa.APPLY_PATCH}",
             )
         raw = await request.read()
         try:
@@ -722,6 +878,7 @@ class ApiServer:
             raise bad_request(f"error decoding patch: {e}") from e
         if body is None:
             raise bad_request("empty patch")
+        dry_run = _dry_run(request, "PatchOptions")
         old = self._current(route)
         current = resources.to_view(route.res, old)
         # Patches build new containers along the paths they change and share the rest with
@@ -732,7 +889,47 @@ class ApiServer:
         new = patches.apply(ctype, base, body)
         warnings = self._field_validation(route, request, "PatchOptions", new)
         new = self._check_kind(route.res, new)
-        result = self.update_object(route, old, new)
+        result = self.update_object(route, old, new, dry_run=dry_run, field_manager=_field_manager(request),
+                                    agent=_agent_manager(request))
+        return _warn(_response(self._view(route.res, result)), warnings)
+
+    async def _apply(self, route: Route, request: web.BaseRequest) -> web.Response:
+        """Server-side apply (see :mod:`kubesim.apply`); creates the object when it is missing."""
+        raw = await request.read()
+        try:
+            body = yaml.safe_load(raw) if raw else None
+        except yaml.YAMLError as e:
+            raise bad_request(f"error decoding YAML: {e}") from e
+        if not isinstance(body, dict):
+            raise bad_request("error decoding YAML: the apply configuration must be an object")
+        dry_run = _dry_run(request, "PatchOptions")
+        manager = request.query.get("fieldManager")
+        if not manager:
+            message = "Required value: is required for apply patch"
+            raise ApiError(422, "Invalid", f'PatchOptions.meta.k8s.io "" is invalid: fieldManager: {message}',
+                           kind="PatchOptions", group="meta.k8s.io",
+                           causes=[Cause("fieldManager", "FieldValueRequired", message)])
+        body = self._check_kind(route.res, body)
+        assert route.name is not None
+        if body["metadata"].get("name") not in (None, route.name):
+            raise bad_request(f"the name of the object ({body['metadata']['name']}) does not match the name on "
+                              f"the URL ({route.name})")
+        warnings = self._field_validation(route, request, "PatchOptions", body)
+        force = _truthy(request.query.get("force"))
+        now = timestamp(self.clock.now())
+        current = self.store.get(route.res.storage, route.namespace or "", route.name)
+        if current is None:
+            if route.subresource:
+                raise not_found(route.res.plural, route.name, route.res.group)
+            created = ssa.apply(None, body, manager, force=force, now=now)
+            managed = created["metadata"].pop("managedFields")
+            created["metadata"]["name"] = route.name
+            obj = self.create_object(route.res, route.namespace, created, dry_run=dry_run, managed=managed)
+            return _warn(_response(self._view(route.res, obj), 201), warnings)
+        new = ssa.apply(resources.to_view(route.res, current), body, manager, force=force, now=now)
+        managed = new["metadata"].pop("managedFields")
+        new = self._check_kind(route.res, new)
+        result = self.update_object(route, current, new, dry_run=dry_run, managed=managed)
         return _warn(_response(self._view(route.res, result)), warnings)
 
     # -- delete ---------------------------------------------------------------------------
@@ -748,6 +945,15 @@ class ApiServer:
             if isinstance(parsed, dict):
                 options.update(parsed)
         q = request.query
+        dry_run = list(options.get("dryRun") or []) + list(q.getall("dryRun", []))
+        for value in dry_run:
+            if value != "All":
+                message = f'Unsupported value: "{value}": supported values: "All"'
+                raise ApiError(422, "Invalid", f'DeleteOptions.meta.k8s.io "" is invalid: dryRun: {message}',
+                               kind="DeleteOptions", group="meta.k8s.io",
+                               causes=[Cause("dryRun", "FieldValueNotSupported", message)])
+        if dry_run:
+            options["dryRun"] = dry_run
         if q.get("propagationPolicy"):
             options["propagationPolicy"] = q["propagationPolicy"]
         if q.get("gracePeriodSeconds"):
@@ -759,7 +965,10 @@ class ApiServer:
     async def _delete(self, route: Route, request: web.BaseRequest) -> web.Response:
         options = await self._delete_options(request)
         obj = self._current(route)
-        result, removed = self.lifecycle.delete(route.res, obj, options)
+        lifecycle = self.lifecycle
+        if options.get("dryRun"):
+            lifecycle = Lifecycle(_DryRunStore(self.store), self.clock)  # type: ignore[arg-type]
+        result, removed = lifecycle.delete(route.res, obj, options)
         res = route.res
         if removed and res.storage not in RETURNS_DELETED_OBJECT:
             meta = result["metadata"]

@@ -179,12 +179,19 @@ class Informer:
                 self.handler(str(etype), obj)
 
 
+# The value of spec.managedBy that names Kubernetes' own Job controller (its default when unset).
+BUILTIN_JOB_CONTROLLER = "kubernetes.io/job-controller"
+
+
 @dataclass(frozen=True)
 class BridgeSettings:
     """Which objects the bridge watches and hands to workflows."""
 
     namespaces: tuple[str, ...] = ()  # empty: all namespaces
     ttl_scope: str = "managed"  # "managed": Jobs with spec.managedBy batchd; "all": every Job
+    # "managed": batchd's Job controller runs Jobs with spec.managedBy batchd; "all": also every
+    # Job that names no controller (where no kube-controller-manager runs them, as in batchd dev).
+    job_scope: str = "managed"
     cronjob_selector: str = f"{CRONJOB_MANAGED_LABEL}=true"  # "": every CronJob
     task_queue: str = TASK_QUEUE
     cronjob_lead: float = 30.0  # seconds: CronJob workflows arm each creation this early (0: off)
@@ -339,7 +346,9 @@ class Bridge:
             if self.settings.ttl_scope == "all" or job.spec.managed_by == JOB_MANAGED_BY:
                 await self.ttl(etype, TTLObservation.of_job(job))
             await self.cronjob_job(etype, job, obj)
-            if job.spec.managed_by == JOB_MANAGED_BY:
+            if job.spec.managed_by == JOB_MANAGED_BY or (
+                self.settings.job_scope == "all" and job.spec.managed_by in (None, "", BUILTIN_JOB_CONTROLLER)
+            ):
                 await self.job(etype, job)
         elif kind == "CronJob":
             await self.cronjob(etype, obj)

@@ -137,6 +137,10 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
 @click.option("--ttl-scope", type=click.Choice(["managed", "all"]), default="managed", show_default=True,
               help="managed: Jobs with spec.managedBy=batchd.io/job-controller; all: every Job (disable the "
                    "built-in ttl-after-finished controller first).")
+@click.option("--job-scope", type=click.Choice(["managed", "all"]), default="managed", show_default=True,
+              help="managed: batchd's Job controller runs Jobs with spec.managedBy=batchd.io/job-controller; "
+                   "all: also every Job that names no other controller (only where kube-controller-manager "
+                   "does not run Jobs, as in batchd dev).")
 @click.option("--cronjob-selector", default="batchd.io/managed=true", show_default=True,
               help="Label selector of the CronJobs batchd schedules; '' takes every CronJob (disable the "
                    "built-in cronjob controller first).")
@@ -162,7 +166,7 @@ def worker(**kw: object) -> None:
     namespaces = tuple(n.strip() for n in str(kw["namespaces"]).split(",") if n.strip())
     settings = app.WorkerSettings(
         temporal=temporal,  # type: ignore[arg-type]
-        bridge=BridgeSettings(namespaces=namespaces, ttl_scope=str(kw["ttl_scope"]),
+        bridge=BridgeSettings(namespaces=namespaces, ttl_scope=str(kw["ttl_scope"]), job_scope=str(kw["job_scope"]),
                               cronjob_selector=str(kw["cronjob_selector"]), cronjob_lead=float(kw["cronjob_lead"]),  # type: ignore[arg-type]
                               task_queue=str(kw["task_queue"]), resync_seconds=float(kw["resync_seconds"])),  # type: ignore[arg-type]
         kubeconfig=kw["kubeconfig"],  # type: ignore[arg-type]

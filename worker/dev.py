@@ -21,12 +21,18 @@ import yaml
 
 from activities.errors import AlreadyExists
 from activities.kube import Kube
+from worker.bridge import BridgeSettings
 from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE
 
 log = logging.getLogger("batchd.dev")
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "examples"
 _SA_TYPES = {"KEYWORD": "Keyword", "DATETIME": "Datetime"}
+
+
+# kubesim has no kube-controller-manager: batchd is the only controller, so it runs every Job
+# that names no other controller, every CronJob, and TTL for every Job.
+DEV_BRIDGE = BridgeSettings(job_scope="all", ttl_scope="all", cronjob_selector="")
 
 
 def temporal_cli() -> str:
@@ -55,12 +61,18 @@ async def ephemeral_dev_server(extra_args: tuple[str, ...] | list[str] = (), **o
         dev_server_startup_timeout=timedelta(seconds=60), **options)
 
 
-async def start_dev_server(state_dir: Path, port: int, ui_port: int) -> asyncio.subprocess.Process:
-    """Start ``temporal server start-dev`` with batchd's search attributes; returns once it answers."""
+def dev_server_args(state_dir: Path, port: int, ui_port: int) -> list[str]:
+    """The ``temporal server start-dev`` command line of the dev world (batchd's search attributes)."""
     args = [temporal_cli(), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
             "--ui-port", str(ui_port), "--db-filename", str(state_dir / "temporal.db"), "--log-level", "warn"]
     for key in SEARCH_ATTRIBUTES:
         args += ["--search-attribute", f"{key.name}={_SA_TYPES[key.indexed_value_type.name]}"]
+    return args
+
+
+async def start_dev_server(state_dir: Path, port: int, ui_port: int) -> asyncio.subprocess.Process:
+    """Start ``temporal server start-dev`` with batchd's search attributes; returns once it answers."""
+    args = dev_server_args(state_dir, port, ui_port)
     logf = open(state_dir / "temporal.log", "ab")  # noqa: SIM115 - handed to the child process
     proc = await asyncio.create_subprocess_exec(*args, stdout=logf, stderr=logf, start_new_session=True)
     for _ in range(300):
@@ -108,6 +120,7 @@ async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: i
     try:
         settings = app.WorkerSettings(
             temporal=TemporalSettings(address=f"127.0.0.1:{temporal_port}"), kubeconfig=kubeconfig, health_port=0,
+            bridge=DEV_BRIDGE,
         )
         worker_task = asyncio.create_task(app.run(settings, stop=stop))
         await asyncio.sleep(0.5)
@@ -137,7 +150,13 @@ def _banner(kubeconfig: Path, temporal_port: int, ui_port: int) -> None:
         f"  Temporal UI:   http://127.0.0.1:{ui_port}",
         f"  kubeconfig:    export KUBECONFIG={kubeconfig}",
         f"  task queue:    {TASK_QUEUE}",
+        "  controllers:   batchd runs every Job (--job-scope all), every CronJob and TTL for every Job:",
+        "                 kubesim has no kube-controller-manager, so nothing else would.",
         "Try:",
+        "  kubectl create job hello --image=busybox -- echo hi",
+        "  kubectl wait --for=condition=complete job/hello && kubectl logs job/hello",
+        "  kubectl create cronjob every-minute --image=busybox --schedule='*/1 * * * *' -- date",
+        "  kubectl create job --from=cronjob/every-minute manual-1",
         "  kubectl get jobs,pods,cronjobs -A",
         "  kubectl get pods -w",
         f"  temporal workflow list {t} -q 'ExecutionStatus=\"Running\"'",

@@ -1661,9 +1661,9 @@ def test_wrong_json_type_is_a_bad_request() -> None:
     with pytest.raises(ApiError) as info:
         create("batch", "jobs", job(ttlSecondsAfterFinished="100"))
     assert info.value.code == 400
-    assert (
-        "cannot unmarshal string into Go struct field spec.ttlSecondsAfterFinished of type int"
-        in info.value.message
+    assert info.value.message == (
+        'Job in version "v1" cannot be handled as a Job: json: cannot unmarshal string into Go struct '
+        "field JobSpec.spec.ttlSecondsAfterFinished of type int32"
     )
 
 

@@ -1,0 +1,205 @@
+"""Tier 4: a newcomer's first kubectl commands against kubesim and a worker set up as ``batchd
+dev`` sets it up (``--job-scope all``, every CronJob, TTL for every Job), once per kubectl minor
+version on the machine, asserting what kubectl prints (issue 17)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import eventually
+from tests.e2e.test_worker_process import BATCHD, free_port, http_get
+from worker.dev import DEV_BRIDGE, dev_server_args
+
+# `kubectl` and the versioned binaries beside it (kubectl.1.27 … kubectl.1.33) that exist here.
+KUBECTLS = sorted({name for name in ["kubectl", *(f"kubectl.1.{m}" for m in range(27, 34))] if shutil.which(name)})
+Run = Callable[..., str]
+
+APPLIED = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  labels: {{app: applied}}
+spec:
+  backoffLimit: 0
+  template:
+    metadata:
+      annotations: {{kubesim.batchd.io/exit-code: "{code}"}}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        command: [sh, -c, "exit {code}"]
+"""
+
+
+def dev_args() -> list[str]:
+    """The worker flags that make the bridge settings of ``batchd dev``."""
+    assert (DEV_BRIDGE.job_scope, DEV_BRIDGE.ttl_scope, DEV_BRIDGE.cronjob_selector) == ("all", "all", "")
+    return ["--job-scope", "all", "--cronjob-selector", ""]
+
+
+@contextmanager
+def dev_world(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[None]:
+    """The Temporal dev server as ``batchd dev`` starts it, and a worker with its bridge settings
+    (on this test's namespace), both as separate processes."""
+    port, ui_port, health = free_port(), free_port(), free_port()
+    log = open(tmp_path / "temporal.log", "ab")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(dev_server_args(tmp_path, port, ui_port), stdout=log, stderr=log)
+    worker = None
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "dev server did not start"
+                time.sleep(0.2)
+        args = [BATCHD, "worker", "--temporal-address", f"127.0.0.1:{port}", "--kubeconfig", str(kubeconfig),
+                "--namespaces", namespace, "--health-port", str(health), "--ttl-scope", "all", *dev_args()]
+        with open(tmp_path / "worker.log", "ab") as out:
+            worker = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 240
+        while http_get(health, "/readyz")[0] != 200:
+            assert worker.poll() is None and time.monotonic() < deadline, "worker not ready"
+            time.sleep(0.2)
+        yield
+    finally:
+        for proc in (worker, server):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        log.close()
+
+
+@contextmanager
+def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path) -> Iterator[Run]:
+    def run(*args: str, ok: bool = True, timeout: float = 60, stdin: str | None = None) -> str:
+        cmd = [binary, "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), "-n", namespace, *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=stdin)
+        if ok and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+        if not ok:
+            assert proc.returncode != 0, proc.stdout
+            return proc.stderr
+        return proc.stdout
+
+    yield run
+
+
+@pytest.mark.parametrize("binary", KUBECTLS)
+@pytest.mark.timeout(900)
+def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
+    with dev_world(tmp_path, kubeconfig, namespace), \
+            kubectl_runner(binary, kubeconfig, namespace, tmp_path / "cache") as k:
+        other = f"{namespace}-b"
+
+        # create namespace / cronjob / job, each with both dry runs first
+        assert k("create", "namespace", other, "--dry-run=client", "-o", "name") == f"namespace/{other}\n"
+        assert k("create", "namespace", other, "--dry-run=server") == f"namespace/{other} created (server dry run)\n"
+        assert "NotFound" in k("get", "namespace", other, ok=False)
+        assert k("create", "namespace", other) == f"namespace/{other} created\n"
+        assert k("get", "namespace", other, "-o", "jsonpath={.status.phase}") == "Active"
+
+        cron = ["create", "cronjob", "every-minute", "--image=busybox", "--schedule=*/1 * * * *"]
+        assert k(*cron, "--dry-run=client", "--", "date") == "cronjob.batch/every-minute created (dry run)\n"
+        assert k(*cron, "--dry-run=server", "--", "date") == "cronjob.batch/every-minute created (server dry run)\n"
+        assert "NotFound" in k("get", "cronjob", "every-minute", ok=False)
+        assert k(*cron, "--", "date") == "cronjob.batch/every-minute created\n"
+
+        hello = ["create", "job", "hello", "--image=busybox"]
+        assert k(*hello, "--dry-run=client", "--", "echo", "hi") == "job.batch/hello created (dry run)\n"
+        assert k(*hello, "--dry-run=server", "--", "echo", "hi") == "job.batch/hello created (server dry run)\n"
+        assert "NotFound" in k("get", "job", "hello", ok=False)
+        assert k(*hello, "--", "echo", "hi") == "job.batch/hello created\n"
+        assert k("create", "job", "--from=cronjob/every-minute", "manual-1") == "job.batch/manual-1 created\n"
+        assert k("get", "job", "manual-1", "-o", "jsonpath={.metadata.annotations}") == \
+            '{"cronjob.kubernetes.io/instantiate":"manual"}'
+
+        # wait, get with jsonpath, logs, describe, events
+        assert k("wait", "--for=condition=complete", "job/hello", "job/manual-1", "--timeout=90s", timeout=100) == \
+            "job.batch/hello condition met\njob.batch/manual-1 condition met\n"
+        assert k("get", "job", "hello", "-o", "jsonpath={.status.succeeded}/{.spec.completions}") == "1/1"
+        assert k("logs", "job/hello") == "+ echo hi\nkubesim: exit code 0\n"
+        stamped = k("logs", "job/hello", "--timestamps").splitlines()
+        assert [re.sub(r"^\S+Z ", "", line) for line in stamped] == ["+ echo hi", "kubesim: exit code 0"]
+        assert all(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z ", line) for line in stamped)
+        described = k("describe", "job", "hello")
+        assert re.search(r"^Name:\s+hello$", described, re.M)
+        assert re.search(r"^Pods Statuses:\s+0 Active .*/ 1 Succeeded / 0 Failed$", described, re.M)
+        events = k("events", "--for", "job/hello")
+        assert events.splitlines()[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+        assert re.search(r"^\S+\s+Normal\s+Completed\s+Job/hello\s+Job completed$", events, re.M), events
+
+        # watch as JSON: the first object is the Job, as one JSON document
+        watch = subprocess.run(
+            [binary, "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "cache"), "-n", namespace,
+             "get", "job", "hello", "--watch", "-o", "json", "--request-timeout=2s"],
+            capture_output=True, text=True, timeout=30)
+        first = json.JSONDecoder().raw_decode(watch.stdout)[0]
+        assert (first["kind"], first["metadata"]["name"]) == ("Job", "hello")
+
+        # apply --server-side twice: the second run changes nothing; a failing Job waits as failed
+        manifest = tmp_path / "applied.yaml"
+        manifest.write_text(APPLIED.format(name="applied", code=3))
+        assert k("apply", "--server-side", "-f", str(manifest)) == "job.batch/applied serverside-applied\n"
+        rv = k("get", "job", "applied", "-o", "jsonpath={.metadata.resourceVersion}")
+        assert k("apply", "--server-side", "-f", str(manifest)) == "job.batch/applied serverside-applied\n"
+        assert k("wait", "--for=condition=failed", "job/applied", "--timeout=90s", timeout=100) == \
+            "job.batch/applied condition met\n"
+        assert k("get", "job", "applied", "-o", "jsonpath={.metadata.managedFields[0].manager}") == "kubectl"
+        assert int(k("get", "job", "applied", "-o", "jsonpath={.metadata.resourceVersion}")) > int(rv)
+        conflict = k("apply", "--server-side", "--field-manager=someone-else", "-f", "-", ok=False,
+                     stdin=APPLIED.format(name="applied", code=3).replace("app: applied", "app: changed"))
+        assert 'Apply failed with 1 conflict: conflict with "kubectl": .metadata.labels.app' in conflict
+
+        # delete, waiting until it is gone
+        assert k("delete", "job", "hello", "--dry-run=server") == 'job.batch "hello" deleted (server dry run)\n'
+        assert k("delete", "job", "hello", "--wait=true", "--timeout=60s") == 'job.batch "hello" deleted\n'
+        assert k("get", "job", "hello", ok=False).strip() == 'Error from server (NotFound): jobs.batch "hello" not found'
+        assert k("delete", "cronjob", "every-minute") == 'cronjob.batch "every-minute" deleted\n'
+        assert k("delete", "namespace", other, "--wait=false") == f'namespace "{other}" deleted\n'
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_a_kubectl_cronjob_runs_each_minute_and_keeps_the_newest_three(
+        kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
+    with dev_world(tmp_path, kubeconfig, namespace), \
+            kubectl_runner("kubectl", kubeconfig, namespace, tmp_path / "cache") as k:
+        assert k("create", "cronjob", "tick", "--image=busybox", "--schedule=*/1 * * * *", "--", "date") == \
+            "cronjob.batch/tick created\n"
+        seen: set[str] = set()
+
+        def jobs() -> list[tuple[str, str]]:
+            out = k("get", "jobs", "-o",
+                    'jsonpath={range .items[*]}{.metadata.name} {.status.succeeded}{"\\n"}{end}')
+            rows = [tuple(line.split(" ", 1)) for line in out.splitlines() if line.startswith("tick-")]
+            seen.update(name for name, _ in rows)
+            return rows  # type: ignore[return-value]
+
+        # Four scheduled runs: the fourth one's success pushes the first out of the history.
+        def four_runs_three_kept() -> bool:
+            rows = jobs()
+            return len(seen) >= 4 and len(rows) == 3 and all(done == "1" for _, done in rows)
+
+        await eventually(four_runs_three_kept, timeout=330, interval=2, what="four runs, newest three kept")
+        newest = sorted(seen)[-3:]  # names carry the scheduled minute, so they sort by time
+        assert sorted(name for name, _ in jobs()) == newest
+        assert k("get", "cronjob", "tick", "-o", "jsonpath={.spec.successfulJobsHistoryLimit}") == "3"
