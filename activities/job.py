@@ -17,6 +17,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import (
+    AlreadyExists,
     Conflict,
     Forbidden,
     Invalid,
@@ -75,6 +76,10 @@ def status_body(s: JobStatusView, indexed: bool) -> dict[str, Any]:
     return body
 
 
+#: the API server's own limit for a generateName prefix (63 less the 5 random characters)
+MAX_GENERATE_NAME = 58
+
+
 def _truncated_prefix(job_name: str, index: int) -> str:
     """B6: ``<job>-<i>-`` with the job part cut so the prefix stays within 58 characters."""
     suffix = f"-{index}-"
@@ -112,10 +117,12 @@ def build_pod(job: dict[str, Any], index: int | None, counts: PodToCreate | None
             if not any(e.get("name") == "JOB_COMPLETION_INDEX" for e in env):
                 env.append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
                     "fieldPath": f"metadata.labels['{COMPLETION_INDEX_ANNOTATION}']"}}})
+    generate = generate[:MAX_GENERATE_NAME]
+    named = {"name": generate + counts.suffix} if counts is not None and counts.suffix else {}
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
-            "generateName": generate, "namespace": meta["namespace"], "labels": labels,
+            **named, "generateName": generate, "namespace": meta["namespace"], "labels": labels,
             "annotations": annotations, "finalizers": finalizers,
             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": meta["uid"],
                                  "controller": True, "blockOwnerDeletion": True}],
@@ -259,9 +266,19 @@ class JobActivities:
         return CreatePodsResult(created=created, failed=failed, invalid=invalid, forbidden=forbidden)
 
     def _create_one(self, job: dict[str, Any], want: PodToCreate) -> tuple[str | None, KubeError | None]:
+        ns = job["metadata"]["namespace"]
+        pod = build_pod(job, want.index, want)
         try:
-            pod = self.kube.create("Pod", job["metadata"]["namespace"], build_pod(job, want.index, want))
-            return pod["metadata"]["name"], None
+            try:
+                return self.kube.create("Pod", ns, pod)["metadata"]["name"], None
+            except AlreadyExists:
+                # An earlier attempt of this activity made it before its worker died: that Pod is
+                # the one asked for. A stranger holding the name gets a Pod named by the server.
+                name = pod["metadata"].pop("name")
+                theirs = self.kube.get("Pod", ns, name)
+                if theirs is not None and _controller_uid(theirs) == job["metadata"]["uid"]:
+                    return name, None
+                return self.kube.create("Pod", ns, pod)["metadata"]["name"], None
         except KubeError as err:
             if namespace_terminating(err):
                 return None, None  # B19: ignored silently

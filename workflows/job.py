@@ -54,6 +54,8 @@ BULK_TIMEOUT = timedelta(minutes=5)  # activities that touch up to 500 Pods
 #: Bulk activities heartbeat per Pod; a worker killed mid-batch is noticed in seconds, not minutes.
 BULK_HEARTBEAT = timedelta(seconds=10)
 CREATE_BACKOFF_MAX = timedelta(minutes=5)
+#: the API server's alphabet for generated names (no vowels, no look-alike digits)
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def _finished(status: JobStatusView) -> bool:
@@ -167,6 +169,8 @@ class JobWorkflow:
 
     async def create_pods(self, pods: list[PodToCreate]) -> timedelta | None:
         """Create Pods; a rejected template fails the Job, a quota-like refusal backs off."""
+        rnd = workflow.random()  # replayed identically: a retried activity asks for the same names
+        pods = [p.model_copy(update={"suffix": "".join(rnd.choice(NAME_ALPHABET) for _ in range(5))}) for p in pods]
         res: CreatePodsResult = await self._call(
             "create_job_pods", CreatePodsInput(namespace=self.ns, name=self.name, uid=self.uid,
                                                indexes=[p.index for p in pods], pods=pods),

@@ -704,6 +704,9 @@ class PodToCreate(_K8s):
     #: job-index-failure-count for the new Pod; None: the Job has no backoffLimitPerIndex (I4)
     failure_count: int | None = None
     ignored_failure_count: int = 0  # job-index-ignored-failure-count, written only when > 0 (I4)
+    #: the name's random tail, drawn in the workflow: a creation retried after a worker died
+    #: mid-batch meets its own Pod (409) instead of making a second one for the same index
+    suffix: str | None = None
 
 
 class JobEvent(_K8s):

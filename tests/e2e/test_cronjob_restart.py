@@ -17,11 +17,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
 from tests.conftest import eventually, running
-from tests.e2e.test_worker_process import free_port, worker_process
+from tests.e2e.test_worker_process import free_port, ready, worker_process
 from tests.integration.test_cronjob import armed_for, cronjob_manifest, describe, jobs_of, started
 from workflows.cronjob import ARMED_SLACK
 
 
+@pytest.mark.timeout(900)  # 11 worker start-ups of several seconds each on a slow machine
 async def test_worker_sigkilled_across_10_schedule_times_creates_each_job_exactly_once(
     temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
     skipper: Any, tmp_path: Path,
@@ -36,6 +37,7 @@ async def test_worker_sigkilled_across_10_schedule_times_creates_each_job_exactl
     try:
         handle = await started(client, namespace, "tick")
         for i in range(10):
+            await ready(health)  # the random point is in the worker's work, not in its start-up
             ff = asyncio.create_task(skipper.fast_forward(handle, timedelta(minutes=1)))
             await asyncio.sleep(rng.uniform(0.0, 0.4))  # kill at a random point of the tick
             proc.send_signal(signal.SIGKILL)

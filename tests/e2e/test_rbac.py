@@ -168,7 +168,7 @@ async def test_the_cluster_role_allows_every_request_of_a_recorded_run_and_nothi
 def test_the_kustomize_base_builds_into_valid_kubernetes_objects() -> None:
     docs = kustomize()
     assert sorted(d["kind"] for d in docs) == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Namespace",
-                                               "ServiceAccount"]
+                                               "PodDisruptionBudget", "ServiceAccount"]
     api = ApiClient()
     for doc in docs:
         model = api.deserialize(json.dumps(doc), f"V1{doc['kind']}", "application/json")

@@ -9,8 +9,6 @@ is unready only for the bridge — until the API server comes up.
 from __future__ import annotations
 
 import asyncio
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,22 +19,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
 from tests.conftest import eventually
-from tests.e2e.test_worker_process import free_port, worker_process
+from tests.e2e.test_worker_process import free_port, http_get, worker_process
 from worker.app import Readiness
 from worker.temporal import build_workers
 
 WORKFLOW, ACTIVITY = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
-
-
-def http_get(port: int, path: str) -> tuple[int, str]:
-    """Status and body, the body of an error status included (it says why not ready)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-    except OSError:
-        return 0, ""
 
 
 async def test_ready_only_while_the_server_sees_this_processs_pollers_on_every_queue(

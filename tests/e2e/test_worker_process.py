@@ -53,13 +53,20 @@ def worker_process(temporal_env: WorkflowEnvironment, kubeconfig: Path, namespac
 
 
 def http_get(port: int, path: str) -> tuple[int, str]:
+    """Status and body, the body of an error status included (it says why not ready)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as err:
-        return err.code, ""
+        return err.code, err.read().decode()
     except OSError:
         return 0, ""
+
+
+async def ready(port: int, timeout: float = 180) -> None:
+    """Until the worker process on ``port`` says ready: starting one (imports, connecting, the
+    first list) takes seconds, and far longer on a loaded machine."""
+    await eventually(lambda: http_get(port, "/readyz")[0] == 200, timeout=timeout, what=f"worker on :{port} ready")
 
 
 class DeletionWatch:
@@ -102,7 +109,7 @@ async def test_worker_killed_with_200_ttl_timers_asleep_deletes_all_on_time_once
     client = temporal_env.client
     query = f'K8sNamespace = "{namespace}" AND ExecutionStatus = "Running"'
     with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker1.log", health) as proc:
-        await eventually(lambda: http_get(health, "/readyz")[0] == 200, timeout=60, what="worker ready")
+        await ready(health)
         finished = second(utcnow())
         for name in ttls:
             finish_job(kube, namespace, name, finished)
@@ -139,7 +146,7 @@ async def test_worker_rides_out_faults_watch_drops_and_a_kubesim_restart(
     log = tmp_path / "worker.log"
     try:
         with worker_process(temporal_env, kubeconfig, "default", task_queue, log, health) as proc:
-            await eventually(lambda: http_get(health, "/readyz")[0] == 200, timeout=30, what="ready")
+            await ready(health)
             assert http_get(health, "/healthz")[0] == 200
             sim.faults.set(error_rate=0.3, codes=(500, 429), retry_after_seconds=1)
             for i in range(5):

@@ -206,3 +206,27 @@ async def test_the_garbage_collector_waits_while_a_burst_of_creations_runs(kube:
                                      for cj in cjs))
     assert [r.outcome for r in results] == ["created"] * 3
     assert collecting == [False] * 3 and gc.isenabled()
+
+
+def test_a_retried_pod_creation_meets_its_own_pods_and_makes_no_second(kube: Kube, namespace) -> None:
+    # A worker killed mid-batch: the retry carries the same names (drawn in the workflow), so the
+    # Pods the first attempt made answer 409 and count as made; a stranger's namesake does not.
+    from activities.job import JobActivities
+    from tests.integration.test_job import job_manifest, pods_of
+    from workflows.models import CreatePodsInput, PodToCreate
+
+    job = kube.create("Job", namespace, job_manifest("again", completions=3, parallelism=3, indexed=True,
+                                                     suspend=True))
+    inp = CreatePodsInput(namespace=namespace, name="again", uid=job["metadata"]["uid"],
+                          pods=[PodToCreate(index=i, suffix=f"x{i}bcd") for i in range(3)])
+    acts = JobActivities(kube)
+    first = ActivityEnvironment().run(acts.create_pods, inp)
+    assert sorted(first.created) == ["again-0-x0bcd", "again-1-x1bcd", "again-2-x2bcd"]
+    kube.create("Pod", namespace, {"metadata": {"name": "again-2-x9bcd"},
+                                   "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}})
+    retry = inp.model_copy(update={"pods": [*inp.pods[:2], PodToCreate(index=2, suffix="x9bcd")]})
+    second_ = ActivityEnvironment().run(acts.create_pods, retry)
+    assert sorted(second_.created)[:2] == ["again-0-x0bcd", "again-1-x1bcd"]
+    assert second_.created[2].startswith("again-2-") and second_.created[2] != "again-2-x9bcd"
+    names = {p["metadata"]["name"] for p in pods_of(kube, namespace, job)}
+    assert names == {"again-0-x0bcd", "again-1-x1bcd", "again-2-x2bcd", second_.created[2]}
