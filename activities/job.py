@@ -43,6 +43,7 @@ from workflows.models import (
     PodsResult,
     PodToCreate,
     ReleaseInput,
+    ReleaseUnmatchedInput,
     WriteStatusInput,
     job_snapshot,
 )
@@ -149,6 +150,48 @@ def label_selector(selector: dict[str, Any] | None) -> str | None:
     return ",".join(terms) or None
 
 
+def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """Whether ``labels`` satisfy a LabelSelector (matchLabels and matchExpressions); an empty one matches nothing."""
+    if not selector:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for req in selector.get("matchExpressions") or []:
+        key, op, values = req.get("key", ""), req.get("operator"), req.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+            return False
+    return True
+
+
+def claim_pod(pod: dict[str, Any], *, job_uid: str, job_deleting: bool, matches: bool) -> str:
+    """B23 (upstream ``ClaimObject``): what a Job's snapshot makes of one Pod of its namespace.
+
+    Args:
+        pod: the Pod as read from the API.
+        job_uid: the Job's uid.
+        job_deleting: the Job has a deletionTimestamp.
+        matches: the Pod's labels match the Job's selector.
+
+    Returns:
+        ``"claimed"`` (the Job's own Pod), ``"unmatched"`` (the Job's, but its labels no longer
+        match: to be released, decided by :func:`workflows.jobsync.release_unmatched_pods`),
+        ``"adopt"`` (an orphan that matches, not being deleted, while the Job is not) or
+        ``"ignore"`` (another controller's Pod, or an orphan that cannot be adopted).
+    """
+    owner = _controller_uid(pod)
+    if owner is not None:
+        if owner != job_uid:
+            return "ignore"
+        return "claimed" if matches else "unmatched"
+    if job_deleting or not matches or pod["metadata"].get("deletionTimestamp"):
+        return "ignore"
+    return "adopt"
+
+
 def _controller_uid(pod: dict[str, Any]) -> str | None:
     ref = next((o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
     return None if ref is None else str(ref.get("uid") or "")
@@ -184,18 +227,40 @@ class JobActivities:
     @activity.defn(name="observe_job")
     @temporal_errors
     def observe(self, inp: ObserveJobInput) -> JobSnapshot:
-        """GET the Job and LIST the Pods its selector matches, adopting orphans (B23), as one snapshot."""
+        """GET the Job and LIST the Pods its selector matches, claiming them as upstream (B23), as one snapshot.
+
+        Orphans that match are adopted. The Pods of ``inp.expect`` that the LIST did not show
+        (relabeled, or stripped of the finalizer by someone) are read by name: one the Job still
+        controls whose labels no longer match is reported in ``unmatched``, to be released.
+        """
         job = self.kube.get("Job", inp.namespace, inp.name)
         ours = job is not None and job["metadata"].get("uid") == inp.uid
-        selector = label_selector((job.get("spec") or {}).get("selector")) if ours and job else None
+        raw_selector = (job.get("spec") or {}).get("selector") if ours and job else None
+        selector = label_selector(raw_selector)
         pods = self._pods(inp.namespace, selector or f"{CONTROLLER_UID_LABEL}={inp.uid}")
-        # A gone Job's Pods may have lost their ownerReference to an orphaning delete; their
-        # finalizers must still be released (C15-C17), so they stay in the snapshot.
-        owned = [p for p in pods if _controller_uid(p) == inp.uid or (not ours and _controller_uid(p) is None)]
-        if ours and job is not None and selector and not job["metadata"].get("deletionTimestamp"):
-            orphans = [p for p in pods if _controller_uid(p) is None and not p["metadata"].get("deletionTimestamp")]
-            owned += [a for a in (self._adopt(job, p) for p in orphans) if a is not None]
-        return job_snapshot(job, owned, namespace=inp.namespace, name=inp.name, uid=inp.uid)
+        listed = {p["metadata"]["name"] for p in pods}
+        missing = [p for p in (self.kube.get("Pod", inp.namespace, n) for n in inp.expect if n not in listed)
+                   if p is not None]
+        if not ours or job is None:
+            # A gone Job's Pods may have lost their ownerReference to an orphaning delete; their
+            # finalizers must still be released (C15-C17), so they stay in the snapshot.
+            gone = [p for p in [*pods, *missing] if _controller_uid(p) in (inp.uid, None)]
+            return job_snapshot(job, gone, namespace=inp.namespace, name=inp.name, uid=inp.uid)
+        deleting = bool(job["metadata"].get("deletionTimestamp"))
+        owned: list[dict[str, Any]] = []
+        unmatched: list[dict[str, Any]] = []
+        # Without a usable selector nothing is adopted, and nothing released either.
+        read = [(p, selector is None or selector_matches(raw_selector, p["metadata"].get("labels") or {}))
+                for p in missing]
+        for p, matches in [*((p, True) for p in pods), *read]:
+            verdict = claim_pod(p, job_uid=inp.uid, job_deleting=deleting, matches=matches)
+            if verdict == "claimed":
+                owned.append(p)
+            elif verdict == "unmatched":
+                unmatched.append(p)
+            elif verdict == "adopt" and selector is not None and (adopted := self._adopt(job, p)) is not None:
+                owned.append(adopted)
+        return job_snapshot(job, owned, namespace=inp.namespace, name=inp.name, uid=inp.uid, unmatched=unmatched)
 
     def _adopt(self, job: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any] | None:
         """B23: make the Job the controller of an orphan Pod and add the tracking finalizer.
@@ -297,6 +362,28 @@ class JobActivities:
         """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, C5)."""
         return PodsResult(names=_heartbeating(self.pool, lambda n: self._release(inp.namespace, n), inp.pods))
 
+    @activity.defn(name="release_unmatched_job_pods")
+    @temporal_errors
+    def release_unmatched(self, inp: ReleaseUnmatchedInput) -> PodsResult:
+        """B23: release Pods whose labels stopped matching, as upstream's ``ReleasePod``.
+
+        One strategic-merge patch per Pod deletes the Job's ownerReference by uid and the
+        tracking finalizer, on the Pod's uid. 404 (gone), 409 (a new Pod of that name) and 422
+        (no such reference any more) mean there is nothing left to release.
+        """
+        def one(name: str) -> str:
+            patch = {"metadata": {"uid": inp.pods[name],
+                                  "ownerReferences": [{"$patch": "delete", "uid": inp.job_uid}],
+                                  "$deleteFromPrimitiveList/finalizers": [JOB_TRACKING_FINALIZER]}}
+            try:
+                self.kube.patch("Pod", inp.namespace, name, patch, patch_type="application/strategic-merge-patch+json")
+                activity.logger.info("released Pod %s/%s from Job %s", inp.namespace, name, inp.job_uid)
+            except (NotFound, Conflict, Invalid):
+                pass
+            return name
+
+        return PodsResult(names=_heartbeating(self.pool, one, sorted(inp.pods)))
+
     @activity.defn(name="delete_job_pods")
     @temporal_errors
     def delete_pods(self, inp: DeletePodsInput) -> PodsResult:
@@ -310,4 +397,5 @@ class JobActivities:
         return PodsResult(names=_heartbeating(self.pool, one, inp.pods))
 
     def all(self) -> list[Any]:
-        return [self.observe, self.write_status, self.create_pods, self.release_finalizers, self.delete_pods]
+        return [self.observe, self.write_status, self.create_pods, self.release_finalizers, self.release_unmatched,
+                self.delete_pods]

@@ -356,9 +356,8 @@ class Bridge:
             labels = meta.get("labels") or {}
             if POD_TTL_LABEL in labels:
                 await self.ttl(etype, TTLObservation.of_pod(Pod.model_validate(obj)))
-            if POD_JOB_LABEL in labels and labels.get(CONTROLLER_UID_LABEL) and labels.get(JOB_NAME_LABEL):
-                self._to_poke.add(job_workflow_id(meta.get("namespace", ""), labels[JOB_NAME_LABEL],
-                                                  labels[CONTROLLER_UID_LABEL]))
+            if POD_JOB_LABEL in labels and (wid := _job_of_pod(meta)) is not None:
+                self._to_poke.add(wid)
 
     async def ttl(self, etype: str, obs: TTLObservation) -> None:
         """Start or inform the TTL workflow of one object."""
@@ -563,6 +562,25 @@ def _pick(d: dict[str, Any] | None, keys: tuple[str, ...]) -> dict[str, Any]:
 
 def _controller(meta: dict[str, Any]) -> dict[str, Any] | None:
     return next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+
+
+def _job_of_pod(meta: dict[str, Any]) -> str | None:
+    """The Job workflow a Pod event concerns: its controlling Job, else the Job its labels name.
+
+    The controller reference goes first: a Pod relabeled so that it no longer matches its Job's
+    selector (even the ``controller-uid`` label changed) must still wake its Job, which releases
+    it (B23); an orphan is routed by its labels, for adoption.
+    """
+    owner = _controller(meta)
+    ns = meta.get("namespace", "")
+    if owner is not None:
+        if owner.get("kind") == "Job" and owner.get("name") and owner.get("uid"):
+            return job_workflow_id(ns, owner["name"], owner["uid"])
+        return None
+    labels = meta.get("labels") or {}
+    if labels.get(CONTROLLER_UID_LABEL) and labels.get(JOB_NAME_LABEL):
+        return job_workflow_id(ns, labels[JOB_NAME_LABEL], labels[CONTROLLER_UID_LABEL])
+    return None
 
 
 def _attributes(kind: str, namespace: str, name: str, uid: str) -> TypedSearchAttributes:

@@ -6,11 +6,13 @@ Activities (activities/job.py) are called by name; the decisions are pure (workf
 
 Each *sync* mirrors upstream's ``syncJob``:
 
-1. ``observe_job``: a fresh snapshot — the Job and every Pod it owns;
-2. ``jobsync.plan_sync``: what to delete, create, record, release, and when to look again;
-3. act: delete and create Pods (batched), then the tracking protocol — step 1 write the new
-   uncounted uids (and interim conditions), step 2 remove those Pods' finalizers, step 3 fold
-   the uids into ``succeeded``/``failed`` — each an idempotent activity.
+1. ``observe_job``: a fresh snapshot — the Job and every Pod it owns (orphans adopted, Pods
+   that stopped matching its selector set apart);
+2. ``jobsync.plan_sync``: what to release, delete, create, record, and when to look again;
+3. act: release the Pods that stopped matching (B23), delete and create Pods (batched), then
+   the tracking protocol — step 1 write the new uncounted uids (and interim conditions), step 2
+   remove those Pods' finalizers, step 3 fold the uids into ``succeeded``/``failed`` — each an
+   idempotent activity.
 
 The uids whose finalizer removal was requested live in the workflow's durable memory, where
 upstream keeps an in-memory cache that a restart loses. A worker killed between any two steps
@@ -45,6 +47,8 @@ with workflow.unsafe.imports_passed_through():
         PodsResult,
         PodToCreate,
         ReleaseInput,
+        ReleaseUnmatchedInput,
+        SyncPlan,
         WriteStatusInput,
     )
     from workflows.policies import K8S_BEST_EFFORT_RETRY, K8S_CALL_TIMEOUT, K8S_RETRY
@@ -56,6 +60,8 @@ BULK_HEARTBEAT = timedelta(seconds=10)
 CREATE_BACKOFF_MAX = timedelta(minutes=5)
 #: the API server's alphabet for generated names (no vowels, no look-alike digits)
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+#: B23 release: a new activity, only ever scheduled for Pods that stopped matching their selector
+RELEASE_UNMATCHED_PATCH = "release-unmatched-pods"
 
 
 def _finished(status: JobStatusView) -> bool:
@@ -76,6 +82,7 @@ class JobWorkflow:
         self._failure_backoff = timedelta(seconds=10)
         self._last: JobSnapshot | None = None
         self.syncs = 0
+        self._expect: list[str] = list(inp.expect)  # B23: Pods the next LIST should show
 
     @workflow.signal(name="poke")
     def poke(self) -> None:
@@ -112,7 +119,8 @@ class JobWorkflow:
                 return outcome
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(JobInput(namespace=self.ns, name=self.name, uid=self.uid, memory=self.memory))
+                workflow.continue_as_new(JobInput(namespace=self.ns, name=self.name, uid=self.uid, memory=self.memory,
+                                                  expect=self._expect))
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
                     lambda: self._poked, timeout=requeue,
@@ -121,11 +129,19 @@ class JobWorkflow:
     async def sync(self) -> tuple[str | None, timedelta | None]:
         """One sync; returns the final outcome (to end the workflow) and when to look again."""
         self.syncs += 1
-        snap: JobSnapshot = await self._call("observe_job", ObserveJobInput(namespace=self.ns, name=self.name, uid=self.uid),
-                                             JobSnapshot, local=True)
+        snap: JobSnapshot = await self._call(
+            "observe_job", ObserveJobInput(namespace=self.ns, name=self.name, uid=self.uid, expect=self._expect),
+            JobSnapshot, local=True)
         self._last = snap
         self._trim_memory(snap)
         plan = jobsync.plan_sync(snap, self.memory, workflow.now())
+        self._expect = self.expected_pods(snap, plan)
+        released_unmatched: set[str] = set()
+        if plan.release_unmatched and workflow.patched(RELEASE_UNMATCHED_PATCH):  # B23, before all else
+            uids = {p.name: p.uid for p in snap.unmatched}
+            done: PodsResult = await self._call("release_unmatched_job_pods", ReleaseUnmatchedInput(
+                namespace=self.ns, job_uid=self.uid, pods={n: uids[n] for n in plan.release_unmatched}), PodsResult)
+            released_unmatched = set(done.names)
         if plan.delete:
             await self._call("delete_job_pods", DeletePodsInput(namespace=self.ns, pods=plan.delete), PodsResult)
         if plan.release_and_delete:
@@ -142,7 +158,7 @@ class JobWorkflow:
                 return None, timedelta(0)  # the Job moved on since the snapshot: look again
             status, rv = plan.record, written
         if plan.release:  # step 2
-            uids = {p.name: p.uid for p in snap.pods}
+            uids = {p.name: p.uid for p in [*snap.pods, *snap.unmatched]}
             res: PodsResult = await self._call("release_job_pods", ReleaseInput(namespace=self.ns, pods=plan.release),
                                                PodsResult)
             self.memory = self.memory.model_copy(update={"finalizers_removed": [
@@ -155,7 +171,8 @@ class JobWorkflow:
         for ev in plan.events:
             await self._event(ev.type, ev.reason, ev.message)
         released = set(self.memory.finalizers_removed)
-        holding = [p for p in snap.pods if p.has_finalizer and p.uid not in released]
+        holding = [p for p in [*snap.pods, *snap.unmatched]
+                   if p.has_finalizer and p.uid not in released and p.name not in released_unmatched]
         if (snap.gone or _finished(folded)) and not holding:
             workflow.logger.info("Job %s/%s %s; no Pod holds the tracking finalizer", self.ns, self.name,
                                  "is gone" if snap.gone else "finished")
@@ -167,6 +184,13 @@ class JobWorkflow:
             requeue = min(requeue or timedelta(seconds=1), timedelta(seconds=1))  # follow through promptly
         return None, requeue
 
+    def expected_pods(self, snap: JobSnapshot, plan: SyncPlan) -> list[str]:
+        """B23: the Pods the next sync's LIST must show, unless relabeled (those holding the finalizer
+        whose removal is not requested; the Pods this sync creates are added as they are made)."""
+        removed = set(self.memory.finalizers_removed)
+        dropped = {*plan.release, *plan.release_and_delete}
+        return sorted(p.name for p in snap.pods if p.has_finalizer and p.uid not in removed and p.name not in dropped)
+
     async def create_pods(self, pods: list[PodToCreate]) -> timedelta | None:
         """Create Pods; a rejected template fails the Job, a quota-like refusal backs off."""
         rnd = workflow.random()  # replayed identically: a retried activity asks for the same names
@@ -175,6 +199,7 @@ class JobWorkflow:
             "create_job_pods", CreatePodsInput(namespace=self.ns, name=self.name, uid=self.uid,
                                                indexes=[p.index for p in pods], pods=pods),
             CreatePodsResult)
+        self._expect += res.created
         if res.invalid:
             await self._event("Warning", "FailedCreate", f"Error creating: {res.invalid}")
             await self._fail("PodCreationFailed", f"Pod creation was rejected: {res.invalid}")

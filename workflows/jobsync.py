@@ -3,8 +3,9 @@
 Layer: workflows, pure (no I/O, no wall clock, no randomness, no temporalio). Caller: the Job
 workflow, once per sync. An activity reads the Job and its Pods into a :class:`JobSnapshot`;
 :func:`plan_sync` turns it and the workflow's durable :class:`JobMemory` into a
-:class:`SyncPlan`; the workflow applies the plan with idempotent activities (deletes, creates,
-step 1 write ``record``, step 2 remove the finalizers of ``release``) and finally calls
+:class:`SyncPlan`; the workflow applies the plan with idempotent activities (release the Pods
+that stopped matching the selector, deletes, creates, step 1 write ``record``, step 2 remove the
+finalizers of ``release``) and finally calls
 :func:`fold` (step 3) and writes its result if it changed. Every time is passed in as an aware
 datetime; a naive one is a bug and raises ValueError.
 
@@ -551,11 +552,35 @@ def plan_sync(
         ValueError: ``now`` is naive.
     """
     now = _aware(now)
+    holding = [p.name for p in [*snap.pods, *snap.unmatched] if p.has_finalizer]
     if snap.gone:
-        return SyncPlan(release=[p.name for p in snap.pods if p.has_finalizer])
+        return SyncPlan(release=holding)
     if _true(snap.status.conditions, COMPLETE) or _true(snap.status.conditions, FAILED):
-        return SyncPlan(release=[p.name for p in snap.pods if p.has_finalizer], finished=True)
+        return SyncPlan(release=holding, finished=True)
     return _Sync(snap, memory, now, backoff_base, backoff_cap).sync_job()
+
+
+def release_unmatched_pods(snap: JobSnapshot) -> tuple[list[str], list[str]]:
+    """B23, second half (upstream ``ClaimObject``): what becomes of Pods that stopped matching.
+
+    ``snap.unmatched`` holds the Pods the Job controls (controller reference = its uid) whose
+    labels no longer match its selector. They are not the Job's any more: never active, never
+    counted (a uid already in the uncounted lists is folded as released, C6). Upstream releases
+    them unless the Job is being deleted, and its release patch removes the tracking finalizer
+    with the reference. While the Job is being deleted upstream leaves them owned, so the garbage
+    collector still deletes them with the Job; their finalizer then goes without counting, as
+    every Pod's does while the Job is being deleted (C9), so none holds it forever.
+
+    Args:
+        snap: a fresh snapshot of a live (not gone, not finished) Job.
+
+    Returns:
+        ``(release, drop_finalizer)``: Pod names whose ownerReference and finalizer to remove,
+        and Pod names whose finalizer alone to remove.
+    """
+    if snap.deleting:
+        return [], [p.name for p in snap.unmatched if p.has_finalizer]
+    return [p.name for p in snap.unmatched], []
 
 
 class _Sync:
@@ -899,13 +924,15 @@ class _Sync:
         if self.reached_max:
             self.requeue.append(MIN_REQUEUE)
         requeue = min(self.requeue) if self.requeue else None
+        release_unmatched, drop_finalizer = release_unmatched_pods(self.snap)  # B23
         return SyncPlan(
             record=None if status == st else status,
             create=self.create, events=self.events, backoff=self.backoff,
             counted_backoff=self.counted_backoff,
             requeue_after=None if requeue is None else min(requeue, MAX_REQUEUE),
             policy_actions=self.policy_actions,
-            delete=self.delete, release_and_delete=self.release_and_delete, release=self.release,
+            delete=self.delete, release_and_delete=self.release_and_delete,
+            release=self.release + drop_finalizer, release_unmatched=release_unmatched,
         )
 
     # -- helpers --

@@ -682,6 +682,9 @@ class JobSnapshot(_K8s):
     spec: JobSpecView = Field(default_factory=JobSpecView)
     status: JobStatusView = Field(default_factory=JobStatusView)
     pods: list[PodInfo] = Field(default_factory=list)
+    #: B23: Pods the Job controls whose labels no longer match its selector (to be released);
+    #: never counted, never active
+    unmatched: list[PodInfo] = Field(default_factory=list)
 
 
 class BackoffRecord(_K8s):
@@ -719,7 +722,7 @@ class SyncPlan(_K8s):
     """The decisions of one sync (upstream ``syncJob``), computed purely from a snapshot and memory.
 
     The workflow applies them in this order, each an idempotent activity:
-    ``delete`` / ``release_and_delete`` → ``create`` → step 1 write ``record`` (if not None) →
+    ``release_unmatched`` → ``delete`` / ``release_and_delete`` → ``create`` → step 1 write ``record`` (if not None) →
     step 2 remove finalizers of ``release`` → step 3 :func:`fold` and write → ``finish``.
     """
 
@@ -734,6 +737,8 @@ class SyncPlan(_K8s):
     requeue_after: timedelta | None = None  # backoff wait or active deadline
     finished: bool = False  # the Job already carries Complete=True or Failed=True (C18)
     policy_actions: list[str] = Field(default_factory=list)  # H19: podFailurePolicy actions of recorded Pods
+    #: B23, first of all: Pods to release (the Job's ownerReference and the tracking finalizer removed)
+    release_unmatched: list[str] = Field(default_factory=list)
 
 
 def _ts(raw: object) -> datetime | None:
@@ -800,8 +805,10 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
 
 
 def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, namespace: str, name: str,
-                 uid: str) -> JobSnapshot:
+                 uid: str, unmatched: list[dict[str, Any]] | None = None) -> JobSnapshot:
     """A :class:`JobSnapshot` from a fresh GET of the Job (None: gone) and the LIST of its Pods.
+
+    ``unmatched`` are Pods the Job controls whose labels no longer match its selector (B23).
 
     Pods that finished, no longer hold the tracking finalizer and are not in the uncounted lists
     are already counted (C1) and play no part in any decision: they are left out, which keeps
@@ -840,7 +847,7 @@ def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, name
             start_time=_ts(status.get("startTime")), completion_time=_ts(status.get("completionTime")),
             conditions=[Condition.model_validate(c) for c in status.get("conditions") or []],
         ),
-        pods=infos,
+        pods=infos, unmatched=[pod_info(p) for p in unmatched or []],
     )
 
 
@@ -851,12 +858,17 @@ class JobInput(_K8s):
     name: str
     uid: str
     memory: JobMemory = Field(default_factory=JobMemory)
+    expect: list[str] = Field(default_factory=list)  # ObserveJobInput.expect of the next sync (B23)
 
 
 class ObserveJobInput(_K8s):
     namespace: str
     name: str
     uid: str
+    #: Pods the workflow last saw holding the tracking finalizer (and those it just created): one
+    #: missing from the selector's LIST was relabeled or lost its finalizer to someone, so the
+    #: activity reads it by name (B23 release); in the steady state every one is listed, at no cost
+    expect: list[str] = Field(default_factory=list)
 
 
 class WriteStatusInput(_K8s):
@@ -894,6 +906,14 @@ class CreatePodsResult(_K8s):
 class ReleaseInput(_K8s):
     namespace: str
     pods: list[str]
+
+
+class ReleaseUnmatchedInput(_K8s):
+    """B23: take the Job's ownerReference (and the tracking finalizer) off Pods that stopped matching."""
+
+    namespace: str
+    job_uid: str
+    pods: dict[str, str]  # name -> uid (the patch's uid precondition)
 
 
 class DeletePodsInput(_K8s):

@@ -230,3 +230,42 @@ def test_a_retried_pod_creation_meets_its_own_pods_and_makes_no_second(kube: Kub
     assert second_.created[2].startswith("again-2-") and second_.created[2] != "again-2-x9bcd"
     names = {p["metadata"]["name"] for p in pods_of(kube, namespace, job)}
     assert names == {"again-0-x0bcd", "again-1-x1bcd", "again-2-x2bcd", second_.created[2]}
+
+
+def test_a_relabeled_pod_is_found_by_name_and_released_from_its_job(kube: Kube, namespace) -> None:
+    # spec job.md B23: the selector's LIST no longer shows it; the expected name is read, set
+    # apart as unmatched, and released with upstream's patch (ownerReference by uid + finalizer)
+    from activities.job import JobActivities
+    from tests.integration.test_job import job_manifest
+    from workflows.models import (
+        JOB_TRACKING_FINALIZER,
+        CreatePodsInput,
+        ObserveJobInput,
+        PodToCreate,
+        ReleaseUnmatchedInput,
+    )
+
+    manifest = job_manifest("loose", completions=2, parallelism=2, run_seconds=60, suspend=True)
+    manifest["spec"].update({"manualSelector": True, "selector": {"matchLabels": {"app": "loose"}}})
+    job = kube.create("Job", namespace, manifest)
+    uid = job["metadata"]["uid"]
+    acts = JobActivities(kube)
+    made = ActivityEnvironment().run(acts.create_pods, CreatePodsInput(
+        namespace=namespace, name="loose", uid=uid, pods=[PodToCreate(), PodToCreate()]))
+    stray, kept = sorted(made.created)
+    kube.patch("Pod", namespace, stray, {"metadata": {"labels": {"app": "debug"}}})
+    observe = ObserveJobInput(namespace=namespace, name="loose", uid=uid)
+    blind = ActivityEnvironment().run(acts.observe, observe)
+    assert [p.name for p in blind.pods] == [kept] and blind.unmatched == []  # not expected: not looked for
+    snap = ActivityEnvironment().run(acts.observe, observe.model_copy(update={"expect": [kept, stray, "deleted"]}))
+    assert [p.name for p in snap.pods] == [kept] and [p.name for p in snap.unmatched] == [stray]
+    res = ActivityEnvironment().run(acts.release_unmatched, ReleaseUnmatchedInput(
+        namespace=namespace, job_uid=uid, pods={stray: snap.unmatched[0].uid}))
+    assert res.names == [stray]
+    meta = kube.get("Pod", namespace, stray)["metadata"]
+    assert not meta.get("ownerReferences") and JOB_TRACKING_FINALIZER not in (meta.get("finalizers") or [])
+    again = ActivityEnvironment().run(acts.release_unmatched, ReleaseUnmatchedInput(
+        namespace=namespace, job_uid=uid, pods={stray: snap.unmatched[0].uid, "deleted": "x"}))
+    assert sorted(again.names) == ["deleted", stray]  # nothing left to release is done
+    after = ActivityEnvironment().run(acts.observe, observe.model_copy(update={"expect": [kept, stray]}))
+    assert [p.name for p in after.pods] == [kept] and after.unmatched == []  # an orphan now, not matching

@@ -174,3 +174,35 @@ async def test_orphan_pod_matching_a_manual_selector_is_adopted_and_counted(clie
                if any(o.get("uid") == job["metadata"]["uid"] for o in p["metadata"].get("ownerReferences") or [])]
     assert st["succeeded"] == 2 and len(created) == 2  # the adopted Pod counted; only one Pod created
     assert not [p for p in created if "batch.kubernetes.io/job-tracking" in p["metadata"].get("finalizers", [])]
+
+
+async def test_a_running_pod_relabeled_out_of_the_selector_is_released_and_replaced(client, kube: Kube, namespace,
+                                                                                    task_queue):
+    # spec job.md B23, second half: the Job's controller reference and the tracking finalizer are
+    # patched off the Pod (upstream's ReleasePod), it no longer counts, and a replacement is made
+    labels = {"app": "quarantine"}
+    manifest = job_manifest("quarantine", completions=2, parallelism=2, run_seconds=4)
+    manifest["spec"].update({"manualSelector": True, "selector": {"matchLabels": labels}})
+    manifest["spec"]["template"]["metadata"]["labels"] = labels
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, manifest)
+        uid = job["metadata"]["uid"]
+        victim = await eventually(lambda: next((p for p in kube.list("Pod", namespace, label_selector="app=quarantine")
+                                                ["items"] if p.get("status", {}).get("phase") == "Running"), None))
+        name = victim["metadata"]["name"]
+        kube.patch("Pod", namespace, name, {"metadata": {"labels": {"app": "debug"}}})
+
+        def released() -> dict[str, Any] | None:
+            meta = kube.get("Pod", namespace, name)["metadata"]
+            return meta if not meta.get("ownerReferences") else None
+
+        meta = await eventually(released, what="relabeled Pod released")
+        assert "batch.kubernetes.io/job-tracking" not in (meta.get("finalizers") or [])
+        assert await outcome(client, namespace, job, timeout=60) == "Complete"
+    st = kube.get("Job", namespace, "quarantine")["status"]
+    ours = [p for p in kube.list("Pod", namespace)["items"]
+            if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
+    assert st["succeeded"] == 2 and st.get("failed", 0) == 0  # the released Pod is not counted
+    assert len(ours) == 2 and name not in {p["metadata"]["name"] for p in ours}  # its replacement instead
+    assert kube.get("Pod", namespace, name)["metadata"]["labels"]["app"] == "debug"  # left running, not deleted
+    assert not [p for p in ours if "batch.kubernetes.io/job-tracking" in p["metadata"].get("finalizers", [])]

@@ -118,11 +118,14 @@ class Sim:
         self.failed_uids: set[str] = set()
         self.gc_finished = gc_finished  # PodGC deletes finished Pods once their finalizer is gone
         self.deleting = self.gone = False
+        self.relabeled: set[str] = set()  # B23: Pods whose labels no longer match the selector
+        self.released: dict[str, PodInfo] = {}  # B23: Pods no longer the Job's
 
     def snapshot(self) -> JobSnapshot:
         return JobSnapshot(namespace="ns", name="job", uid="job-uid", spec=self.spec,
-                           status=self.status, pods=list(self.pods.values()),
-                           deleting=self.deleting, gone=self.gone)
+                           status=self.status, deleting=self.deleting, gone=self.gone,
+                           pods=[p for n, p in self.pods.items() if n not in self.relabeled],
+                           unmatched=[p for n, p in self.pods.items() if n in self.relabeled])
 
     def write(self, new: JobStatusView) -> None:
         check_write(self.status, new, self.spec)
@@ -136,6 +139,8 @@ class Sim:
         """One sync; ``crash_after`` in create/record/release stops the workflow there."""
         snap = self.snapshot()
         plan = plan_sync(snap, self.memory, self.now)
+        for name in plan.release_unmatched:  # B23: ownerReference and finalizer removed in one patch
+            self.released[name] = self.pods.pop(name).model_copy(update={"has_finalizer": False})
         for name in plan.delete:
             self.set(name, deleting=True)  # F17: finalizer kept
         for name in plan.release_and_delete:
@@ -152,7 +157,7 @@ class Sim:
             self.write(plan.record)  # step 1
         if crash_after == "record":
             return plan
-        uids = {p.name: p.uid for p in snap.pods}
+        uids = {p.name: p.uid for p in [*snap.pods, *snap.unmatched]}
         for name in plan.release:  # step 2
             self.set(name, has_finalizer=False)
         self.memory = self.memory.model_copy(update={
@@ -811,3 +816,66 @@ def test_pruned_memory_still_counts_each_pod_once(crash: str | None) -> None:
     assert sim.status.succeeded == 6 and sim.memory.finalizers_removed != []
     assert prune_finalizers_removed(sim.snapshot(), sim.memory.finalizers_removed) == []
     sim.assert_clean()
+
+
+# --- release of Pods that stopped matching the selector (B23, second half) -------------------------
+
+
+@pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
+def test_a_relabeled_running_pod_is_released_not_counted_and_replaced(crash: str | None) -> None:
+    sim = Sim(completions=3, parallelism=2)
+    sim.sync()
+    sim.kubelet()  # job-1 and job-2 Running
+    sim.relabeled.add("job-1")
+    plan = sim.sync(crash)
+    assert plan.release_unmatched == ["job-1"] and len(plan.create) == 1  # released first, replaced at once
+    sim.run(crash)
+    assert (sim.status.succeeded, sim.status.failed, sim.created) == (3, 0, 4)
+    assert "job-1" not in sim.pods and not sim.released["job-1"].has_finalizer  # not the Job's any more
+    sim.assert_clean()
+
+
+@pytest.mark.parametrize(
+    ("unmatched", "status", "counts", "release_unmatched"),
+    [
+        (pod("run"), JobStatusView(), (0, 0), ["run"]),
+        (pod("ok", "Succeeded"), JobStatusView(), (0, 0), ["ok"]),
+        (pod("bad", "Failed"), JobStatusView(), (0, 0), ["bad"]),
+        (pod("ok", "Succeeded"), JobStatusView(uncounted_succeeded=["u-ok"]), (1, 0), ["ok"]),
+        (pod("gone", "Succeeded", fin=False), JobStatusView(), (0, 0), ["gone"]),
+    ],
+    ids=["running: released, not active", "succeeded before counted: never counted",
+         "failed before counted: neither counted nor toward backoff", "uid already uncounted: folded as released (C6)",
+         "finalizer already gone: the reference still goes"],
+)
+def test_unmatched_pods_are_released_and_never_counted(unmatched: PodInfo, status: JobStatusView,
+                                                       counts: tuple[int, int], release_unmatched: list[str]) -> None:
+    st = status.model_copy(update={"start_time": NOW - 100 * S})
+    snap = make_snapshot(pod("mine"), status=st, completions=5, parallelism=1).model_copy(
+        update={"unmatched": [unmatched]})
+    plan = plan_sync(snap, JobMemory(), NOW)
+    assert plan.release_unmatched == release_unmatched
+    assert plan.release == [] and plan.create == [] and plan.backoff == BackoffRecord()
+    rec = plan.record or st
+    assert (rec.succeeded, rec.failed) == counts and rec.active == 1
+    assert unmatched.uid not in rec.uncounted_succeeded + rec.uncounted_failed
+
+
+@pytest.mark.parametrize(
+    ("state", "release_unmatched", "release"),
+    [
+        ({"deleting": True}, [], ["run"]),
+        ({"gone": True}, [], ["run"]),
+        ({"status": JobStatusView(start_time=NOW, completion_time=NOW, conditions=[cond("Complete")])}, [], ["run"]),
+        ({}, ["run"], []),
+    ],
+    ids=["job being deleted: kept owned (the GC deletes it), finalizer dropped uncounted (C9)",
+         "job gone: finalizer dropped (C15)", "job finished: finalizer dropped (C15)", "live job: released"],
+)
+def test_unmatched_pod_of_a_job_that_is_not_live_only_loses_its_finalizer(
+        state: dict[str, Any], release_unmatched: list[str], release: list[str]) -> None:
+    snap = make_snapshot(completions=5, **state).model_copy(update={"unmatched": [pod("run")]})
+    plan = plan_sync(snap, JobMemory(), NOW)
+    assert (plan.release_unmatched, plan.release) == (release_unmatched, release)
+    assert plan.record is None or plan.record.uncounted_failed == []
+
