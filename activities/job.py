@@ -306,7 +306,7 @@ class JobActivities:
         if job is None:
             return CreatePodsResult(gone=True)
         created: list[str] = []
-        failed = 0
+        failed = refused = 0
         invalid: str | None = None
         forbidden: str | None = None
         todo = list(inp.pods) or [PodToCreate(index=i) for i in inp.indexes]
@@ -317,9 +317,9 @@ class JobActivities:
                 if name is not None:
                     created.append(name)
                 elif isinstance(err, Invalid):
-                    invalid = err.message
+                    invalid, refused = err.message, refused + 1
                 elif isinstance(err, Forbidden):
-                    forbidden = err.message
+                    forbidden, refused = err.message, refused + 1
                 elif err is not None:
                     failed += 1
             activity.heartbeat(len(created))
@@ -328,7 +328,7 @@ class JobActivities:
             batch *= 2
         if failed and not created:
             raise KubeError(0, "CreateFailed", f"could not create Pods for Job {inp.namespace}/{inp.name}")
-        return CreatePodsResult(created=created, failed=failed, invalid=invalid, forbidden=forbidden)
+        return CreatePodsResult(created=created, failed=failed, refused=refused, invalid=invalid, forbidden=forbidden)
 
     def _create_one(self, job: dict[str, Any], want: PodToCreate) -> tuple[str | None, KubeError | None]:
         ns = job["metadata"]["namespace"]

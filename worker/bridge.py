@@ -46,6 +46,11 @@ from workflows.identity import (
     ttl_workflow_id,
 )
 from workflows.job import JobWorkflow
+from workflows.jobmetrics import (
+    METRICS,
+    TERMINATED_PODS_TRACKING_FINALIZER,
+    tracking_finalizer_event,
+)
 from workflows.models import (
     CONTROLLER_UID_LABEL,
     CRONJOB_MANAGED_LABEL,
@@ -78,8 +83,22 @@ DISPATCH_SECONDS = _meter.create_histogram(
     explicit_bucket_boundaries_advisory=[0.001 * 2**k for k in range(15)],
 )
 
+#: spec job-policies L10: upstream's informer-side Job controller metric, for the Pods batchd watches
+TRACKING_FINALIZER = _meter.create_counter(
+    TERMINATED_PODS_TRACKING_FINALIZER,
+    description=next(m.description for m in METRICS if m.name == TERMINATED_PODS_TRACKING_FINALIZER))
+
 Handler = Callable[[str, dict[str, Any]], None]
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
+#: called with (old, new) for every change an informer sees, before its handler (None: not known / deleted)
+Observer = Callable[[dict[str, Any] | None, dict[str, Any] | None], None]
+
+
+def count_tracking_finalizer(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+    """L10: count a Pod entering or leaving "finished and holding the tracking finalizer"."""
+    event = tracking_finalizer_event(old, new)
+    if event is not None:
+        TRACKING_FINALIZER.add(1, {"event": event})
 
 
 class Informer:
@@ -91,12 +110,15 @@ class Informer:
 
     ``transform`` (client-go's ``SetTransform``) turns each object, as it is decoded, into what
     is kept and handed on; the same dict is the handler's argument and the relist tombstone.
+    ``observer`` sees every change as (old, new), as client-go's update handlers do.
     """
 
     def __init__(self, kube: Kube, kind: str, namespace: str | None, handler: Handler, *,
                  label_selector: str | None = None, resync_seconds: float = 600.0,
-                 watch_timeout_seconds: int = 300, transform: Transform | None = None) -> None:
+                 watch_timeout_seconds: int = 300, transform: Transform | None = None,
+                 observer: Observer | None = None) -> None:
         self.kube, self.kind, self.namespace, self.handler = kube, kind, namespace, handler
+        self.observer = observer
         self.transform = transform or (lambda obj: obj)
         self.label_selector = label_selector
         self.resync_seconds = resync_seconds
@@ -147,9 +169,11 @@ class Informer:
                 break
         for uid, old in self._known.items():
             if uid not in seen:
+                self._observe(old, None)
                 self.handler("DELETED", old)
-        self._known = seen
-        for obj in seen.values():
+        known, self._known = self._known, seen
+        for uid, obj in seen.items():
+            self._observe(known.get(uid), obj)
             self.handler("SYNC", obj)
         self.synced.set()
         return rv
@@ -173,10 +197,18 @@ class Informer:
                 obj = self.transform(obj)
                 uid = obj.get("metadata", {}).get("uid", "")
                 if etype == "DELETED":
-                    self._known.pop(uid, None)
+                    self._observe(self._known.pop(uid, None) or obj, None)
                 else:
+                    self._observe(self._known.get(uid), obj)
                     self._known[uid] = obj
                 self.handler(str(etype), obj)
+
+    def _observe(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if self.observer is not None:
+            try:
+                self.observer(old, new)
+            except Exception:  # an observer (metrics) must never stop the informer
+                log.exception("informer %s: observer failed", self._thread.name)
 
 
 # The value of spec.managedBy that names Kubernetes' own Job controller (its default when unset).
@@ -237,7 +269,8 @@ class Bridge:
             self._informers.append(Informer(self.kube, "Pod", ns, self._enqueue, label_selector=POD_TTL_LABEL,
                                             resync_seconds=resync, transform=bridge_view))
             self._informers.append(Informer(self.kube, "Pod", ns, self._enqueue, label_selector=POD_JOB_LABEL,
-                                            resync_seconds=resync, transform=bridge_view))
+                                            resync_seconds=resync, transform=bridge_view,
+                                            observer=count_tracking_finalizer))
         self._tasks.append(asyncio.create_task(self._poker(), name="bridge-poker"))
         for inf in self._informers[len(cronjobs):]:
             inf.start()

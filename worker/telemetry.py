@@ -6,6 +6,12 @@ provider; the Temporal SDK's metrics (and ``workflow.metric_meter()`` / ``activi
 are buffered by the Temporal ``Runtime`` and forwarded into the same provider. One Prometheus
 registry serves them all on ``/metrics``. Traces use the SDK's OpenTelemetry interceptor and are
 exported over OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set and the exporter is installed.
+
+Upstream's Job controller metrics (workflows/jobmetrics.py, recorded by the Job workflow through
+``workflow.metric_meter()`` and by the bridge) get one view each: only upstream's labels are
+kept (the SDK adds ``namespace``, ``task_queue`` and ``workflow_type``, the runtime ``service``),
+and the sync-duration histogram gets upstream's buckets. The exporter's ``otel_scope_*`` labels
+are off, so a metric carries exactly the labels it was recorded with.
 """
 
 from __future__ import annotations
@@ -21,10 +27,13 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry
 from temporalio.contrib.opentelemetry import MetricsExporter, TracingInterceptor
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
+
+from workflows import jobmetrics
 
 _RESERVED = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
@@ -78,13 +87,23 @@ def install(service: str = "batchd") -> Telemetry:
     """
     registry = CollectorRegistry()
     resource = Resource.create({"service.name": service})
-    provider = MeterProvider(resource=resource, metric_readers=[PrometheusMetricReader(registry=registry)])
+    reader = PrometheusMetricReader(registry=registry, scope_info_enabled=False)
+    provider = MeterProvider(resource=resource, metric_readers=[reader], views=job_controller_views())
     metrics.set_meter_provider(provider)
     _install_tracing(resource)
     buffer = MetricBuffer(100_000)
     runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer, global_tags={"service": service}))
     exporter = MetricsExporter(buffer, provider, poll_interval=timedelta(seconds=1))
     return Telemetry(registry=registry, runtime=runtime, exporter=exporter, interceptors=[TracingInterceptor()])
+
+
+def job_controller_views() -> list[View]:
+    """One view per upstream Job controller metric: upstream's labels only; the histogram's buckets (L4, L5)."""
+    views = []
+    for m in jobmetrics.METRICS:
+        aggregation = ExplicitBucketHistogramAggregation(list(m.buckets)) if m.buckets else None
+        views.append(View(instrument_name=m.name, attribute_keys=set(m.labels), aggregation=aggregation))
+    return views
 
 
 def _install_tracing(resource: Resource) -> None:

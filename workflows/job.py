@@ -14,6 +14,13 @@ Each *sync* mirrors upstream's ``syncJob``:
    remove those Pods' finalizers, step 3 fold the uids into ``succeeded``/``failed`` — each an
    idempotent activity.
 
+Upstream's ``job_controller_*`` metrics (spec job-policies L4-L12) are recorded here, where the
+sync's action, its outcome and each successful status write are known, through
+``workflow.metric_meter()``: it records nothing while a history is replayed, so a worker restart
+counts nothing twice. The sync duration is measured in workflow time (``workflow.now()`` at the
+sync's first and last workflow task), so a sync whose steps all ran as local activities in one
+workflow task measures 0.
+
 The uids whose finalizer removal was requested live in the workflow's durable memory, where
 upstream keeps an in-memory cache that a restart loses. A worker killed between any two steps
 resumes from history; the next snapshot shows exactly what landed, so nothing is counted twice
@@ -24,14 +31,16 @@ finalizer any more; the TTL workflow takes it from there.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import MetricCounter, MetricHistogramFloat
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import jobsync
+    from workflows import jobmetrics, jobsync
     from workflows.models import (
         Condition,
         CreatePodsInput,
@@ -68,6 +77,54 @@ def _finished(status: JobStatusView) -> bool:
     return any(c.type in ("Complete", "Failed") and c.status == "True" for c in status.conditions)
 
 
+class JobMetrics:
+    """Upstream's ``job_controller_*`` instruments (L4-L12) on ``workflow.metric_meter()``.
+
+    The meter is replay-safe (nothing is recorded while replaying). The attributes the SDK adds
+    (``namespace``, ``task_queue``, ``workflow_type``) are dropped by the worker's views
+    (worker/telemetry.py), which leave exactly upstream's labels.
+    """
+
+    def __init__(self) -> None:
+        self._counters: dict[str, MetricCounter] = {}
+        self._duration: MetricHistogramFloat | None = None
+        self._specs = {m.name: m for m in jobmetrics.METRICS}
+
+    def add(self, name: str, value: int, **labels: str) -> None:
+        """Add ``value`` (≥ 0; upstream adds zeros too, which creates the series) to a counter."""
+        if value < 0:
+            return
+        counter = self._counters.get(name)
+        if counter is None:
+            counter = workflow.metric_meter().create_counter(name, self._specs[name].description)
+            self._counters[name] = counter
+        counter.add(value, labels)
+
+    def synced(self, mode: str, action: str, *, error: bool, took: timedelta) -> None:
+        """L5: one sample per sync of a live Job."""
+        labels = {"completion_mode": mode, "result": "error" if error else "success", "action": action}
+        if self._duration is None:
+            self._duration = workflow.metric_meter().create_histogram_float(
+                jobmetrics.SYNC_DURATION, self._specs[jobmetrics.SYNC_DURATION].description, "s")
+        self._duration.record(max(took.total_seconds(), 0.0), labels)
+        self.add(jobmetrics.SYNCS, 1, **labels)
+
+    def written(self, before: JobStatusView, after: JobStatusView, snap: JobSnapshot) -> None:
+        """L7, L8, L11: what a successful status write finished."""
+        mode = jobmetrics.completion_mode(snap.spec)
+        rises = jobmetrics.status_rises(before, after, snap.spec)
+        self.add(jobmetrics.PODS_FINISHED, rises.pods_succeeded, completion_mode=mode, result="succeeded")
+        self.add(jobmetrics.PODS_FINISHED, rises.pods_failed, completion_mode=mode, result="failed")
+        limit = jobmetrics.backoff_limit_label(snap.spec)
+        if rises.indexes_succeeded is not None:
+            self.add(jobmetrics.FINISHED_INDEXES, rises.indexes_succeeded, status="succeeded", backoffLimit=limit)
+        if rises.indexes_failed:
+            self.add(jobmetrics.FINISHED_INDEXES, rises.indexes_failed, status="failed", backoffLimit=limit)
+        finished = jobmetrics.job_finished(before, after)
+        if finished is not None:
+            self.add(jobmetrics.JOBS_FINISHED, 1, completion_mode=mode, result=finished[0], reason=finished[1])
+
+
 @workflow.defn(name="Job")
 class JobWorkflow:
     """Runs one Job: keeps its Pods going and its status counted, until it finishes or goes."""
@@ -83,6 +140,9 @@ class JobWorkflow:
         self._last: JobSnapshot | None = None
         self.syncs = 0
         self._expect: list[str] = list(inp.expect)  # B23: Pods the next LIST should show
+        self.metrics = JobMetrics()
+        self._sample: tuple[str, str] | None = None  # L5: (completion_mode, action) of this sync
+        self._errored = False  # L5: this sync met an error (result="error")
 
     @workflow.signal(name="poke")
     def poke(self) -> None:
@@ -104,17 +164,21 @@ class JobWorkflow:
     async def run(self, inp: JobInput) -> str:
         while True:
             self._poked = False
+            started = workflow.now()
             try:
                 outcome, requeue = await self.sync()
             except ActivityError as err:
                 # A permanent Kubernetes refusal (400/403/422) of a step: report it, keep the Job's
                 # state, and try again later rather than failing (and forgetting) the workflow.
+                self._errored = True
                 workflow.logger.error("Job %s/%s: sync failed: %s", self.ns, self.name, err.cause or err)
                 await self._event("Warning", "SyncFailed", str(err.cause or err)[:500])
                 outcome, requeue = None, self._failure_backoff
                 self._failure_backoff = min(self._failure_backoff * 2, CREATE_BACKOFF_MAX)
             else:
                 self._failure_backoff = timedelta(seconds=10)
+            if self._sample is not None:
+                self.metrics.synced(*self._sample, error=self._errored, took=workflow.now() - started)
             if outcome is not None:
                 return outcome
             if workflow.info().is_continue_as_new_suggested():
@@ -129,12 +193,17 @@ class JobWorkflow:
     async def sync(self) -> tuple[str | None, timedelta | None]:
         """One sync; returns the final outcome (to end the workflow) and when to look again."""
         self.syncs += 1
+        last = self._last
+        self._errored = False
+        self._sample = (None if last is None or last.gone or _finished(last.status)
+                        else (jobmetrics.completion_mode(last.spec), "reconciling"))  # if the read fails
         snap: JobSnapshot = await self._call(
             "observe_job", ObserveJobInput(namespace=self.ns, name=self.name, uid=self.uid, expect=self._expect),
             JobSnapshot, local=True)
         self._last = snap
         self._trim_memory(snap)
         plan = jobsync.plan_sync(snap, self.memory, workflow.now())
+        self._sample = None if snap.gone or plan.finished else (jobmetrics.completion_mode(snap.spec), plan.action)
         self._expect = self.expected_pods(snap, plan)
         released_unmatched: set[str] = set()
         if plan.release_unmatched and workflow.patched(RELEASE_UNMATCHED_PATCH):  # B23, before all else
@@ -150,13 +219,15 @@ class JobWorkflow:
         requeue = plan.requeue_after
         create_backoff: timedelta | None = None
         if plan.create and not snap.gone:
-            create_backoff = await self.create_pods(plan.create)
+            create_backoff = await self.create_pods(plan.create, plan.creation_reason)
         status, rv = snap.status, snap.resource_version
         if plan.record is not None and not snap.gone:  # step 1
-            written = await self._write(plan.record, snap, rv)
+            written = await self._write(plan.record, snap.status, snap, rv)
             if written is None:
                 return None, timedelta(0)  # the Job moved on since the snapshot: look again
             status, rv = plan.record, written
+        for action, n in sorted(Counter(plan.policy_actions).items()):  # L9, H19: once step 1 is written
+            self.metrics.add(jobmetrics.POD_FAILURES_HANDLED, n, action=action)
         if plan.release:  # step 2
             uids = {p.name: p.uid for p in [*snap.pods, *snap.unmatched]}
             res: PodsResult = await self._call("release_job_pods", ReleaseInput(namespace=self.ns, pods=plan.release),
@@ -165,7 +236,7 @@ class JobWorkflow:
                 *self.memory.finalizers_removed, *(uids[n] for n in res.names if n in uids)]})
         folded = jobsync.fold(status, snap.pods, set(self.memory.finalizers_removed), snap.spec, workflow.now())
         if folded != status and not snap.gone:  # step 3
-            if await self._write(folded, snap, rv) is None:
+            if await self._write(folded, status, snap, rv) is None:
                 return None, timedelta(0)
         self.memory = self.memory.model_copy(update={"backoff": plan.backoff, "counted_backoff": plan.counted_backoff})
         for ev in plan.events:
@@ -191,7 +262,7 @@ class JobWorkflow:
         dropped = {*plan.release, *plan.release_and_delete}
         return sorted(p.name for p in snap.pods if p.has_finalizer and p.uid not in removed and p.name not in dropped)
 
-    async def create_pods(self, pods: list[PodToCreate]) -> timedelta | None:
+    async def create_pods(self, pods: list[PodToCreate], reason: str = "new") -> timedelta | None:
         """Create Pods; a rejected template fails the Job, a quota-like refusal backs off."""
         rnd = workflow.random()  # replayed identically: a retried activity asks for the same names
         pods = [p.model_copy(update={"suffix": "".join(rnd.choice(NAME_ALPHABET) for _ in range(5))}) for p in pods]
@@ -200,6 +271,11 @@ class JobWorkflow:
                                                indexes=[p.index for p in pods], pods=pods),
             CreatePodsResult)
         self._expect += res.created
+        # L12: each attempt once; creates refused because the namespace is terminating are in neither
+        self.metrics.add(jobmetrics.PODS_CREATION, len(res.created), reason=reason, status="succeeded")
+        if res.failed + res.refused:
+            self._errored = True
+            self.metrics.add(jobmetrics.PODS_CREATION, res.failed + res.refused, reason=reason, status="failed")
         if res.invalid:
             await self._event("Warning", "FailedCreate", f"Error creating: {res.invalid}")
             await self._fail("PodCreationFailed", f"Pod creation was rejected: {res.invalid}")
@@ -221,17 +297,21 @@ class JobWorkflow:
             Condition(type="FailureTarget", status="True", reason=reason, message=message, last_transition_time=now)]
         status = snap.status.model_copy(update={"conditions": conditions,
                                                 "start_time": snap.status.start_time or now})
-        await self._write(status, snap, snap.resource_version)
+        await self._write(status, snap.status, snap, snap.resource_version)
         self._poked = True
 
-    async def _write(self, status: JobStatusView, snap: JobSnapshot, rv: str) -> str | None:
-        """Write ``status`` if the Job is still at ``rv``; the new resourceVersion, or None if stale/gone."""
+    async def _write(self, status: JobStatusView, before: JobStatusView, snap: JobSnapshot, rv: str) -> str | None:
+        """Write ``status`` over ``before`` if the Job is still at ``rv``; the new resourceVersion, or None if stale/gone."""
         res: PodsResult = await self._call(
             "write_job_status",
             WriteStatusInput(namespace=self.ns, name=self.name, uid=self.uid, resource_version=rv, status=status,
                              indexed=snap.spec.completion_mode == "Indexed"),
             PodsResult, local=True)
-        return None if res.gone or res.stale else res.resource_version
+        if res.gone or res.stale:
+            self._errored = True  # upstream's status update fails the sync (L5 result="error")
+            return None
+        self.metrics.written(before, status, snap)
+        return res.resource_version
 
     def _trim_memory(self, snap: JobSnapshot) -> None:
         """Keep only the removed-finalizer uids a fresh read still shows holding it (bounded memory)."""

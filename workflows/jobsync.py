@@ -136,6 +136,11 @@ def parse_indexes(text: str, completions: int) -> set[int]:
     return result
 
 
+def count_indexes(text: str, completions: int) -> int:
+    """The number of indexes :func:`parse_indexes` would give, counted as intervals (any size)."""
+    return _covered(parse_intervals(text, completions))
+
+
 def parse_intervals(text: str, completions: int) -> list[tuple[int, int]]:
     """:func:`parse_indexes` as inclusive intervals, so a rule like ``0-2147483646`` costs nothing."""
     out: list[tuple[int, int]] = []
@@ -628,6 +633,8 @@ class _Sync:
         self.failed_indexes: set[int] = set()
         self.delayed: dict[int, PodInfo] = {}  # I7: failed Pods kept until their index runs again
         self.policy_actions: list[str] = []  # H19: actions matched by Pods recorded in this sync
+        self.action = "reconciling"  # L6: unless manageJob runs
+        self.creation_reason = "new"  # L12
 
     # -- the steps of syncJob --
 
@@ -736,7 +743,8 @@ class _Sync:
         self.active = self.ready = 0
 
     def manage_job(self) -> None:
-        """Suspend, scale down or create, never both (B10-B17, E3, E4, F25)."""
+        """Suspend, scale down or create, never both (B10-B17, E3, E4, F25); the L6 action."""
+        self.action = "pods_deleted"  # L6: the suspend path, even with nothing to delete
         if self.spec.suspend:
             self._scale_down(self.active_pods_for_removal(self.active))  # F25, no cap (B15)
             return
@@ -747,7 +755,10 @@ class _Sync:
             return  # B12: deletion wins
         diff = want - self.active - (self.terminating if self.replace_failed_only else 0)  # B14
         if diff <= 0:
+            self.action = "tracking"
             return
+        self.action = "pods_created"  # L6: attempted or held back by a backoff
+        self.creation_reason = self.pods_creation_reason()
         remaining = timedelta(0)
         if not self.per_index:  # F16: per-index Jobs wait per index instead
             remaining = backoff_remaining(self.backoff, self.now, base=self.base, cap=self.cap)
@@ -778,6 +789,18 @@ class _Sync:
         if waits:
             self.requeue.append(max(min(waits), MIN_REQUEUE))
         return out
+
+    def pods_creation_reason(self) -> str:
+        """L12: the ``reason`` of the Pods this sync creates (upstream ``recordJobPodsCreationTotal``).
+
+        It reads the podReplacementPolicy *field* (a podFailurePolicy defaults it to Failed, A5),
+        the decision count of failures and the terminating Pods.
+        """
+        if self.spec.pod_replacement_policy == "Failed" and self.failed > 0:
+            return "recreate_failed"
+        if self.failed > 0 or self.terminating > 0:
+            return "recreate_terminating_or_failed"
+        return "new"
 
     def want_active(self) -> int:
         """B10: the number of Pods that should be active."""
@@ -933,6 +956,7 @@ class _Sync:
             policy_actions=self.policy_actions,
             delete=self.delete, release_and_delete=self.release_and_delete,
             release=self.release + drop_finalizer, release_unmatched=release_unmatched,
+            action=self.action, creation_reason=self.creation_reason,
         )
 
     # -- helpers --

@@ -739,6 +739,11 @@ class SyncPlan(_K8s):
     policy_actions: list[str] = Field(default_factory=list)  # H19: podFailurePolicy actions of recorded Pods
     #: B23, first of all: Pods to release (the Job's ownerReference and the tracking finalizer removed)
     release_unmatched: list[str] = Field(default_factory=list)
+    #: L6: what the sync did, the ``action`` label of job_controller_job_sync* (reconciling, tracking,
+    #: pods_created, pods_deleted)
+    action: str = "reconciling"
+    #: L12: the ``reason`` label of job_controller_job_pods_creation_total for ``create``
+    creation_reason: str = "new"
 
 
 def _ts(raw: object) -> datetime | None:
@@ -897,7 +902,8 @@ class CreatePodsInput(_K8s):
 
 class CreatePodsResult(_K8s):
     created: list[str] = Field(default_factory=list)
-    failed: int = 0
+    failed: int = 0  # attempts that failed for another reason (5xx, timeouts, …)
+    refused: int = 0  # attempts refused with 422 or 403 (namespace-terminating refusals not included, B19)
     invalid: str | None = None  # 422: the template is rejected; retrying cannot help
     forbidden: str | None = None  # 403 (quota-like): back off
     gone: bool = False

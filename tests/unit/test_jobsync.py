@@ -829,6 +829,7 @@ def test_a_relabeled_running_pod_is_released_not_counted_and_replaced(crash: str
     sim.relabeled.add("job-1")
     plan = sim.sync(crash)
     assert plan.release_unmatched == ["job-1"] and len(plan.create) == 1  # released first, replaced at once
+    assert plan.action == "pods_created"
     sim.run(crash)
     assert (sim.status.succeeded, sim.status.failed, sim.created) == (3, 0, 4)
     assert "job-1" not in sim.pods and not sim.released["job-1"].has_finalizer  # not the Job's any more
@@ -879,3 +880,50 @@ def test_unmatched_pod_of_a_job_that_is_not_live_only_loses_its_finalizer(
     assert (plan.release_unmatched, plan.release) == (release_unmatched, release)
     assert plan.record is None or plan.record.uncounted_failed == []
 
+
+# --- metric labels decided by the sync: action (L6) and creation reason (L12) --------------------
+
+
+@pytest.mark.parametrize(
+    ("snap", "action"),
+    [
+        (make_snapshot(suspend=True), "pods_deleted"),
+        (make_snapshot(pod("a"), pod("b"), completions=5, parallelism=1), "pods_deleted"),
+        (make_snapshot(completions=2, parallelism=2), "pods_created"),
+        (make_snapshot(pod("f", "Failed", finished=NOW - S), completions=1), "pods_created"),
+        (make_snapshot(pod("f", "Failed", index=0, finished=NOW - S), completions=1, completion_mode="Indexed",
+                       backoff_limit_per_index=1), "pods_created"),
+        (make_snapshot(pod("a"), completions=1), "tracking"),
+        (make_snapshot(pod("a", "Succeeded"), completions=1), "tracking"),
+        (make_snapshot(pod("f", "Failed"), completions=1, backoff_limit=0), "reconciling"),
+        (make_snapshot(pod("a"), completions=2, deleting=True), "reconciling"),
+        (make_snapshot(status=JobStatusView(start_time=NOW - 100 * S, conditions=[cond("FailureTarget")])),
+         "reconciling"),
+    ],
+    ids=["suspend path, nothing to delete", "excess pods deleted", "pods created",
+         "creation held back by the backoff", "per-index creation held back", "nothing to do",
+         "completions reached", "finishing condition found", "job being deleted", "interim condition present"],
+)
+def test_sync_action_label(snap: JobSnapshot, action: str) -> None:  # spec job-policies L6
+    assert plan_sync(snap, JobMemory(), NOW).action == action
+
+
+@pytest.mark.parametrize(
+    ("snap", "reason"),
+    [
+        (make_snapshot(completions=2), "new"),
+        (make_snapshot(pod("f", "Failed", finished=NOW - 100 * S), completions=2), "recreate_terminating_or_failed"),
+        (make_snapshot(pod("f", "Failed", finished=NOW - 100 * S), completions=2, pod_replacement_policy="Failed"),
+         "recreate_failed"),
+        (make_snapshot(pod("t", deleting=True), pod("a"), completions=3, parallelism=3,
+                       pod_replacement_policy="Failed"), "recreate_terminating_or_failed"),
+        (make_snapshot(status=JobStatusView(start_time=NOW, failed=1), completions=2), "recreate_terminating_or_failed"),
+        (make_snapshot(status=JobStatusView(start_time=NOW, failed=1), completions=2,
+                       pod_replacement_policy="Failed"), "recreate_failed"),
+    ],
+    ids=["first pods", "a failure, TerminatingOrFailed", "a failure, policy field Failed",
+         "a terminating pod, no failure", "failures counted earlier", "failures counted earlier, Failed"],
+)
+def test_pods_creation_reason_label(snap: JobSnapshot, reason: str) -> None:  # spec job-policies L12
+    plan = plan_sync(snap, JobMemory(), NOW)
+    assert plan.create and plan.creation_reason == reason

@@ -1,0 +1,128 @@
+"""Tier 4: upstream's ``job_controller_*`` metrics (spec job-policies L4-L12) on a real worker's /metrics.
+
+The in-process workers of the integration tests use the SDK's default runtime, whose metric meter
+records nowhere; only the ``batchd worker`` process wires ``workflow.metric_meter()`` into its
+Prometheus registry. So: one worker process, four Jobs run on kubesim's fake kubelet, /metrics
+scraped before and after, and the deltas asserted — names, exact label sets and values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+from temporalio.testing import WorkflowEnvironment
+
+from activities.kube import Kube
+from tests.conftest import eventually, workflow_exists
+from tests.e2e.test_worker_process import free_port, http_get, ready, worker_process
+from tests.integration.test_job import job_manifest
+from workflows.identity import job_workflow_id
+from workflows.jobmetrics import METRICS, SYNC_DURATION_BUCKETS
+
+Sample = tuple[str, tuple[tuple[str, str], ...]]
+LABELS = {m.name: set(m.labels) for m in METRICS}
+
+
+def scrape(port: int) -> dict[Sample, float]:
+    """The job_controller_* samples on /metrics, keyed by (name, sorted labels)."""
+    status, body = http_get(port, "/metrics")
+    assert status == 200
+    out: dict[Sample, float] = {}
+    for family in text_string_to_metric_families(body):
+        for s in family.samples:
+            if s.name.startswith("job_controller_"):
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def delta(before: dict[Sample, float], after: dict[Sample, float], name: str, **labels: str) -> float:
+    key = (name, tuple(sorted(labels.items())))
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
+def jobs() -> list[dict[str, Any]]:
+    done = job_manifest("done", completions=2, parallelism=2)
+    fatal = job_manifest("fatal", exit_code=42)
+    fatal["spec"]["podFailurePolicy"] = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]}
+    per_index = job_manifest("perindex", completions=3, parallelism=3, indexed=True)
+    per_index["spec"]["backoffLimitPerIndex"] = 0
+    per_index["spec"]["template"]["metadata"]["annotations"]["kubesim.batchd.io/fail-indexes"] = "1"
+    crash = job_manifest("crash", exit_code=1, backoff_limit=0)
+    return [done, fatal, per_index, crash]
+
+
+async def test_job_controller_metrics_count_each_job_and_pod_once_with_upstreams_labels(
+    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    tmp_path: Path,
+) -> None:
+    health = free_port()
+    client = temporal_env.client
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker.log", health):
+        await ready(health)
+        before = scrape(health)
+        created = [kube.create("Job", namespace, m) for m in jobs()]
+        outcomes = {}
+        for job in created:
+            wid = job_workflow_id(namespace, job["metadata"]["name"], job["metadata"]["uid"])
+            await eventually(lambda wid=wid: workflow_exists(client, wid), what=f"workflow {wid}")
+            outcomes[job["metadata"]["name"]] = await asyncio.wait_for(client.get_workflow_handle(wid).result(), 90)
+        assert outcomes == {"done": "Complete", "fatal": "Failed", "perindex": "Failed", "crash": "Failed"}
+
+        def settled() -> dict[Sample, float] | None:  # the runtime forwards every second; the last deletes lag
+            now = scrape(health)
+            gone = delta(before, now, "job_controller_terminated_pods_tracking_finalizer_total", event="delete")
+            finished = sum(delta(before, now, "job_controller_jobs_finished_total", **dict(k[1]))
+                           for k in now if k[0] == "job_controller_jobs_finished_total")
+            return now if gone >= 7 and finished >= 4 else None
+
+        after = await eventually(settled, timeout=30, what="metrics forwarded")
+        text = http_get(health, "/metrics")[1]
+        (tmp_path / "metrics.txt").write_text(text)  # kept by pytest for a look after a failure
+
+    d = lambda name, **labels: delta(before, after, name, **labels)  # noqa: E731
+    # L7: one per finished Job, with the condition's reason
+    assert d("job_controller_jobs_finished_total", completion_mode="NonIndexed", result="succeeded",
+             reason="CompletionsReached") == 1
+    assert d("job_controller_jobs_finished_total", completion_mode="NonIndexed", result="failed",
+             reason="PodFailurePolicy") == 1
+    assert d("job_controller_jobs_finished_total", completion_mode="NonIndexed", result="failed",
+             reason="BackoffLimitExceeded") == 1
+    assert d("job_controller_jobs_finished_total", completion_mode="Indexed", result="failed",
+             reason="FailedIndexes") == 1
+    # L8: every Pod finished once
+    assert d("job_controller_job_pods_finished_total", completion_mode="NonIndexed", result="succeeded") == 2
+    assert d("job_controller_job_pods_finished_total", completion_mode="NonIndexed", result="failed") == 2
+    assert d("job_controller_job_pods_finished_total", completion_mode="Indexed", result="succeeded") == 2
+    assert d("job_controller_job_pods_finished_total", completion_mode="Indexed", result="failed") == 1
+    # L9, L11, L12
+    assert d("job_controller_pod_failures_handled_by_failure_policy_total", action="FailJob") == 1
+    assert d("job_controller_job_finished_indexes_total", status="succeeded", backoffLimit="perIndex") == 2
+    assert d("job_controller_job_finished_indexes_total", status="failed", backoffLimit="perIndex") == 1
+    assert d("job_controller_job_pods_creation_total", reason="new", status="succeeded") == 7
+    assert d("job_controller_job_pods_creation_total", reason="new", status="failed") == 0
+    # L10: each of the 7 Pods entered "finished with the finalizer" once and left it once
+    assert d("job_controller_terminated_pods_tracking_finalizer_total", event="add") == 7
+    assert d("job_controller_terminated_pods_tracking_finalizer_total", event="delete") == 7
+    # L5, L6: one sample per sync of a live Job, the histogram's count equal to the counter's
+    syncs: dict[tuple[str, str, str], float] = defaultdict(float)
+    for (name, labels), _ in after.items():
+        if name == "job_controller_job_syncs_total":
+            lab = dict(labels)
+            syncs[(lab["completion_mode"], lab["result"], lab["action"])] = d(name, **lab)
+            assert d("job_controller_job_sync_duration_seconds_count", **lab) == d(name, **lab)
+    assert syncs[("NonIndexed", "success", "pods_created")] >= 3  # done, fatal, crash: first syncs
+    assert syncs[("Indexed", "success", "pods_created")] >= 1
+    assert syncs[("NonIndexed", "success", "tracking")] >= 1
+    assert syncs[("NonIndexed", "success", "reconciling")] >= 2  # a finishing condition found (fatal, crash)
+    # L4: upstream's label sets exactly (the runtime's namespace/task_queue/workflow_type/service dropped)
+    for (name, labels), _ in after.items():
+        base = name.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
+        assert {k for k, _ in labels} - {"le"} == LABELS[base], (name, labels)
+    les = sorted({float(dict(labels)["le"]) for (name, labels) in after if name.endswith("_seconds_bucket")})
+    assert les[:-1] == list(SYNC_DURATION_BUCKETS) and les[-1] == float("inf")
+    assert "# TYPE job_controller_job_sync_duration_seconds histogram" in text
+    assert "# TYPE job_controller_job_syncs_total counter" in text

@@ -1,0 +1,136 @@
+"""Tier-1 tables for workflows/jobmetrics.py: how much upstream's Job controller metrics rise.
+
+Rule numbers are those of ``shared/spec/job-policies.md`` (L4-L12). The Job workflow records what
+these functions compute after each successful status write; the bridge records L10 per Pod event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit.test_jobsync import NOW, cond
+from workflows.jobmetrics import (
+    METRICS,
+    SYNC_DURATION_BUCKETS,
+    StatusRises,
+    backoff_limit_label,
+    job_finished,
+    status_rises,
+    tracking_finalizer_event,
+)
+from workflows.models import JOB_TRACKING_FINALIZER, JobSpecView, JobStatusView
+
+NONINDEXED = JobSpecView(completions=5, parallelism=2)
+INDEXED = JobSpecView(completions=5, parallelism=2, completion_mode="Indexed")
+PER_INDEX = INDEXED.model_copy(update={"backoff_limit_per_index": 1})
+
+
+def st(**kw: Any) -> JobStatusView:
+    return JobStatusView(start_time=NOW, **kw)
+
+
+def test_names_labels_and_buckets_are_upstreams() -> None:  # L4, L5
+    assert {m.name: m.labels for m in METRICS} == {
+        "job_controller_job_sync_duration_seconds": ("completion_mode", "result", "action"),
+        "job_controller_job_syncs_total": ("completion_mode", "result", "action"),
+        "job_controller_jobs_finished_total": ("completion_mode", "result", "reason"),
+        "job_controller_job_pods_finished_total": ("completion_mode", "result"),
+        "job_controller_pod_failures_handled_by_failure_policy_total": ("action",),
+        "job_controller_terminated_pods_tracking_finalizer_total": ("event",),
+        "job_controller_job_finished_indexes_total": ("status", "backoffLimit"),
+        "job_controller_job_pods_creation_total": ("reason", "status"),
+    }
+    assert len(SYNC_DURATION_BUCKETS) == 15 and SYNC_DURATION_BUCKETS[0] == 0.004
+    assert SYNC_DURATION_BUCKETS[-1] == pytest.approx(65.536)
+    assert all(b == pytest.approx(2 * a) for a, b in zip(SYNC_DURATION_BUCKETS[:-1], SYNC_DURATION_BUCKETS[1:], strict=True))
+
+
+@pytest.mark.parametrize(
+    ("spec", "before", "after", "rises"),
+    [
+        (NONINDEXED, st(), st(active=2), StatusRises(0, 0, None, None)),
+        (NONINDEXED, st(uncounted_succeeded=["a"]), st(succeeded=1), StatusRises(1, 0, None, None)),
+        (NONINDEXED, st(succeeded=1, failed=1), st(succeeded=3, failed=2), StatusRises(2, 1, None, None)),
+        (INDEXED, st(), st(succeeded=3, completed_indexes="0-2"), StatusRises(3, 0, 3, None)),
+        (INDEXED, st(succeeded=3, completed_indexes="0-2"), st(succeeded=4, completed_indexes="0-2,4"),
+         StatusRises(1, 0, 1, None)),
+        (INDEXED, st(succeeded=4, completed_indexes="0-3,7"), st(succeeded=5, completed_indexes="0-4,7"),
+         StatusRises(1, 0, 1, None)),
+        (INDEXED, st(succeeded=2, completed_indexes="0,1"), st(succeeded=2, completed_indexes="0,1", failed=2),
+         StatusRises(0, 2, 0, None)),
+        (PER_INDEX, st(failed_indexes=""), st(failed=2, failed_indexes="1,3"), StatusRises(0, 2, 0, 2)),
+        (PER_INDEX, st(failed=2, failed_indexes="1,3"), st(failed=3, failed_indexes="1,3"), StatusRises(0, 1, 0, 0)),
+        (PER_INDEX, st(failed_indexes=None), st(failed_indexes=""), StatusRises(0, 0, 0, 0)),
+    ],
+    ids=["nothing finished", "step 3 folds a success (NonIndexed)", "several at once",
+         "indexes completed (Indexed counts indexes, D7)", "one more index",
+         "index beyond completions not counted (K5)", "failures only", "per-index: two indexes fail",
+         "per-index: a retried failure fails no index", "per-index: first write of an empty set"],
+)
+def test_status_rises(spec: JobSpecView, before: JobStatusView, after: JobStatusView,
+                      rises: StatusRises) -> None:  # L8, L11
+    assert status_rises(before, after, spec) == rises
+
+
+def test_elastic_scale_down_is_no_fall() -> None:  # L8, K5: both sides counted within the new completions
+    spec = INDEXED.model_copy(update={"completions": 3, "parallelism": 3})
+    before, after = st(succeeded=5, completed_indexes="0-4"), st(succeeded=3, completed_indexes="0-2")
+    assert status_rises(before, after, spec) == StatusRises(0, 0, 0, None)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "finished"),
+    [
+        (st(conditions=[cond("SuccessCriteriaMet", reason="CompletionsReached")]),
+         st(conditions=[cond("SuccessCriteriaMet", reason="CompletionsReached"),
+                        cond("Complete", reason="CompletionsReached")]), ("succeeded", "CompletionsReached")),
+        (st(conditions=[cond("SuccessCriteriaMet", reason="SuccessPolicy")]),
+         st(conditions=[cond("SuccessCriteriaMet", reason="SuccessPolicy"), cond("Complete", reason="SuccessPolicy")]),
+         ("succeeded", "SuccessPolicy")),
+        (st(conditions=[cond("FailureTarget", reason="BackoffLimitExceeded")]),
+         st(conditions=[cond("FailureTarget", reason="BackoffLimitExceeded"),
+                        cond("Failed", reason="BackoffLimitExceeded")]), ("failed", "BackoffLimitExceeded")),
+        (st(), st(conditions=[cond("FailureTarget", reason="PodFailurePolicy")]), None),
+        (st(conditions=[cond("Failed", reason="DeadlineExceeded")]),
+         st(conditions=[cond("Failed", reason="DeadlineExceeded")]), None),
+        (st(), st(conditions=[cond("Complete", status="False")]), None),
+    ],
+    ids=["Complete added", "Complete by successPolicy", "Failed added", "interim condition only",
+         "already failed: not again", "a False condition"],
+)
+def test_job_finished(before: JobStatusView, after: JobStatusView, finished: tuple[str, str] | None) -> None:  # L7
+    assert job_finished(before, after) == finished
+
+
+@pytest.mark.parametrize(("spec", "label"), [(NONINDEXED, "global"), (INDEXED, "global"), (PER_INDEX, "perIndex")])
+def test_backoff_limit_label(spec: JobSpecView, label: str) -> None:  # L11
+    assert backoff_limit_label(spec) == label
+
+
+def p(phase: str, *finalizers: str) -> dict[str, Any]:
+    return {"metadata": {"finalizers": list(finalizers)}, "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "event"),
+    [
+        (None, p("Pending", JOB_TRACKING_FINALIZER), None),
+        (p("Running", JOB_TRACKING_FINALIZER), p("Succeeded", JOB_TRACKING_FINALIZER), "add"),
+        (p("Running", JOB_TRACKING_FINALIZER), p("Failed", JOB_TRACKING_FINALIZER), "add"),
+        (None, p("Failed", JOB_TRACKING_FINALIZER), "add"),
+        (p("Succeeded", JOB_TRACKING_FINALIZER), p("Succeeded"), "delete"),
+        (p("Failed", JOB_TRACKING_FINALIZER), None, "delete"),
+        (p("Succeeded", JOB_TRACKING_FINALIZER), p("Succeeded", JOB_TRACKING_FINALIZER, "other"), None),
+        (p("Succeeded"), None, None),
+        (p("Running", JOB_TRACKING_FINALIZER), None, None),
+        (p("Succeeded", "other"), p("Succeeded"), None),
+    ],
+    ids=["new running pod", "finishes succeeded", "finishes failed", "first seen finished (relist)",
+         "finalizer removed", "deleted while holding it", "unrelated update", "deleted after removal",
+         "running pod deleted", "another finalizer"],
+)
+def test_tracking_finalizer_event(old: dict[str, Any] | None, new: dict[str, Any] | None,
+                                  event: str | None) -> None:  # L10
+    assert tracking_finalizer_event(old, new) == event
