@@ -22,10 +22,14 @@ import urllib.request
 import uuid
 from datetime import datetime
 
+from temporalio.service import RPCError, RPCStatusCode
+
 from bench.harness import dev_server, kube_for, kubesim_process, table, workdir, worker_process
 from bench.ttl import BILLABLE
 from workflows.identity import job_workflow_id
 from workflows.models import JOB_MANAGED_BY
+
+_TRANSIENT = (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.RESOURCE_EXHAUSTED)
 
 
 def _ts(s: str) -> float:
@@ -67,8 +71,8 @@ async def main(completions: int, parallelism: int, run_seconds: float, per_index
                     try:
                         result = await asyncio.wait_for(handle.result(), 1800)
                         break
-                    except Exception as err:  # not started yet
-                        if "not found" not in str(err).lower():
+                    except RPCError as err:  # not started yet, or a long poll the loaded server let lapse
+                        if "not found" not in str(err).lower() and err.status not in _TRANSIENT:
                             raise
                         await asyncio.sleep(0.5)
                 elapsed = time.time() - t0
