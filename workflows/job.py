@@ -205,12 +205,7 @@ class JobWorkflow:
         plan = jobsync.plan_sync(snap, self.memory, workflow.now())
         self._sample = None if snap.gone or plan.finished else (jobmetrics.completion_mode(snap.spec), plan.action)
         self._expect = self.expected_pods(snap, plan)
-        released_unmatched: set[str] = set()
-        if plan.release_unmatched and workflow.patched(RELEASE_UNMATCHED_PATCH):  # B23, before all else
-            uids = {p.name: p.uid for p in snap.unmatched}
-            done: PodsResult = await self._call("release_unmatched_job_pods", ReleaseUnmatchedInput(
-                namespace=self.ns, job_uid=self.uid, pods={n: uids[n] for n in plan.release_unmatched}), PodsResult)
-            released_unmatched = set(done.names)
+        released_unmatched = await self.release_unmatched(snap, plan)  # B23, before all else
         if plan.delete:
             await self._call("delete_job_pods", DeletePodsInput(namespace=self.ns, pods=plan.delete), PodsResult)
         if plan.release_and_delete:
@@ -254,6 +249,15 @@ class JobWorkflow:
         if snap.gone or _finished(folded) or plan.create or plan.release or plan.record:
             requeue = min(requeue or timedelta(seconds=1), timedelta(seconds=1))  # follow through promptly
         return None, requeue
+
+    async def release_unmatched(self, snap: JobSnapshot, plan: SyncPlan) -> set[str]:
+        """B23: take the Job's ownerReference and finalizer off the Pods that stopped matching; their names."""
+        if not plan.release_unmatched or not workflow.patched(RELEASE_UNMATCHED_PATCH):
+            return set()
+        uids = {p.name: p.uid for p in snap.unmatched}
+        done: PodsResult = await self._call("release_unmatched_job_pods", ReleaseUnmatchedInput(
+            namespace=self.ns, job_uid=self.uid, pods={n: uids[n] for n in plan.release_unmatched}), PodsResult)
+        return set(done.names)
 
     def expected_pods(self, snap: JobSnapshot, plan: SyncPlan) -> list[str]:
         """B23: the Pods the next sync's LIST must show, unless relabeled (those holding the finalizer

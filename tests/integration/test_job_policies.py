@@ -181,22 +181,24 @@ async def test_a_running_pod_relabeled_out_of_the_selector_is_released_and_repla
     # spec job.md B23, second half: the Job's controller reference and the tracking finalizer are
     # patched off the Pod (upstream's ReleasePod), it no longer counts, and a replacement is made
     labels = {"app": "quarantine"}
-    manifest = job_manifest("quarantine", completions=2, parallelism=2, run_seconds=4)
+    manifest = job_manifest("quarantine", completions=2, parallelism=2, run_seconds=10)
     manifest["spec"].update({"manualSelector": True, "selector": {"matchLabels": labels}})
     manifest["spec"]["template"]["metadata"]["labels"] = labels
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, manifest)
         uid = job["metadata"]["uid"]
         victim = await eventually(lambda: next((p for p in kube.list("Pod", namespace, label_selector="app=quarantine")
-                                                ["items"] if p.get("status", {}).get("phase") == "Running"), None))
+                                                ["items"] if p.get("status", {}).get("phase") == "Running"), None),
+                                  timeout=60)
         name = victim["metadata"]["name"]
-        kube.patch("Pod", namespace, name, {"metadata": {"labels": {"app": "debug"}}})
+        relabeled = kube.patch("Pod", namespace, name, {"metadata": {"labels": {"app": "debug"}}})
+        assert relabeled["status"]["phase"] == "Running"  # relabeled while it runs, before it could be counted
 
         def released() -> dict[str, Any] | None:
             meta = kube.get("Pod", namespace, name)["metadata"]
             return meta if not meta.get("ownerReferences") else None
 
-        meta = await eventually(released, what="relabeled Pod released")
+        meta = await eventually(released, timeout=60, what="relabeled Pod released")
         assert "batch.kubernetes.io/job-tracking" not in (meta.get("finalizers") or [])
         assert await outcome(client, namespace, job, timeout=60) == "Complete"
     st = kube.get("Job", namespace, "quarantine")["status"]
