@@ -86,12 +86,16 @@ def kube(kubeconfig: Path) -> Kube:
     return Kube(kube_configuration(kubeconfig))
 
 
-@pytest.fixture
-def namespace(kube: Kube) -> str:
-    """A fresh namespace per test."""
+def new_namespace(kube: Kube) -> str:
     name = f"t-{uuid.uuid4().hex[:10]}"
     kube.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     return name
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> str:
+    """A fresh namespace per test."""
+    return new_namespace(kube)
 
 
 @pytest.fixture
