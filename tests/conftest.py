@@ -86,12 +86,16 @@ def kube(kubeconfig: Path) -> Kube:
     return Kube(kube_configuration(kubeconfig))
 
 
-@pytest.fixture
-def namespace(kube: Kube) -> str:
-    """A fresh namespace per test."""
+def new_namespace(kube: Kube) -> str:
     name = f"t-{uuid.uuid4().hex[:10]}"
     kube.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     return name
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> str:
+    """A fresh namespace per test."""
+    return new_namespace(kube)
 
 
 @pytest.fixture
@@ -121,9 +125,13 @@ async def running(client: Client, kube: Kube, task_queue: str, namespace: str | 
                 await br.stop()
 
 
-async def eventually(check: Callable[[], T | Awaitable[T]], *, timeout: float = 20.0, interval: float = 0.1,
+async def eventually(check: Callable[[], T | Awaitable[T]], *, timeout: float = 60.0, interval: float = 0.1,
                      what: str = "condition") -> T:
-    """Poll ``check`` (sync or async) until it returns a truthy value; fail after ``timeout``."""
+    """Poll ``check`` (sync or async) until it returns a truthy value; fail after ``timeout``.
+
+    The default is generous: a condition that holds returns at once, and a busy 2-core CI
+    machine can take tens of seconds for what takes one here.
+    """
     deadline = time.monotonic() + timeout
     last: Any = None
     while True:

@@ -5,6 +5,7 @@ version on the machine, asserting what kubectl prints (issue 17)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -16,12 +17,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import eventually
+from activities.kube import Kube
+from tests.conftest import eventually, new_namespace
 from tests.e2e.test_worker_process import BATCHD, free_port, http_get
 from worker.dev import DEV_BRIDGE, dev_server_args
 
+
 # `kubectl` and the versioned binaries beside it (kubectl.1.27 … kubectl.1.33) that exist here.
-KUBECTLS = sorted({name for name in ["kubectl", *(f"kubectl.1.{m}" for m in range(27, 34))] if shutil.which(name)})
+# The versioned ones sit in the directory of the real kubectl (the Google Cloud CLI's bin/), which
+# need not be on PATH.
+def _kubectls() -> list[str]:
+    found = shutil.which("kubectl")
+    beside = [os.path.dirname(os.path.realpath(found))] if found else []
+    names = ["kubectl", *(f"kubectl.1.{m}" for m in range(27, 34))]
+    return sorted({hit for name in names
+                   if (hit := shutil.which(name) or shutil.which(name, path=os.pathsep.join(beside)))})
+
+
+KUBECTLS = _kubectls()
 Run = Callable[..., str]
 
 APPLIED = """\
@@ -51,9 +64,9 @@ def dev_args() -> list[str]:
 
 
 @contextmanager
-def dev_world(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[None]:
+def dev_world(tmp_path: Path, kubeconfig: Path, namespaces: list[str]) -> Iterator[None]:
     """The Temporal dev server as ``batchd dev`` starts it, and a worker with its bridge settings
-    (on this test's namespace), both as separate processes."""
+    (on ``namespaces``), both as separate processes."""
     port, ui_port, health = free_port(), free_port(), free_port()
     log = open(tmp_path / "temporal.log", "ab")  # noqa: SIM115 - closed below
     server = subprocess.Popen(dev_server_args(tmp_path, port, ui_port), stdout=log, stderr=log)
@@ -68,7 +81,7 @@ def dev_world(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[None
                 assert server.poll() is None and time.monotonic() < deadline, "dev server did not start"
                 time.sleep(0.2)
         args = [BATCHD, "worker", "--temporal-address", f"127.0.0.1:{port}", "--kubeconfig", str(kubeconfig),
-                "--namespaces", namespace, "--health-port", str(health), "--ttl-scope", "all", *dev_args()]
+                "--namespaces", ",".join(namespaces), "--health-port", str(health), "--ttl-scope", "all", *dev_args()]
         with open(tmp_path / "worker.log", "ab") as out:
             worker = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 240
@@ -88,6 +101,15 @@ def dev_world(tmp_path: Path, kubeconfig: Path, namespace: str) -> Iterator[None
         log.close()
 
 
+@pytest.fixture(scope="module")
+def world(kube: Kube, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One dev world for the module (per test process), with a namespace for each test that uses it:
+    a dev server and a worker are the slow part to start."""
+    spaces = {key: new_namespace(kube) for key in [*KUBECTLS, "cronjob"]}
+    with dev_world(tmp_path_factory.mktemp("dev"), kubeconfig, list(spaces.values())):
+        yield spaces
+
+
 @contextmanager
 def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path) -> Iterator[Run]:
     def run(*args: str, ok: bool = True, timeout: float = 60, stdin: str | None = None) -> str:
@@ -103,11 +125,12 @@ def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path) -
     yield run
 
 
-@pytest.mark.parametrize("binary", KUBECTLS)
+@pytest.mark.parametrize("binary", KUBECTLS, ids=os.path.basename)
 @pytest.mark.timeout(900)
-def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
-    with dev_world(tmp_path, kubeconfig, namespace), \
-            kubectl_runner(binary, kubeconfig, namespace, tmp_path / "cache") as k:
+def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, world: dict[str, str],
+                                           tmp_path: Path) -> None:
+    namespace = world[binary]
+    with kubectl_runner(binary, kubeconfig, namespace, tmp_path / "cache") as k:
         other = f"{namespace}-b"
 
         # create namespace / cronjob / job, each with both dry runs first
@@ -180,9 +203,8 @@ def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, names
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 async def test_a_kubectl_cronjob_runs_each_minute_and_keeps_the_newest_three(
-        kubeconfig: Path, namespace: str, tmp_path: Path) -> None:
-    with dev_world(tmp_path, kubeconfig, namespace), \
-            kubectl_runner("kubectl", kubeconfig, namespace, tmp_path / "cache") as k:
+        kubeconfig: Path, world: dict[str, str], tmp_path: Path) -> None:
+    with kubectl_runner("kubectl", kubeconfig, world["cronjob"], tmp_path / "cache") as k:
         assert k("create", "cronjob", "tick", "--image=busybox", "--schedule=*/1 * * * *", "--", "date") == \
             "cronjob.batch/tick created\n"
         seen: set[str] = set()

@@ -55,7 +55,8 @@ def worker_process(temporal_env: WorkflowEnvironment, kubeconfig: Path, namespac
 def http_get(port: int, path: str) -> tuple[int, str]:
     """Status and body, the body of an error status included (it says why not ready)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+        # generous: a scrape of /metrics on a loaded machine takes seconds
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=15) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
@@ -97,10 +98,11 @@ async def test_worker_killed_with_200_ttl_timers_asleep_deletes_all_on_time_once
     temporal_env: WorkflowEnvironment, kubesim_server: Any, kubeconfig: Path, kube: Kube, namespace: str,
     task_queue: str, tmp_path: Path,
 ) -> None:
-    n = 200
-    # expiries spread over 20..26 s after finishing; the Jobs are finished only once the worker
-    # runs, and the worker is killed before the first expiry (checked, not assumed)
-    ttls = {f"job-{i:03d}": 20 + (i % 7) for i in range(n)}
+    n, base = 200, 45
+    # expiries spread over base..base+6 s after finishing; the Jobs are finished only once the
+    # worker runs, and the worker is killed before the first expiry (checked, not assumed). Starting
+    # 200 workflows takes a loaded 2-core machine tens of seconds, hence the base.
+    ttls = {f"job-{i:03d}": base + (i % 7) for i in range(n)}
     for name, ttl in ttls.items():
         create_job(kube, namespace, name, ttl=ttl)
     watch = DeletionWatch(kube, namespace)
@@ -114,11 +116,11 @@ async def test_worker_killed_with_200_ttl_timers_asleep_deletes_all_on_time_once
         for name in ttls:
             finish_job(kube, namespace, name, finished)
         await eventually(lambda: _count(client, query, n), timeout=120, what="200 TTL workflows running")
-        assert utcnow() < finished + timedelta(seconds=19), "set-up overran the first expiry; the kill would prove nothing"
+        assert utcnow() < finished + timedelta(seconds=base - 1), "set-up overran the first expiry; the kill would prove nothing"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert all(kube.get("Job", namespace, name) for name in ttls), "nothing may be deleted before expiry"
-    await asyncio.sleep(max(0.0, (finished + timedelta(seconds=22) - utcnow()).total_seconds()))  # some expire while down
+    await asyncio.sleep(max(0.0, (finished + timedelta(seconds=base + 2) - utcnow()).total_seconds()))  # some expire while down
     with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker2.log", health):
         await eventually(lambda: not kube.list("Job", namespace)["items"], timeout=90, what="all Jobs deleted")
     watch.stop()
@@ -169,7 +171,7 @@ async def test_worker_rides_out_faults_watch_drops_and_a_kubesim_restart(
             assert "temporal_" in body  # the SDK's own metrics flow into the same endpoint
             assert proc.poll() is None, "the worker must survive all of it"
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 0
+            assert proc.wait(timeout=90) == 0
     finally:
         sim.stop()
     text = log.read_text()
