@@ -5,8 +5,10 @@ random points while a Job's Pods finish, so kills land between the tracking prot
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +30,10 @@ async def test_worker_sigkilled_between_protocol_steps_counts_every_pod_exactly_
 ) -> None:
     rng = random.Random(11)
     health = free_port()
-    job = kube.create("Job", namespace, job_manifest("sturdy", completions=30, parallelism=3, run_seconds=0.8))
+    job = kube.create("Job", namespace, job_manifest("sturdy", completions=30, parallelism=3, run_seconds=1.5))
     wid = job_workflow_id(namespace, "sturdy", job["metadata"]["uid"])
-    kills = 0
-    for i in range(4):  # four deaths at random points while Pods finish and are counted
-        with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i}.log", health) as proc:
-            await ready(health)  # the random point is in the worker's work, not in its start-up
-            await asyncio.sleep(rng.uniform(2.0, 4.0))
-            if _finished(kube, namespace):
-                break
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            kills += 1
+    kills = await kill_mid_run(temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path, health, "sturdy",
+                               rounds=4, rng=rng)
     with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
         await ready(health)
         await eventually(lambda: workflow_exists(temporal_env.client, wid), what="workflow")
@@ -55,6 +49,42 @@ async def test_worker_sigkilled_between_protocol_steps_counts_every_pod_exactly_
     assert not [e for e in kube.list("Event", namespace)["items"] if e["reason"] == "TooManySucceededPods"]
 
 
+async def kill_mid_run(temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str,
+                       task_queue: str, tmp_path: Path, health: int, name: str, *, rounds: int, rng: random.Random,
+                       before_first_kill: Callable[[], None] = lambda: None) -> int:
+    """Start and SIGKILL the worker up to ``rounds`` times; returns how many kills landed.
+
+    Each kill waits for evidence that this worker did part of the Job's work (its first Pod, then
+    a change to the Job or its Pods), then a random fraction of a second: so it lands between the
+    tracking protocol's steps whatever the machine's speed, and never during start-up alone. The
+    Pods run for seconds, so the first kill always comes before the Job can finish.
+    """
+    kills = 0
+    for i in range(rounds):
+        def at_work(seen: tuple[int, str] = _progress(kube, namespace, name)) -> bool:
+            now = _progress(kube, namespace, name)
+            return _finished(kube, namespace, name) or (now != seen and now[0] > 0)
+
+        with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i}.log", health) as proc:
+            await ready(health)
+            await eventually(at_work, timeout=120, what="the worker at work")
+            if i == 0:
+                before_first_kill()
+            await asyncio.sleep(rng.uniform(0.0, 0.5))
+            if _finished(kube, namespace, name):
+                break
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+    return kills
+
+
+def _progress(kube: Kube, ns: str, name: str) -> tuple[int, str]:
+    """How many Pods the Job has, and its status: what a worker at work changes."""
+    job: Any = kube.get("Job", ns, name)
+    return len(pods_of(kube, ns, job)), json.dumps(job.get("status", {}), sort_keys=True)
+
+
 def _finished(kube: Kube, ns: str, name: str = "sturdy") -> bool:
     job: Any = kube.get("Job", ns, name)
     return any(c["type"] in ("Complete", "Failed") and c["status"] == "True"
@@ -67,7 +97,7 @@ INDEX = "batch.kubernetes.io/job-completion-index"
 
 
 def _policy_job(name: str, case: str) -> dict[str, Any]:
-    m = job_manifest(name, completions=10, parallelism=3, indexed=True, run_seconds=0.8)
+    m = job_manifest(name, completions=10, parallelism=3, indexed=True, run_seconds=2.0)
     spec, annotations = m["spec"], m["spec"]["template"]["metadata"]["annotations"]
     if case == "fail-job":  # index 6 exits 42: FailJob once indexes 0-5 are done or running
         spec["podFailurePolicy"] = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]}
@@ -75,10 +105,10 @@ def _policy_job(name: str, case: str) -> dict[str, Any]:
     elif case == "per-index":  # indexes 2 and 7 always fail; one retry each
         spec["backoffLimitPerIndex"] = 1
         annotations["kubesim.batchd.io/fail-indexes"] = "2,7"
-    elif case == "success-policy":  # indexes 0-5 are quick, the rest would run a minute
+    elif case == "success-policy":  # indexes 0-5 take 2 s, the rest would run a minute
         spec["successPolicy"] = {"rules": [{"succeededIndexes": "0-5"}]}
         spec["parallelism"] = 10
-        annotations["kubesim.batchd.io/run-seconds-by-index"] = "0-5=0.8;6-9=60"
+        annotations["kubesim.batchd.io/run-seconds-by-index"] = "0-5=2;6-9=60"
         annotations["kubesim.batchd.io/run-seconds"] = "60"
     return m
 
@@ -98,20 +128,13 @@ async def test_worker_sigkilled_mid_policy_loses_and_double_counts_nothing(
     name = f"pol-{case}"
     job = kube.create("Job", namespace, _policy_job(name, case))
     wid = job_workflow_id(namespace, name, job["metadata"]["uid"])
-    kills = 0
-    for i in range(3):
-        with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i}.log", health) as proc:
-            await ready(health)
-            if i == 0:  # kill only once the workflow is at work
-                await eventually(lambda: workflow_exists(temporal_env.client, wid), timeout=60, what="workflow")
-            await asyncio.sleep(rng.uniform(1.5, 3.0))
-            if case == "elastic" and i == 0:  # scale 10 -> 12 while the worker is up
-                kube.patch("Job", namespace, name, {"spec": {"completions": 12, "parallelism": 12}})
-            if _finished(kube, namespace, name):
-                break
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            kills += 1
+
+    def scale_up() -> None:  # elastic: 10 -> 12 while the first worker is at work
+        if case == "elastic":
+            kube.patch("Job", namespace, name, {"spec": {"completions": 12, "parallelism": 12}})
+
+    kills = await kill_mid_run(temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path, health, name,
+                               rounds=3, rng=rng, before_first_kill=scale_up)
     with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
         await ready(health)
         await eventually(lambda: workflow_exists(temporal_env.client, wid), timeout=60, what="workflow")

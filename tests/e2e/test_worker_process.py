@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -23,6 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
 from tests.conftest import eventually, utcnow
+from tests.e2e.forked import Forked
 from tests.k8s import create_job, finish_job, second
 from worker.app import kube_configuration
 
@@ -37,13 +37,13 @@ def free_port() -> int:
 
 @contextmanager
 def worker_process(temporal_env: WorkflowEnvironment, kubeconfig: Path, namespace: str, task_queue: str,
-                   log: Path, health_port: int, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
+                   log: Path, health_port: int, *extra: str) -> Iterator[Forked]:
+    """A ``batchd worker`` process (forked, see :mod:`tests.e2e.forked`), killed on the way out."""
     target = temporal_env.client.service_client.config.target_host
-    args = [BATCHD, "worker", "--temporal-address", target, "--kubeconfig", str(kubeconfig),
+    args = ["worker", "--temporal-address", target, "--kubeconfig", str(kubeconfig),
             "--namespaces", namespace, "--task-queue", task_queue, "--health-port", str(health_port),
             "--resync-seconds", "30", "--ttl-scope", "all", *extra]  # TTL tests' Jobs are finished by hand
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    proc = Forked(args, log)
     try:
         yield proc
     finally:

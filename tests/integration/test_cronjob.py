@@ -18,6 +18,7 @@ from temporalio.client import Client
 from activities.kube import Kube
 from tests.conftest import eventually, running, save_history, utcnow, workflow_exists
 from tests.k8s import finish_job, second
+from workflows.cronjob import ARMED_SLACK
 from workflows.identity import cronjob_workflow_id
 from workflows.models import JOB_MANAGED_BY
 
@@ -246,7 +247,7 @@ def _utc(s: str) -> datetime:
 
 # -- armed creations (cronjob_lead > 0, policy Allow) ------------------------------------------
 
-async def armed_for(client: Client, ns: str, name: str, *, timeout: float = 20.0) -> datetime:
+async def armed_for(client: Client, ns: str, name: str, *, timeout: float = 60.0) -> datetime:
     """The schedule time of the creation the workflow has handed to the worker, once it has."""
     d = await eventually(lambda: _armed(client, ns, name), timeout=timeout, what="an armed creation")
     return _utc(d["armedFor"])
@@ -265,25 +266,29 @@ def _created(job: dict[str, Any]) -> datetime:
 
 async def test_an_armed_creation_is_made_by_the_worker_on_the_second_of_its_time(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace, cronjob_lead=30):
-        kube.create("CronJob", namespace, cronjob_manifest("sharp", "@every 5s"))
+        kube.create("CronJob", namespace, cronjob_manifest("sharp", "@every 15s"))
         due = await armed_for(client, namespace, "sharp")
         assert utcnow() < due  # armed ahead of its time
         [job] = await eventually(lambda: jobs_of(kube, namespace, "sharp"), what="the Job")
         assert job["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"] == \
             due.strftime("%Y-%m-%dT%H:%M:%SZ")
-        assert due <= _created(job) <= due + timedelta(seconds=1)  # whole seconds on the API side
+        # never early; on the second unless the machine is loaded, and in any case by the armed
+        # attempt, whose deadline is ARMED_SLACK after the time
+        assert due <= _created(job) <= due + ARMED_SLACK
         hist = await client.get_workflow_handle(cronjob_workflow_id(namespace, "sharp")).fetch_history()
         [first] = [e for e in hist.events if e.HasField("activity_task_scheduled_event_attributes")][:1]
         attrs = first.activity_task_scheduled_event_attributes
         assert (attrs.activity_type.name, attrs.task_queue.name) == ("create_cronjob_job_at", f"{task_queue}-timed")
         assert first.event_time.ToDatetime(UTC) < due
+        assert any(e.activity_task_completed_event_attributes.scheduled_event_id == first.event_id
+                   for e in hist.events if e.HasField("activity_task_completed_event_attributes"))  # the armed one made it
         await eventually(lambda: (c := kube.get("CronJob", namespace, "sharp")) and c.get("status", {}).get("active"))
         await save_history(client.get_workflow_handle(cronjob_workflow_id(namespace, "sharp")), "cronjob-armed-creation")
 
 
 async def test_a_spec_change_while_armed_is_obeyed_at_the_time(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace, cronjob_lead=30):
-        kube.create("CronJob", namespace, cronjob_manifest("relabel", "@every 6s"))
+        kube.create("CronJob", namespace, cronjob_manifest("relabel", "@every 12s"))
         due = await armed_for(client, namespace, "relabel")
         kube.patch("CronJob", namespace, "relabel", {"spec": {"jobTemplate": {"metadata": {"labels": {"app": "v2"}}}}})
         [job] = await eventually(lambda: jobs_of(kube, namespace, "relabel"), what="the Job", timeout=30)
@@ -293,7 +298,7 @@ async def test_a_spec_change_while_armed_is_obeyed_at_the_time(client, kube, nam
 
 async def test_suspending_while_armed_creates_nothing(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace, cronjob_lead=30):
-        kube.create("CronJob", namespace, cronjob_manifest("halt", "@every 6s"))
+        kube.create("CronJob", namespace, cronjob_manifest("halt", "@every 12s"))
         due = await armed_for(client, namespace, "halt")
         kube.patch("CronJob", namespace, "halt", {"spec": {"suspend": True}})
         await asyncio.sleep(max(0.0, (due - utcnow()).total_seconds()) + 3)
@@ -315,7 +320,7 @@ async def test_the_suspend_update_does_not_wait_for_an_armed_creation(client, ku
 
 async def test_deleting_the_cronjob_while_armed_creates_nothing(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace, cronjob_lead=30):
-        kube.create("CronJob", namespace, cronjob_manifest("gone", "@every 6s"))
+        kube.create("CronJob", namespace, cronjob_manifest("gone", "@every 12s"))
         due = await armed_for(client, namespace, "gone")
         kube.delete("CronJob", namespace, "gone", propagation="Orphan")
         assert await asyncio.wait_for(client.get_workflow_handle(cronjob_workflow_id(namespace, "gone")).result(), 20) == "gone"
