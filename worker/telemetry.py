@@ -93,8 +93,22 @@ def install(service: str = "batchd") -> Telemetry:
     _install_tracing(resource)
     buffer = MetricBuffer(100_000)
     runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer, global_tags={"service": service}))
-    exporter = MetricsExporter(buffer, provider, poll_interval=timedelta(seconds=1))
+    exporter = _MetricsExporter(buffer, provider, poll_interval=timedelta(seconds=1))
     return Telemetry(registry=registry, runtime=runtime, exporter=exporter, interceptors=[TracingInterceptor()])
+
+
+class _MetricsExporter(MetricsExporter):
+    """The SDK's exporter, converting each update's attributes afresh.
+
+    The SDK caches converted attribute sets by ``id()`` of the buffer's attribute object without
+    keeping that object alive. An attribute set made for one ``add`` (as ``workflow.metric_meter()``
+    makes them) is freed after its update, and the next set allocated at the same address is
+    then exported with the old labels: an Indexed Job's finished Pods were counted under another
+    series, and some samples under no labels at all.
+    """
+
+    def _get_or_create_attributes(self, attributes: Any) -> Any:
+        return dict(attributes)
 
 
 def job_controller_views() -> list[View]:

@@ -134,3 +134,39 @@ def p(phase: str, *finalizers: str) -> dict[str, Any]:
 def test_tracking_finalizer_event(old: dict[str, Any] | None, new: dict[str, Any] | None,
                                   event: str | None) -> None:  # L10
     assert tracking_finalizer_event(old, new) == event
+
+
+def test_each_buffered_update_is_exported_with_its_own_labels() -> None:
+    # An attribute set freed after its update leaves its id() to the next one; the SDK's exporter
+    # cached labels by id(), so the next set was exported with the old labels.
+    from dataclasses import dataclass as _dataclass
+
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+    from prometheus_client import CollectorRegistry
+    from temporalio.runtime import BUFFERED_METRIC_KIND_COUNTER, MetricBuffer
+
+    from worker.telemetry import _MetricsExporter
+
+    @_dataclass
+    class Metric:
+        name: str = "sets_total"
+        description: str = ""
+        unit: str = ""
+        kind: int = BUFFERED_METRIC_KIND_COUNTER
+
+    @_dataclass
+    class Update:
+        metric: Metric
+        value: int
+        attributes: dict[str, str]
+
+    registry = CollectorRegistry()
+    exporter = _MetricsExporter(MetricBuffer(10), MeterProvider(metric_readers=[
+        PrometheusMetricReader(registry=registry, scope_info_enabled=False)]))
+    metric = Metric()
+    for i in range(50):
+        exporter._apply_update(Update(metric, 1, {"set": str(i)}))  # type: ignore[arg-type]
+    samples = {s.labels["set"]: s.value for fam in registry.collect() for s in fam.samples
+               if s.name == "sets_total"}
+    assert samples == {str(i): 1.0 for i in range(50)}
