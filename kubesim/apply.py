@@ -260,6 +260,13 @@ def _owner_text(entry: dict[str, Any]) -> str:
     return text
 
 
+def _ordered(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The API server's order of managedFields: Apply before Update, then oldest first (to the
+    second), then by manager, apiVersion and subresource. Clients read ``managedFields[0]``."""
+    return sorted(entries, key=lambda e: (e.get("operation", ""), e.get("time") or "", e.get("manager", ""),
+                                          e.get("apiVersion", ""), e.get("subresource", "")))
+
+
 def create_entries(obj: Obj, manager: str, operation: str, now: str, subresource: str = "") -> list[dict[str, Any]]:
     """The managedFields of a newly created object."""
     fields = fields_of(obj, subresource=subresource)
@@ -293,7 +300,7 @@ def update_entries(old: Obj, new: Obj, manager: str, now: str, subresource: str 
             out.append(previous)
         else:
             out.append(_entry(manager, "Update", new.get("apiVersion", ""), now, mine, subresource))
-    return out
+    return _ordered(out)
 
 
 def apply(current: Obj | None, applied: Obj, manager: str, *, force: bool, now: str) -> Obj:
@@ -340,7 +347,7 @@ def apply(current: Obj | None, applied: Obj, manager: str, *, force: bool, now: 
             out.append(e if kept == owned else {**e, "fieldsV1": to_fields_v1(kept)})
     previous = next((e for e, owned in owned_by if _ident(e) == ident and owned == fields), None)
     out.append(previous if previous is not None else _entry(manager, "Apply", api_version, now, fields))
-    obj["metadata"]["managedFields"] = out
+    obj["metadata"]["managedFields"] = _ordered(out)
     return obj
 
 

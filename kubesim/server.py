@@ -29,7 +29,7 @@ import yaml
 from aiohttp import web
 
 from kubesim import apply as ssa
-from kubesim import logs, protobuf, resources, schema, strategy, tables
+from kubesim import logs, openapi_v2, protobuf, resources, schema, strategy, tables
 from kubesim import patch as patches
 from kubesim.admission import AdmissionPlugin
 from kubesim.codec import dumps, loads
@@ -208,6 +208,13 @@ def _truthy(value: str | None) -> bool:
     return (value or "").lower() in ("1", "true", "yes")
 
 
+def _openapi_v2(accept: str) -> web.Response:
+    """Protobuf when asked for (kubectl up to 1.28 asks for nothing else), else JSON."""
+    if any(media in accept for media in openapi_v2.ACCEPTED_PROTOBUF):
+        return web.Response(body=openapi_v2.document_protobuf(), content_type=openapi_v2.MEDIA_TYPE_PROTOBUF)
+    return web.Response(text=openapi_v2.document_json(), content_type="application/json")
+
+
 def _response(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=dumps(body), status=status, content_type=JSON)
 
@@ -260,6 +267,8 @@ class ApiServer:
                 return web.Response(text="ok", content_type="text/plain")
             if path.startswith("/openapi/v3"):
                 return self._openapi(path)
+            if path.rstrip("/") == "/openapi/v2":
+                return _openapi_v2(request.headers.get("Accept", ""))
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         except ApiError as err:
             return _error_response(err)

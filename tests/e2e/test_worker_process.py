@@ -98,7 +98,7 @@ async def test_worker_killed_with_200_ttl_timers_asleep_deletes_all_on_time_once
     temporal_env: WorkflowEnvironment, kubesim_server: Any, kubeconfig: Path, kube: Kube, namespace: str,
     task_queue: str, tmp_path: Path,
 ) -> None:
-    n, base = 200, 45
+    n, base = 200, 60
     # expiries spread over base..base+6 s after finishing; the Jobs are finished only once the
     # worker runs, and the worker is killed before the first expiry (checked, not assumed). Starting
     # 200 workflows takes a loaded 2-core machine tens of seconds, hence the base.
@@ -122,7 +122,7 @@ async def test_worker_killed_with_200_ttl_timers_asleep_deletes_all_on_time_once
     assert all(kube.get("Job", namespace, name) for name in ttls), "nothing may be deleted before expiry"
     await asyncio.sleep(max(0.0, (finished + timedelta(seconds=base + 2) - utcnow()).total_seconds()))  # some expire while down
     with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker2.log", health):
-        await eventually(lambda: not kube.list("Job", namespace)["items"], timeout=90, what="all Jobs deleted")
+        await eventually(lambda: not kube.list("Job", namespace)["items"], timeout=180, what="all Jobs deleted")
     watch.stop()
     assert set(watch.deleted_at) == set(ttls)
     early = {k: v for k, v in watch.deleted_at.items() if v < finished + timedelta(seconds=ttls[k])}

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import yaml
@@ -61,6 +63,65 @@ def test_openapi_v3_is_served(http: Http):
     assert "apis/batch/v1" in index["paths"]
     doc = http.get("/openapi/v3/apis/batch/v1")
     assert doc["components"]["schemas"]
+
+
+def test_openapi_v2_is_the_v3_documents_in_swagger_form(http: Http):
+    doc = http.get("/openapi/v2")
+    assert doc["swagger"] == "2.0"
+    refs = set(re.findall(r'"\$ref": ?"#/definitions/([^"]+)"', json.dumps(doc)))
+    assert refs and refs <= set(doc["definitions"])  # kubectl refuses a dangling $ref
+    assert "#/components" not in json.dumps(doc)
+    patch = doc["paths"]["/apis/batch/v1/namespaces/{namespace}/jobs/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "batch", "version": "v1", "kind": "Job"}
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]  # what kubectl 1.27 looks for
+    assert doc["definitions"]["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]["type"] == "string"
+
+
+def _wire(data: bytes) -> dict[int, list[bytes | int]]:
+    """One protobuf message's fields, undecoded: enough to walk gnostic's Document by number."""
+    fields: dict[int, list[bytes | int]] = {}
+    i = 0
+
+    def varint() -> int:
+        nonlocal i
+        shift = value = 0
+        while True:
+            byte = data[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+
+    while i < len(data):
+        key = varint()
+        if key & 7 == 0:
+            fields.setdefault(key >> 3, []).append(varint())
+        else:
+            assert key & 7 == 2, key
+            n = varint()
+            fields.setdefault(key >> 3, []).append(data[i:i + n])
+            i += n
+    return fields
+
+
+def test_openapi_v2_protobuf_is_gnostics_document(http: Http):
+    # kubectl <= 1.28 asks with the "@" spelling; the answer must carry the dotted one
+    req = urllib.request.Request(http.base + "/openapi/v2", headers={
+        "Accept": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf, application/json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        assert resp.headers["Content-Type"] == "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+        doc = _wire(resp.read())
+    assert doc[1] == [b"2.0"]  # swagger
+    paths = {_wire(p)[1][0].decode(): _wire(p)[2][0] for p in _wire(doc[8][0])[2]}  # NamedPathItem
+    definitions = {_wire(d)[1][0].decode() for d in _wire(doc[9][0])[1]}  # NamedSchema
+    assert definitions == set(http.get("/openapi/v2")["definitions"])
+    patch = _wire(_wire(paths["/apis/batch/v1/namespaces/{namespace}/jobs/{name}"])[8][0])  # PathItem.patch
+    extensions = {_wire(e)[1][0]: _wire(_wire(e)[2][0])[2][0] for e in patch[13]}  # NamedAny, Any.yaml
+    assert json.loads(extensions[b"x-kubernetes-group-version-kind"]) == {"group": "batch", "version": "v1", "kind": "Job"}
+    queries = [_wire(_wire(_wire(p)[1][0])[2][0]) for p in patch[8] if 2 in _wire(_wire(p)[1][0])]  # non-body
+    names = [_wire(q[3][0])[4][0] for q in queries if 3 in q]  # QueryParameterSubSchema.name
+    assert b"fieldValidation" in names
 
 
 def test_kubectl_api_resources_shows_short_names(kubectl):

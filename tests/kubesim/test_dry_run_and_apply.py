@@ -152,3 +152,17 @@ def test_an_update_takes_ownership_of_what_it_changed(http: Http, ns: str) -> No
     code, _, answer = http.request("PATCH", f"{base}/cj?fieldManager=me", _cronjob(), content_type=APPLY)
     assert code == 409 and answer["message"] == (
         'Apply failed with 1 conflict: conflict with "editor" using batch/v1: .spec.schedule')
+
+
+def test_managed_fields_are_in_the_api_servers_order_apply_first() -> None:
+    # kubectl and users read managedFields[0]: the Apply entry stays first even when another
+    # manager updated the status between two applies.
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "a", "labels": {"app": "x"}},
+           "spec": {"backoffLimit": 0}}
+    first = ssa.apply(None, job, "kubectl", force=False, now="2026-01-01T00:00:00Z")
+    status = {**first, "status": {"active": 1}}
+    status["metadata"] = {**first["metadata"], "managedFields": ssa.update_entries(
+        first, status, "batchd", "2026-01-01T00:00:01Z", subresource="status")}
+    again = ssa.apply(status, job, "kubectl", force=False, now="2026-01-01T00:00:02Z")
+    assert [(e["manager"], e["operation"]) for e in again["metadata"]["managedFields"]] == \
+        [("kubectl", "Apply"), ("batchd", "Update")]
