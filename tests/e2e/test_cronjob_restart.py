@@ -114,4 +114,7 @@ async def test_a_worker_killed_while_a_creation_is_armed_still_creates_the_job_o
         assert len(jobs_of(kube, namespace, "armed")) == 1
     created = datetime.fromisoformat(job["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
     assert job["metadata"]["name"] == f"armed-{int(due.timestamp()) // 60}"
-    assert due <= created <= due + ARMED_SLACK + timedelta(seconds=10)
+    # Never early; made by the retry, which Temporal starts once the lost attempt's timeout
+    # (ARMED_SLACK after the time) fires: on a loaded machine its timer queue runs tens of
+    # seconds late (seen: 29 s), so the bound is the test's patience, not a latency claim.
+    assert due <= created <= due + ARMED_SLACK + timedelta(seconds=90)

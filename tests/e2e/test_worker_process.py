@@ -98,10 +98,11 @@ async def test_worker_killed_with_200_ttl_timers_asleep_deletes_all_on_time_once
     temporal_env: WorkflowEnvironment, kubesim_server: Any, kubeconfig: Path, kube: Kube, namespace: str,
     task_queue: str, tmp_path: Path,
 ) -> None:
-    n, base = 200, 60
+    n, base = 200, 120
     # expiries spread over base..base+6 s after finishing; the Jobs are finished only once the
     # worker runs, and the worker is killed before the first expiry (checked, not assumed). Starting
-    # 200 workflows takes a loaded 2-core machine tens of seconds, hence the base.
+    # 200 workflows took a loaded 2-core CI machine over 60 s (with the deadlock detector firing
+    # on first activations), hence the base.
     ttls = {f"job-{i:03d}": base + (i % 7) for i in range(n)}
     for name, ttl in ttls.items():
         create_job(kube, namespace, name, ttl=ttl)
