@@ -61,6 +61,7 @@ async def test_worker_sigkilled_across_10_schedule_times_creates_each_job_exactl
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # up to four real minutes by design, more on a loaded machine
 async def test_a_time_missed_beyond_the_starting_deadline_is_skipped(
     client: Any, kube: Kube, namespace: str, task_queue: str,
 ) -> None:
@@ -92,6 +93,7 @@ async def _after(client: Any, ns: str, name: str, t: datetime) -> datetime | Non
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 async def test_a_worker_killed_while_a_creation_is_armed_still_creates_the_job_once(
     temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
 ) -> None:

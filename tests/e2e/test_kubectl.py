@@ -110,6 +110,14 @@ def world(kube: Kube, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
         yield spaces
 
 
+def _until(run: Callable[[], str], text: str, timeout: float = 60) -> str:
+    """``run()``'s output once it contains ``text`` (what kubectl prints of an asynchronous write)."""
+    deadline = time.monotonic() + timeout
+    while text not in (out := run()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return out
+
+
 @contextmanager
 def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path) -> Iterator[Run]:
     def run(*args: str, ok: bool = True, timeout: float = 60, stdin: str | None = None) -> str:
@@ -166,7 +174,7 @@ def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, world
         described = k("describe", "job", "hello")
         assert re.search(r"^Name:\s+hello$", described, re.M)
         assert re.search(r"^Pods Statuses:\s+0 Active .*/ 1 Succeeded / 0 Failed$", described, re.M)
-        events = k("events", "--for", "job/hello")
+        events = _until(lambda: k("events", "--for", "job/hello"), "Job completed")  # the Event follows the status
         assert events.splitlines()[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
         assert re.search(r"^\S+\s+Normal\s+Completed\s+Job/hello\s+Job completed$", events, re.M), events
 

@@ -143,7 +143,7 @@ async def test_the_ui_shows_a_sleeping_ttl_workflow_with_its_pending_timer_summa
         url = f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/{urllib.parse.quote(wid, safe='')}"
         # Selenium blocks: run it in threads so this loop keeps serving the worker and bridge.
         await asyncio.to_thread(browser.get, url)
-        row = await eventually(lambda: asyncio.to_thread(pending_timer_row, browser, summary), timeout=60,
+        row = await eventually(lambda: asyncio.to_thread(pending_timer_row, browser, summary), timeout=180,
                                interval=0.5, what=f"a pending timer {summary!r} in the UI timeline")
 
         page = await asyncio.to_thread(lambda: browser.find_element("tag name", "body").text)

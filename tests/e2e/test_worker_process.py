@@ -94,14 +94,15 @@ class DeletionWatch:
         self._stop.set()
 
 
+@pytest.mark.timeout(900)  # the expiries are minutes out by design
 async def test_worker_killed_with_200_ttl_timers_asleep_deletes_all_on_time_once(
     temporal_env: WorkflowEnvironment, kubesim_server: Any, kubeconfig: Path, kube: Kube, namespace: str,
     task_queue: str, tmp_path: Path,
 ) -> None:
-    n, base = 200, 120
+    n, base = 200, 180
     # expiries spread over base..base+6 s after finishing; the Jobs are finished only once the
     # worker runs, and the worker is killed before the first expiry (checked, not assumed). Starting
-    # 200 workflows took a loaded 2-core CI machine over 60 s (with the deadlock detector firing
+    # 200 workflows took a loaded 2-core CI machine over 120 s (with the deadlock detector firing
     # on first activations), hence the base.
     ttls = {f"job-{i:03d}": base + (i % 7) for i in range(n)}
     for name, ttl in ttls.items():
@@ -116,7 +117,7 @@ async def test_worker_killed_with_200_ttl_timers_asleep_deletes_all_on_time_once
         finished = second(utcnow())
         for name in ttls:
             finish_job(kube, namespace, name, finished)
-        await eventually(lambda: _count(client, query, n), timeout=120, what="200 TTL workflows running")
+        await eventually(lambda: _count(client, query, n), timeout=base - 10, what="200 TTL workflows running")
         assert utcnow() < finished + timedelta(seconds=base - 1), "set-up overran the first expiry; the kill would prove nothing"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
