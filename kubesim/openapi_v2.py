@@ -1,8 +1,7 @@
 """``/openapi/v2``: the Swagger 2.0 form of the served OpenAPI, as JSON or as gnostic protobuf.
 
 Layer: kubesim (imports nothing from batchd). kubectl up to 1.28 reads this document, always
-as protobuf, before
-``apply --server-side``: it looks for the PATCH operation of the object's group-version-kind and
+as protobuf, before ``apply --server-side``: it looks for the PATCH operation of the object's group-version-kind and
 for a ``fieldValidation`` parameter on it, and it parses every definition (a ``$ref`` to a
 missing one is an error). Newer kubectl reads ``/openapi/v3``.
 
@@ -90,8 +89,7 @@ def _v2_operation(op: dict[str, Any]) -> dict[str, Any]:
 
 
 @cache
-def document_json() -> str:
-    """The whole Swagger 2.0 document, every served group version in one, as JSON text."""
+def _document() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     definitions: dict[str, Any] = {}
     for gv in schema.openapi_v3_index()["paths"]:
@@ -103,14 +101,14 @@ def document_json() -> str:
             if item.get("parameters"):
                 v2["parameters"] = [_v2_parameter(p) for p in item["parameters"]]
             paths[path] = v2
-    return json.dumps({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "kubesim"},
-                       "paths": dict(sorted(paths.items())), "definitions": dict(sorted(definitions.items()))},
-                      separators=(",", ":"))
+    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": "kubesim"},
+            "paths": dict(sorted(paths.items())), "definitions": dict(sorted(definitions.items()))}
 
 
-def document() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(document_json())
-    return loaded
+@cache
+def document_json() -> str:
+    """The whole Swagger 2.0 document, every served group version in one, as JSON text."""
+    return json.dumps(_document(), separators=(",", ":"))
 
 
 # --- gnostic protobuf ------------------------------------------------------------------------
@@ -217,7 +215,7 @@ def _operation(op: dict[str, Any]) -> bytes:
 def document_protobuf() -> bytes:
     """Document: swagger 1, info 2 (title 1, version 2), paths 8 (Paths: path 2, NamedPathItem),
     definitions 9 (Definitions: additional_properties 1, NamedSchema)."""
-    doc = document()
+    doc = _document()
     items = []
     for path, item in doc["paths"].items():
         # PathItem: get 2, put 3, post 4, delete 5, options 6, head 7, patch 8, parameters 9
