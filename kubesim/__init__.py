@@ -212,9 +212,14 @@ class KubeSim:
             counts = dict(self.api.audit)
             if reset:
                 self.api.audit.clear()
+                self.api.faulted.clear()
             return counts
 
         return self._call(read)
+
+    def faulted(self) -> dict[AuditKey, int]:
+        """The audited requests answered with an injected fault (:attr:`faults`), by the same key."""
+        return self._call(lambda: dict(self.api.faulted))
 
     def objects(self, group: str, plural: str) -> list[dict[str, Any]]:
         """A snapshot of the stored objects of one kind (for assertions in tests)."""

@@ -244,6 +244,7 @@ class ApiServer:
         self.faults = faults
         self.bookmark_interval = bookmark_interval
         self.audit: Counter[AuditKey] = Counter()
+        self.faulted: Counter[AuditKey] = Counter()  # the audited requests answered with an injected fault
         self.admission: tuple[AdmissionPlugin, ...] = ()  # optional plugins (kubesim/admission.py)
 
     def make_server(self) -> web.Server:
@@ -313,12 +314,14 @@ class ApiServer:
             return _response({"requests": self.audit_rows()})
         if path == "/kubesim/audit" and request.method == "DELETE":
             self.audit.clear()
+            self.faulted.clear()
             return _response({"requests": []})
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
     def audit_rows(self) -> list[dict[str, Any]]:
         return [
-            {"verb": k.verb, "group": k.group, "resource": k.resource, "subresource": k.subresource, "count": n}
+            {"verb": k.verb, "group": k.group, "resource": k.resource, "subresource": k.subresource, "count": n,
+             "faulted": self.faulted[k]}
             for k, n in sorted(self.audit.items())
         ]
 
@@ -337,12 +340,14 @@ class ApiServer:
         if discovery is not None:
             return _response(discovery)
         route = self._route(parts, request)
-        self.audit[AuditKey(route.verb, route.res.group, route.res.plural, route.subresource or "")] += 1
+        key = AuditKey(route.verb, route.res.group, route.res.plural, route.subresource or "")
+        self.audit[key] += 1
         faults = self.faults
         if faults.latency_seconds > 0:
             await asyncio.sleep(faults.latency_seconds)
         fault = faults.error()
         if fault is not None:
+            self.faulted[key] += 1
             return _error_response(fault)
         verb = route.verb
         if route.subresource == "log":

@@ -84,4 +84,22 @@ def test_audit_counts_requests_in_rbac_terms(sim, batch, core, http: Http, ns):
     assert counts[AuditKey("deletecollection", "batch", "jobs", "")] == 1
     assert counts[AuditKey("watch", "", "pods", "")] == 1
     rows = http.get("/kubesim/audit")["requests"]
-    assert {"verb": "get", "group": "batch", "resource": "jobs", "subresource": "", "count": 2} in rows
+    assert {"verb": "get", "group": "batch", "resource": "jobs", "subresource": "", "count": 2, "faulted": 0} in rows
+
+
+def test_the_audit_tells_faulted_requests_apart(sim, batch, http: Http, ns):
+    sim.audit(reset=True)
+    batch.create_namespaced_job(ns, job_body("flt"))
+    sim.faults.set(error_rate=1.0, codes=(503,))
+    try:
+        for _ in range(3):
+            assert http.request("GET", f"/apis/batch/v1/namespaces/{ns}/jobs/flt")[0] == 503
+    finally:
+        sim.faults.clear()
+    batch.read_namespaced_job("flt", ns)
+    key = AuditKey("get", "batch", "jobs", "")
+    assert sim.audit()[key] == 4 and sim.faulted() == {key: 3}
+    assert {"verb": "get", "group": "batch", "resource": "jobs", "subresource": "", "count": 4, "faulted": 3} in \
+        http.get("/kubesim/audit")["requests"]
+    sim.audit(reset=True)
+    assert sim.faulted() == {}
