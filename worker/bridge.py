@@ -34,12 +34,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.errors import KubeError
 from activities.kube import Clock, Kube, SystemClock
+from worker.ops import ttl_query
 from workflows.cronjob import CronJobWorkflow
 from workflows.identity import (
     K8S_KIND,
     K8S_NAME,
     K8S_NAMESPACE,
     K8S_UID,
+    OBSERVED_MEMO,
     TASK_QUEUE,
     cronjob_workflow_id,
     job_workflow_id,
@@ -213,6 +215,8 @@ class Informer:
 
 # The value of spec.managedBy that names Kubernetes' own Job controller (its default when unset).
 BUILTIN_JOB_CONTROLLER = "kubernetes.io/job-controller"
+#: seconds a starting bridge spends reading the TTL workflows' memos (a page of 1,000 a call)
+RECALL_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
@@ -254,6 +258,7 @@ class Bridge:
         self._queues = [asyncio.Queue() for _ in range(self.settings.shards)]
         self._tasks = [asyncio.create_task(self._consume(q), name=f"bridge-shard-{i}") for i, q in enumerate(self._queues)]
         namespaces = self.settings.namespaces or (None,)
+        await self._recall_observed(namespaces)
         resync = self.settings.resync_seconds
         # CronJobs list first: a Job's owner must be known (and its workflow started, on the same
         # shard) before the Job's events are routed to it.
@@ -274,6 +279,25 @@ class Bridge:
         self._tasks.append(asyncio.create_task(self._poker(), name="bridge-poker"))
         for inf in self._informers[len(cronjobs):]:
             inf.start()
+
+    async def _recall_observed(self, namespaces: tuple[str | None, ...] | list[str | None]) -> None:
+        """Learn, from their memo, which object version each running TTL workflow already has.
+
+        Every replica's bridge lists everything when it starts; without this, each start would
+        signal every TTL workflow again (a workflow task, a replay on a cold cache, and a billed
+        action each), which under restarts buries the workflows that have real work to do. A
+        memo that visibility has not caught up with yet only costs a signal that was not needed.
+        """
+        try:
+            async with asyncio.timeout(RECALL_TIMEOUT):
+                for ns in namespaces:
+                    async for ex in self.client.list_workflows(ttl_query(ns)):
+                        rv = await ex.memo_value(OBSERVED_MEMO, None)
+                        if isinstance(rv, str) and rv:
+                            self._dispatched.setdefault(ex.id, rv)
+        except Exception as err:  # visibility is an optimisation here, never a precondition
+            log.warning("could not read the TTL workflows' memos (%s); each is told its object again", err)
+        log.info("%d running TTL workflows already have their object's version", len(self._dispatched))
 
     def cached_cronjob(self, namespace: str, uid: str) -> dict[str, Any] | None:
         """The managed CronJob with ``uid`` as the informers last saw it (any thread; None if unknown)."""

@@ -30,6 +30,11 @@ NEXT_SCHEDULE_TIME = SearchAttributeKey.for_datetime("NextScheduleTime")
 #: Every custom search attribute batchd writes; a server must have them registered.
 SEARCH_ATTRIBUTES = (K8S_KIND, K8S_NAMESPACE, K8S_NAME, K8S_UID, EXPIRES_AT, NEXT_SCHEDULE_TIME)
 
+#: Memo of a TTL workflow: the resourceVersion of the object it last took in. A replica's bridge
+#: reads it once at start and sends no observation the workflow already has (a memo needs no
+#: registration on the server, unlike a search attribute).
+OBSERVED_MEMO = "observedResourceVersion"
+
 
 def ttl_workflow_id(kind: str, namespace: str, name: str, uid: str) -> str:
     """``job-ttl/{ns}/{name}/{uid}`` or ``pod-ttl/{ns}/{name}/{uid}``."""

@@ -33,7 +33,7 @@ from temporalio import workflow
 # Pure, deterministic modules: passed through so the sandbox does not rebuild every pydantic
 # model class for each workflow run (that cost dominated a workflow's CPU and memory).
 with workflow.unsafe.imports_passed_through():
-    from workflows.identity import EXPIRES_AT
+    from workflows.identity import EXPIRES_AT, OBSERVED_MEMO
     from workflows.models import (
         DeleteExpiredInput,
         DeleteExpiredResult,
@@ -47,6 +47,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.times import NEVER, iso
 
 
+#: workflow.patched id of the memo; histories from before it replay without the upserts
+OBSERVED_MEMO_PATCH = "ttl-observed-memo"
+
+
 @workflow.defn(name="TTLAfterFinished")
 class TTLAfterFinishedWorkflow:
     """Deletes one Job or Pod once its TTL after finishing has expired."""
@@ -56,6 +60,7 @@ class TTLAfterFinishedWorkflow:
         self._obs = inp.observation
         self._changed = False
         self._expire_at: datetime | None = None
+        self._advertised: str | None = None  # the resourceVersion in the memo
 
     @workflow.signal(name="observe")
     def observe(self, obs: TTLObservation) -> None:
@@ -88,6 +93,7 @@ class TTLAfterFinishedWorkflow:
         obs = self._take()
         if obs.gone:
             return TTLResult(outcome="gone", expire_at=self._expire_at)
+        self._advertise(obs.resource_version)
         if not obs.needs_cleanup():
             return await self.confirm_not_needed()
         left = time_left(obs, workflow.now())
@@ -163,6 +169,12 @@ class TTLAfterFinishedWorkflow:
         # A signal that arrived while the activity ran is newer than the activity's read.
         if not self._changed:
             self._obs = obs
+
+    def _advertise(self, resource_version: str) -> None:
+        """Keep the memo at the version taken in, so a restarting bridge does not send it again."""
+        if resource_version and resource_version != self._advertised and workflow.patched(OBSERVED_MEMO_PATCH):
+            self._advertised = resource_version
+            workflow.upsert_memo({OBSERVED_MEMO: resource_version})
 
     def _set_expiry(self, expire_at: datetime | None) -> None:
         """Advertise the expiry (search attribute, current details); None: it never comes."""

@@ -15,7 +15,7 @@ from activities.kube import Kube
 from tests.conftest import eventually, running, utcnow, workflow_exists
 from tests.k8s import create_job, finish_job, pod_manifest, second
 from worker.bridge import Bridge, BridgeSettings
-from workflows.identity import ttl_workflow_id
+from workflows.identity import OBSERVED_MEMO, ttl_workflow_id
 from workflows.models import TTLResult
 from workflows.ttl import TTLAfterFinishedWorkflow
 
@@ -230,3 +230,39 @@ async def test_two_bridges_at_once_start_one_workflow_and_delete_once(client, ku
     assert len(runs) == 1
     deletes = sum(n for k, n in kubesim_server.audit().items() if k.verb == "delete" and k.resource == "jobs")
     assert deletes == 1
+
+
+async def test_a_restarted_bridge_does_not_resend_what_a_sleeping_workflow_has(client, kube, namespace, task_queue):
+    """The workflow's memo holds the version it took in; a new bridge (a replica starting) reads
+    it and signals only an object that changed since."""
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "known", ttl=3600)
+        other = create_job(kube, namespace, "changed", ttl=3600)
+        finished = second(utcnow())
+        finish_job(kube, namespace, "known", finished)
+        finish_job(kube, namespace, "changed", finished)
+        known, changed = wf_id("Job", namespace, job), wf_id("Job", namespace, other)
+        rv = kube.get("Job", namespace, "known")["metadata"]["resourceVersion"]
+        await eventually(lambda: _memo(client, known, rv), what="the memo in visibility")
+    kube.patch("Job", namespace, "changed", {"spec": {"ttlSecondsAfterFinished": 7200}})
+    before = {wid: await _signals(client, wid) for wid in (known, changed)}
+    async with running(client, kube, task_queue, namespace):  # a new bridge lists both Jobs
+        await eventually(lambda: _more_signals(client, changed, before[changed]), what="the change sent")
+        await asyncio.sleep(2)  # the bridge's whole first list has been handled by now
+        assert await _signals(client, known) == before[known]
+    for wid in (known, changed):
+        await client.get_workflow_handle(wid).terminate("test done")
+
+
+async def _memo(client: Client, wid: str, rv: str) -> bool:
+    rows = [w async for w in client.list_workflows(f'WorkflowId = "{wid}"')]
+    return bool(rows) and await rows[0].memo_value(OBSERVED_MEMO, None) == rv
+
+
+async def _signals(client: Client, wid: str) -> int:
+    history = await client.get_workflow_handle(wid).fetch_history()
+    return sum(ev.HasField("workflow_execution_signaled_event_attributes") for ev in history.events)
+
+
+async def _more_signals(client: Client, wid: str, than: int) -> bool:
+    return await _signals(client, wid) > than
