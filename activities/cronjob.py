@@ -100,6 +100,20 @@ def build_job(cronjob: dict[str, Any], inp: CreateJobInput) -> dict[str, Any]:
     }
 
 
+def _heartbeats() -> asyncio.Task[None] | None:
+    """Heartbeat this activity three times per heartbeat timeout until cancelled (None: none asked)."""
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        return None
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(timeout.total_seconds() / 3)
+
+    return asyncio.create_task(beat())
+
+
 @dataclass
 class _Burst:
     """The armed creations of one worker due at the same instant."""
@@ -228,6 +242,9 @@ class CronJobActivities:
                              _stamp(inp.scheduled), _stamp(created))
         return CreateJobResult(outcome="created", job=_ref(job))
 
+    # A worker that dies holding an armed creation is noticed by its missing heartbeats, within
+    # the heartbeat timeout, not at the end of the attempt's whole wait plus slack; another
+    # replica then creates the Job (or finds it, if the dead one got that far).
     @activity.defn(name="create_cronjob_job_at")
     async def create_job_at(self, inp: CreateJobInput) -> CreateJobResult:
         """Wait in the worker until ``not_before``, then create the Job as ``create_cronjob_job`` does.
@@ -242,6 +259,7 @@ class CronJobActivities:
         due = inp.not_before or inp.scheduled
         burst = self._bursts.setdefault(due, _Burst())
         burst.pending += 1
+        beat = _heartbeats()
         try:
             wait = min((due - self.clock.now()).total_seconds(), inp.wait_at_most)
             if wait > 0:
@@ -251,6 +269,8 @@ class CronJobActivities:
                 _COLLECTOR.hold()
             res = await self._in_pool(self._create, inp)
         finally:
+            if beat is not None:
+                beat.cancel()
             burst.pending -= 1
             if burst.pending == 0:
                 if burst.running:

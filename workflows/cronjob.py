@@ -77,9 +77,11 @@ COMPONENT = "batchd-cronjob-controller"
 ONE_PASS_A_MINUTE = "one-pass-a-minute"
 RECENT_RUNS = 10
 REMEMBERED = 200  # counted Job uids and reported warnings kept for de-duplication
-#: An armed creation's time limit beyond its wait: a worker killed while it waits is noticed this
-#: long after the schedule time at worst, and the retry (idempotent by name) creates the Job.
+#: An armed creation's time limit beyond its wait, for the creation itself (a worker killed while
+#: it waits is noticed sooner, by the heartbeat); the retry (idempotent by name) creates the Job.
 ARMED_SLACK = timedelta(seconds=10)
+#: how soon a worker that died holding an armed creation is noticed, and the creation retried
+ARMED_HEARTBEAT = timedelta(seconds=10)
 #: Continue-as-new beyond this many events (about 25 runs), well before the server suggests it:
 #: a workflow woken outside the sticky cache replays its whole run, so short runs wake cheaply.
 HISTORY_EVENTS = 500
@@ -490,14 +492,15 @@ class CronJobWorkflow:
             handle = workflow.start_activity(
                 "create_cronjob_job_at", inp, result_type=CreateJobResult,
                 task_queue=timed_task_queue(workflow.info().task_queue),
-                start_to_close_timeout=wait + ARMED_SLACK, retry_policy=K8S_RETRY,
+                start_to_close_timeout=wait + ARMED_SLACK, heartbeat_timeout=ARMED_HEARTBEAT, retry_policy=K8S_RETRY,
                 cancellation_type=ActivityCancellationType.TRY_CANCEL,
                 summary=f"create Job {inp.namespace}/{inp.job_name} at {_iso(not_before)}")
             await workflow.wait_condition(lambda: handle.done() or self._interrupt)
             if not handle.done():
-                # An abandoned wait that does fire re-reads the CronJob first: a changed spec
-                # makes it "stale", a recreated CronJob "cronjob_gone"; else it creates the very
-                # Job the next plan creates, and one of the two finds it "exists".
+                # The cancellation reaches the worker with its next heartbeat. An abandoned wait
+                # that fires first re-reads the CronJob: a changed spec makes it "stale", a
+                # recreated CronJob "cronjob_gone"; else it creates the very Job the next plan
+                # creates, and one of the two finds it "exists".
                 handle.cancel()
                 handle.add_done_callback(_outcome_unused)
                 return None
