@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -71,6 +72,8 @@ class PendingTimers:
 #: A poller the server last saw longer ago than this is not running: an idle poll is held open by
 #: the server for about a minute, then the worker polls again at once.
 POLL_FRESHNESS = timedelta(seconds=90)
+#: how long a starting worker keeps trying to reach Temporal before it gives up and exits
+CONNECT_PATIENCE = 120.0
 
 
 class Readiness:
@@ -199,8 +202,16 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
         loop.add_signal_handler(sig, stop.set)
 
     temporal_settings = TemporalSettings(**{**settings.temporal.__dict__, "interceptors": tel.interceptors})
-    client = await connect(temporal_settings, runtime=tel.runtime)
-    await ensure_search_attributes(client)
+    readiness: Readiness | None = None
+    # Up before Temporal is reached: the process is alive (liveness) while it waits for the server.
+    health = HealthServer(tel.registry, lambda: readiness.problems() if readiness
+                          else [f"temporal: connecting to {settings.temporal.address}"])
+    await health.start(settings.health_address, settings.health_port)
+    try:
+        client = await _connect_while_starting(temporal_settings, tel.runtime)
+    except BaseException:
+        await health.stop()
+        raise
     kube = Kube(kube_configuration(settings.kubeconfig))
     bridge = Bridge(client, kube, settings.bridge)
     workers = build_workers(client, kube, task_queue=settings.bridge.task_queue,
@@ -210,10 +221,8 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
     readiness = Readiness(client, lambda: bridge.synced, workers, [
         (main_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), (main_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
         (timed_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)])
-    health = HealthServer(tel.registry, readiness.problems)
 
     async with tel.exporter:
-        await health.start(settings.health_address, settings.health_port)
         worker_task = asyncio.create_task(_run_all(workers))
         pending = asyncio.create_task(PendingTimers(client).run())
         watchdog = asyncio.create_task(Watchdog(client, kube, task_queue=settings.bridge.task_queue).run())
@@ -237,6 +246,28 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
         await worker_task  # re-raises a worker failure after the clean-up above
         await health.stop()
     log.info("batchd worker stopped")
+
+
+async def _connect_while_starting(settings: TemporalSettings, runtime: Any, *, patience: float = CONNECT_PATIENCE,
+                                  delay: float = 0.5) -> Client:
+    """Connect and register the search attributes, retrying for up to ``patience`` seconds.
+
+    A replica that starts while the Temporal frontend restarts (a rollout, a failover) waits for
+    it instead of exiting into a crash loop; a server that stays unreachable (a wrong address,
+    refused TLS) still ends the process, with the last error.
+    """
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            client = await connect(settings, runtime=runtime)
+            await ensure_search_attributes(client)
+            return client
+        except Exception as err:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("Temporal at %s is not answering (%s); trying again in %.1f s", settings.address, err, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
 
 
 async def _run_all(workers: list[Worker]) -> None:
