@@ -250,6 +250,7 @@ class Bridge:
         self._cronjobs: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of managed CronJobs
         self._sent: dict[tuple[str, str], Any] = {}  # (purpose, uid) -> what a workflow was last told
         self._to_poke: set[str] = set()  # Job workflows to poke on the next tick (coalesces Pod events)
+        self._failures: dict[str, int] = {}  # uid -> dispatches of its latest version that failed in a row
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -350,16 +351,43 @@ class Bridge:
     async def _consume(self, queue: asyncio.Queue[tuple[float, str, dict[str, Any]]]) -> None:
         while True:
             received, etype, obj = await queue.get()
+            uid = obj.get("metadata", {}).get("uid", "")
             try:
                 await self.handle(etype, obj)
                 DISPATCH_SECONDS.record(time.monotonic() - received, {"kind": obj.get("kind", "")})
-            except Exception:  # one bad object must not stop the shard; the next resync retries it
+                self._failures.pop(uid, None)
+            except Exception:  # one bad object must not stop the shard
                 meta = obj.get("metadata", {})
                 log.exception("bridge: failed to dispatch %s %s/%s", etype, meta.get("namespace"), meta.get("name"))
                 if etype == "DELETED":  # no resync brings a deletion back: tell by identity alone
                     await self._tell_gone(obj)
+                else:
+                    self._dispatch_again(queue, etype, obj)
             finally:
                 queue.task_done()
+
+    def _dispatch_again(self, queue: asyncio.Queue[tuple[float, str, dict[str, Any]]], etype: str,
+                        obj: dict[str, Any]) -> None:
+        """Queue a failed event again after a backoff (0.5 s doubling to 30 s), not at the next resync.
+
+        A Temporal frontend restarting, or briefly answering "namespace not found", would
+        otherwise leave a new object without its workflow for the whole resync period. Only the
+        version that failed is retried, and only while it is still the latest the informers hold:
+        a newer event is already queued, and an older observation must never follow it.
+        """
+        meta = obj.get("metadata", {})
+        uid, rv = meta.get("uid", ""), meta.get("resourceVersion")
+        failures = self._failures[uid] = self._failures.get(uid, 0) + 1
+        delay = min(0.5 * 2 ** (failures - 1), 30.0)
+
+        def again() -> None:
+            latest = next((o for inf in self._informers if inf.kind == obj.get("kind") and (o := inf.get(uid))), None)
+            if latest is not None and latest.get("metadata", {}).get("resourceVersion") == rv:
+                queue.put_nowait((time.monotonic(), etype, obj))
+            else:
+                self._failures.pop(uid, None)
+
+        asyncio.get_running_loop().call_later(delay, again)
 
     async def _tell_gone(self, obj: dict[str, Any]) -> None:
         """End the workflows of a deleted object from its kind, name and uid alone.

@@ -266,3 +266,23 @@ async def _signals(client: Client, wid: str) -> int:
 
 async def _more_signals(client: Client, wid: str, than: int) -> bool:
     return await _signals(client, wid) > than
+
+
+async def test_a_failed_dispatch_is_retried_in_seconds_not_at_the_next_resync(client, kube, namespace, task_queue):
+    """A Temporal call that fails (a frontend restarting, "namespace not found" for a moment)
+    is retried with a short backoff; the relist an hour away is not what brings it back."""
+    async with running(client, kube, task_queue, namespace, resync_seconds=3600) as br:
+        assert br is not None
+        real, failed = br.handle, []
+
+        async def flaky(etype: str, obj: dict) -> None:
+            if obj["metadata"]["name"] == "flaky" and len(failed) < 3:
+                failed.append(etype)
+                raise RuntimeError("the frontend is away")
+            await real(etype, obj)
+
+        br.handle = flaky  # type: ignore[method-assign]
+        job = create_job(kube, namespace, "flaky", ttl=1)
+        finish_job(kube, namespace, "flaky", second(utcnow()))
+        res = await result_of(client, wf_id("Job", namespace, job), timeout=60)
+    assert res.outcome == "deleted" and len(failed) == 3
