@@ -330,11 +330,16 @@ class Kube:
         return self.request("PATCH", resource_path(kind, namespace, name, subresource), body=patch, content_type=patch_type)
 
     def delete(self, kind: str, namespace: str, name: str, *, uid: str | None = None,
-               propagation: str | None = None, grace_period_seconds: int | None = None) -> bool:
-        """DELETE with an optional uid precondition; ``False`` if it was already gone (404)."""
+               resource_version: str | None = None, propagation: str | None = None,
+               grace_period_seconds: int | None = None) -> bool:
+        """DELETE with optional uid and resourceVersion preconditions; ``False`` if it was already gone (404).
+
+        A failed precondition is a :class:`Conflict`.
+        """
         opts: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
-        if uid:
-            opts["preconditions"] = {"uid": uid}
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        if preconditions:
+            opts["preconditions"] = preconditions
         if propagation:
             opts["propagationPolicy"] = propagation
         if grace_period_seconds is not None:

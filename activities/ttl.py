@@ -1,7 +1,7 @@
 """Activities of the TTL-after-finished workflow: fresh read, and check-again-then-delete.
 
 Layer: activities. Called by workflows/ttl.py by name; registered by worker/temporal.py.
-Runs in the worker's thread pool (the official client is synchronous).
+Runs in the worker's thread pool (activities/kube.py's client is synchronous).
 """
 
 from __future__ import annotations
@@ -77,11 +77,17 @@ class TTLActivities:
         left = time_left(obs, now)
         if left is None or left.expire_at is None or not left.expired:
             return self._skip(obs, "not_expired", left.expire_at if left else None)
+        if obs.held:  # TTL-HOLD
+            return self._skip(obs, "held", left.expire_at)
         propagation = "Foreground" if ref.kind == "Job" else "Background"
         try:
-            existed = self.kube.delete(ref.kind, ref.namespace, ref.name, uid=ref.uid, propagation=propagation)
+            # The resourceVersion precondition makes the decision exactly the one taken on this
+            # read: a hold or a raised TTL written since then fails it, and the loop decides again.
+            existed = self.kube.delete(ref.kind, ref.namespace, ref.name, uid=ref.uid,
+                                       resource_version=obs.resource_version, propagation=propagation)
         except Conflict:
-            existed = False  # uid precondition failed: the name now belongs to another object
+            fresh = observe(ref, self.kube.get(ref.kind, ref.namespace, ref.name))
+            return self._skip(fresh, "gone" if fresh.gone else "changed")
         if not existed:
             return self._skip(TTLObservation(ref=ref, gone=True), "gone")
         DELETION_DURATION.record((now - left.expire_at).total_seconds(), {"kind": ref.kind})

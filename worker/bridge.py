@@ -300,12 +300,17 @@ class Bridge:
             log.warning("could not read the TTL workflows' memos (%s); each is told its object again", err)
         log.info("%d running TTL workflows already have their object's version", len(self._dispatched))
 
-    def cached_cronjob(self, namespace: str, uid: str) -> dict[str, Any] | None:
-        """The managed CronJob with ``uid`` as the informers last saw it (any thread; None if unknown)."""
+    def cached(self, kind: str, uid: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """The object with ``uid`` as the informers last saw it (any thread; None if unknown)."""
         for inf in self._informers:
-            if inf.kind == "CronJob" and inf.namespace in (None, namespace) and (obj := inf.get(uid)) is not None:
+            if inf.kind == kind and (namespace is None or inf.namespace in (None, namespace)) \
+                    and (obj := inf.get(uid)) is not None:
                 return obj
         return None
+
+    def cached_cronjob(self, namespace: str, uid: str) -> dict[str, Any] | None:
+        """The managed CronJob with ``uid`` as the informers last saw it (any thread; None if unknown)."""
+        return self.cached("CronJob", uid, namespace)
 
     @property
     def synced(self) -> bool:
@@ -381,7 +386,7 @@ class Bridge:
         delay = min(0.5 * 2 ** (failures - 1), 30.0)
 
         def again() -> None:
-            latest = next((o for inf in self._informers if inf.kind == obj.get("kind") and (o := inf.get(uid))), None)
+            latest = self.cached(str(obj.get("kind")), uid)
             if latest is not None and latest.get("metadata", {}).get("resourceVersion") == rv:
                 queue.put_nowait((time.monotonic(), etype, obj))
             else:
@@ -554,7 +559,7 @@ class Bridge:
         """
         if obs.ttl_seconds is None or not obs.finished:
             return False
-        if obs.finish_time is None:
+        if obs.finish_time is None or obs.held:  # its workflow waits on no timer (A5, TTL-HOLD)
             return True
         expire_at = expiry(obs.finish_time, obs.ttl_seconds)
         return expire_at is None or expire_at > self.clock.now()

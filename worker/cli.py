@@ -22,6 +22,8 @@ from workflows.identity import TASK_QUEUE
 if TYPE_CHECKING:
     from temporalio.client import Client
 
+    from activities.kube import Kube
+
 
 def _exit(code: int) -> NoReturn:
     sys.stdout.flush()
@@ -37,6 +39,7 @@ def main() -> None:
     Quick start:   batchd dev                      # Temporal dev server + UI, kubesim, worker, examples
     In a cluster:  batchd worker --temporal-address temporal:7233
     Inspect:       batchd ttl list                 # pending TTL expirations, soonest first
+                   batchd ttl hold NS/NAME         # keep a finished Job for debugging (release, extend)
                    batchd describe job NS/NAME     # a Job's workflows, state and pending timers
     Operate:       batchd cronjob trigger NS/NAME  # also suspend, resume, describe
 
@@ -214,7 +217,7 @@ def dev(**kw: object) -> None:
 
 @main.group()
 def ttl() -> None:
-    """TTL-after-finished: what expires when."""
+    """TTL-after-finished: what expires when; hold, release and extend an object's TTL."""
 
 
 @ttl.command("list")
@@ -233,6 +236,89 @@ def ttl_list(output: str, k8s_namespace: str | None, limit: int | None, **kw: ob
     from worker import ops
 
     _run_ops(kw, lambda c: ops.ttl_list(c, namespace=k8s_namespace, limit=limit, output=output))
+
+
+def _run_kube(kubeconfig: Path | None, command: Callable[[Kube], str]) -> NoReturn:
+    """Run one command against Kubernetes, print its output and exit with its code."""
+    from activities.kube import Kube
+    from worker import ops
+    from worker.app import kube_configuration
+
+    try:
+        kube = Kube(kube_configuration(kubeconfig))
+    except Exception as exc:  # no kubeconfig, a broken one: one line, exit 1
+        code, out, err = ops.EXIT_FAILURE, "", f"cannot configure the Kubernetes client: {exc}"
+    else:
+        code, out, err = ops.kube_main(lambda: command(kube))
+    if out:
+        click.echo(out)
+    if err:
+        click.echo(f"batchd: {err}", err=True)
+    _exit(code)
+
+
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
+    from worker import ops
+
+    try:
+        return ops.parse_duration(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+def kube_options(f):  # type: ignore[no-untyped-def]
+    """Flags of the commands that write a Job or Pod in Kubernetes."""
+    f = click.option("--kind", type=click.Choice(["Job", "Pod"]), default="Job", show_default=True,
+                     help="What NS/NAME names.")(f)
+    return click.option("--kubeconfig", envvar="KUBECONFIG", type=click.Path(path_type=Path), default=None,
+                        help="Kubeconfig file; inside a Pod the in-cluster config is used when unset.")(f)
+
+
+@ttl.command("hold")
+@kube_options
+@click.option("--reason", default="held with batchd ttl hold", show_default=True,
+              help="Why; the annotation's value, shown by ttl list and in the UI.")
+@click.argument("ref", metavar="NS/NAME", callback=_ref)
+def ttl_hold(kind: str, kubeconfig: Path | None, reason: str, ref: tuple[str, str]) -> None:
+    """Keep a Job (or TTL-labelled Pod) past its TTL: sets the batchd.io/ttl-hold annotation.
+
+    \b
+    Example: batchd ttl hold team-a/etl-42 --reason "debugging INC-1234"
+    Exit code 3 if the object does not exist.
+    """
+    from worker import ops
+
+    _run_kube(kubeconfig, lambda kube: ops.ttl_hold(kube, kind, *ref, reason))
+
+
+@ttl.command("release")
+@kube_options
+@click.argument("ref", metavar="NS/NAME", callback=_ref)
+def ttl_release(kind: str, kubeconfig: Path | None, ref: tuple[str, str]) -> None:
+    """Remove the hold; an object already past its TTL is deleted at once.
+
+    \b
+    Example: batchd ttl release team-a/etl-42
+    """
+    from worker import ops
+
+    _run_kube(kubeconfig, lambda kube: ops.ttl_release(kube, kind, *ref))
+
+
+@ttl.command("extend")
+@kube_options
+@click.option("--by", "seconds", required=True, callback=_duration, metavar="DURATION",
+              help="How much longer to keep it: 90s, 2h, 1h30m.")
+@click.argument("ref", metavar="NS/NAME", callback=_ref)
+def ttl_extend(kind: str, kubeconfig: Path | None, seconds: int, ref: tuple[str, str]) -> None:
+    """Raise the TTL: spec.ttlSecondsAfterFinished and the per-outcome annotations (Job), the label (Pod).
+
+    \b
+    Example: batchd ttl extend team-a/etl-42 --by 2h
+    """
+    from worker import ops
+
+    _run_kube(kubeconfig, lambda kube: ops.ttl_extend(kube, kind, *ref, seconds))
 
 
 @main.group()

@@ -1,12 +1,14 @@
-"""Operator commands of the ``batchd`` CLI: ``ttl list``, ``describe job|cronjob``, ``cronjob …``.
+"""Operator commands of the ``batchd`` CLI: ``ttl …``, ``describe job|cronjob``, ``cronjob …``.
 
 Layer: worker. Called by worker/cli.py, which only parses flags and exits with the code
-:func:`main` returns. Everything here reads Temporal — visibility (search attributes), workflow
-descriptions, histories, queries — or sends Updates; nothing talks to Kubernetes. The
-identities it relies on are batchd's public contract (workflows/identity.py, README).
+:func:`main` (Temporal) or :func:`kube_main` (Kubernetes) returns. Most commands read Temporal —
+visibility (search attributes, memos), workflow descriptions, histories, queries — or send
+Updates. ``ttl hold|release|extend`` write the object in Kubernetes instead: the annotation or
+field is the source of truth any ``kubectl`` can also set, and the bridge carries the change to
+the workflow. The identities relied on are batchd's public contract (workflows/identity.py).
 
-Exit codes: 0 success, 1 failure (unreachable server, failed update or query, timeout),
-3 the object has no workflow. Usage errors (2) are click's, raised before any client exists.
+Exit codes: 0 success, 1 failure (unreachable server, failed update or query, timeout, refused
+write), 3 no such object or workflow. Usage errors (2) are click's, raised before any client exists.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from temporalio.client import (
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.errors import Conflict, KubeError, NotFound
+from activities.kube import Kube
 from workflows import times
 from workflows.identity import (
     EXPIRES_AT,
@@ -40,7 +44,16 @@ from workflows.identity import (
     K8S_NAMESPACE,
     K8S_UID,
     SEARCH_ATTRIBUTES,
+    TTL_HOLD_MEMO,
     cronjob_workflow_id,
+)
+from workflows.models import (
+    INT64_MAX,
+    POD_TTL_LABEL,
+    TTL_AFTER_FAILURE_ANNOTATION,
+    TTL_AFTER_SUCCESS_ANNOTATION,
+    TTL_HOLD_ANNOTATION,
+    parse_ttl,
 )
 from workflows.times import NEVER
 
@@ -131,6 +144,7 @@ class PendingExpiry:
     expires_at: datetime | None
     workflow_id: str
     run_id: str
+    hold: str | None = None  # the reason, when the object is held (TTL-HOLD)
 
 
 def ttl_query(namespace: str | None) -> str:
@@ -147,17 +161,18 @@ async def pending_expiries(client: Client, *, namespace: str | None = None, limi
     SQL visibility cannot ORDER BY a custom attribute, so every running TTL workflow of the
     scope is listed and sorted here; ``limit`` cuts the sorted list, so it is the N soonest.
     """
-    rows = [_expiry(ex) async for ex in client.list_workflows(ttl_query(namespace))]
+    rows = [await _expiry(ex) async for ex in client.list_workflows(ttl_query(namespace))]
     far = datetime.max.replace(tzinfo=UTC)
     rows.sort(key=lambda r: (r.expires_at or far, r.namespace, r.name))
     return rows[:limit] if limit is not None else rows
 
 
-def _expiry(ex: WorkflowExecution) -> PendingExpiry:
+async def _expiry(ex: WorkflowExecution) -> PendingExpiry:
     sa = ex.typed_search_attributes
     return PendingExpiry(
         kind=sa.get(K8S_KIND) or "", namespace=sa.get(K8S_NAMESPACE) or "", name=sa.get(K8S_NAME) or "",
         uid=sa.get(K8S_UID) or "", expires_at=sa.get(EXPIRES_AT), workflow_id=ex.id, run_id=ex.run_id,
+        hold=await ex.memo_value(TTL_HOLD_MEMO, None),
     )
 
 
@@ -171,12 +186,121 @@ async def ttl_list(client: Client, *, namespace: str | None, limit: int | None, 
             "kind": r.kind, "namespace": r.namespace, "name": r.name, "uid": r.uid,
             "expiresAt": iso(r.expires_at),
             "inSeconds": round((r.expires_at - now).total_seconds(), 3) if r.expires_at and r.expires_at < NEVER else None,
+            "held": r.hold is not None, "holdReason": r.hold,
             "workflowId": r.workflow_id, "runId": r.run_id,
         } for r in rows])
-    return table(["KIND", "NAMESPACE", "NAME", "UID", "EXPIRES", "IN", "WORKFLOW ID"], [
+    return table(["KIND", "NAMESPACE", "NAME", "UID", "EXPIRES", "IN", "HELD", "WORKFLOW ID"], [
         [r.kind, r.namespace, r.name, r.uid, iso(r.expires_at) or "-",
-         _until(r.expires_at, now), r.workflow_id] for r in rows
+         _until(r.expires_at, now), "-" if r.hold is None else (r.hold or "yes"), r.workflow_id] for r in rows
     ])
+
+
+# -- ttl hold, release, extend: writes to Kubernetes ---------------------------------------
+
+#: The largest ``spec.ttlSecondsAfterFinished`` the API server takes (the field is int32).
+INT32_MAX = 2**31 - 1
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_duration(text: str) -> int:
+    """Seconds in a duration such as ``90s``, ``2h`` or ``1h30m`` (hours, minutes, seconds).
+
+    Raises:
+        ValueError: not such a duration, or zero.
+    """
+    match = _DURATION.match(text.strip())
+    if not text.strip() or match is None:
+        raise ValueError(f"expected a duration such as 90s, 2h or 1h30m, got {text!r}")
+    h, m, s = (int(g or 0) for g in match.groups())
+    if (seconds := h * 3600 + m * 60 + s) == 0:
+        raise ValueError("the duration must be more than 0s")
+    return seconds
+
+
+def kube_main(command: Callable[[], str]) -> tuple[int, str, str]:
+    """Run one Kubernetes-side command and map its outcome to an exit code, as :func:`main` does."""
+    try:
+        return EXIT_OK, command(), ""
+    except NotFoundError as err:
+        return EXIT_NOT_FOUND, "", str(err)
+    except OpError as err:
+        return EXIT_FAILURE, "", str(err)
+    except KubeError as err:
+        return EXIT_FAILURE, "", f"Kubernetes: {err}"
+
+
+def ttl_hold(kube: Kube, kind: str, namespace: str, name: str, reason: str) -> str:
+    """``batchd ttl hold``: set ``batchd.io/ttl-hold`` (its value is the reason)."""
+    _patch_annotations(kube, kind, namespace, name, {TTL_HOLD_ANNOTATION: reason})
+    return f"{kind} {namespace}/{name} held: {reason}"
+
+
+def ttl_release(kube: Kube, kind: str, namespace: str, name: str) -> str:
+    """``batchd ttl release``: remove ``batchd.io/ttl-hold``; an expired object is then deleted at once."""
+    obj = _get(kube, kind, namespace, name)
+    if TTL_HOLD_ANNOTATION not in ((obj.get("metadata") or {}).get("annotations") or {}):
+        return f"{kind} {namespace}/{name} was not held"
+    _patch_annotations(kube, kind, namespace, name, {TTL_HOLD_ANNOTATION: None})
+    return f"{kind} {namespace}/{name} released"
+
+
+def ttl_extend(kube: Kube, kind: str, namespace: str, name: str, seconds: int, *, attempts: int = 5) -> str:
+    """``batchd ttl extend``: raise every TTL the object carries by ``seconds``.
+
+    A Job's ``spec.ttlSecondsAfterFinished`` and its per-outcome annotations (so the one in
+    force rises, whichever outcome it has or will have); a Pod's TTL label. The write carries
+    the resourceVersion it was computed from, and is computed again on a conflict.
+    """
+    for _ in range(attempts):
+        obj = _get(kube, kind, namespace, name)
+        meta = obj.get("metadata") or {}
+        changes: list[str] = []
+        patch: dict[str, Any] = {"metadata": {"resourceVersion": meta.get("resourceVersion")}}
+        keys: tuple[str, ...]
+        if kind == "Job":
+            ttl = (obj.get("spec") or {}).get("ttlSecondsAfterFinished")
+            if ttl is not None:
+                if ttl + seconds > INT32_MAX:
+                    raise OpError(f"spec.ttlSecondsAfterFinished would be {ttl + seconds}, more than the field "
+                                  f"holds ({INT32_MAX})")
+                patch["spec"] = {"ttlSecondsAfterFinished": ttl + seconds}
+                changes.append(f"spec.ttlSecondsAfterFinished {ttl} -> {ttl + seconds}")
+            keys = (TTL_AFTER_SUCCESS_ANNOTATION, TTL_AFTER_FAILURE_ANNOTATION)
+            where, texts = "annotations", meta.get("annotations") or {}
+        else:
+            keys, where, texts = (POD_TTL_LABEL,), "labels", meta.get("labels") or {}
+        for key in keys:
+            if (raw := texts.get(key)) is None:
+                continue
+            current, problem = parse_ttl(raw, f"{where[:-1]} {key}")
+            if current is None or current + seconds > INT64_MAX:
+                raise OpError(problem or f"{where[:-1]} {key}={raw!r} would be more than {INT64_MAX}")
+            patch["metadata"].setdefault(where, {})[key] = str(current + seconds)
+            changes.append(f"{key} {raw} -> {current + seconds}")
+        if not changes:
+            raise OpError(f"{kind} {namespace}/{name} has no TTL to extend")
+        try:
+            kube.patch(kind, namespace, name, patch)
+        except Conflict:
+            continue  # written meanwhile: compute again from the new version
+        except NotFound:
+            raise NotFoundError(f"{kind} {namespace}/{name} not found") from None
+        return f"{kind} {namespace}/{name} TTL extended by {seconds}s: " + ", ".join(changes)
+    raise OpError(f"{kind} {namespace}/{name} kept changing; TTL not extended (try again)")
+
+
+def _get(kube: Kube, kind: str, namespace: str, name: str) -> dict[str, Any]:
+    obj = kube.get(kind, namespace, name)
+    if obj is None:
+        raise NotFoundError(f"{kind} {namespace}/{name} not found")
+    return obj
+
+
+def _patch_annotations(kube: Kube, kind: str, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
+    try:
+        kube.patch(kind, namespace, name, {"metadata": {"annotations": annotations}})
+    except NotFound:
+        raise NotFoundError(f"{kind} {namespace}/{name} not found") from None
 
 
 # -- describe ------------------------------------------------------------------------------

@@ -34,6 +34,9 @@ SEARCH_ATTRIBUTES = (K8S_KIND, K8S_NAMESPACE, K8S_NAME, K8S_UID, EXPIRES_AT, NEX
 #: reads it once at start and sends no observation the workflow already has (a memo needs no
 #: registration on the server, unlike a search attribute).
 OBSERVED_MEMO = "observedResourceVersion"
+#: Memo of a TTL workflow whose object is held (``batchd.io/ttl-hold``): the hold's reason, for
+#: ``batchd ttl list``; absent when not held.
+TTL_HOLD_MEMO = "ttlHold"
 
 
 def ttl_workflow_id(kind: str, namespace: str, name: str, uid: str) -> str:

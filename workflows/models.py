@@ -25,6 +25,11 @@ from workflows.times import plus_seconds
 
 #: Label (Pods) and value of ``spec.managedBy`` (Jobs) that hand an object to batchd.
 POD_TTL_LABEL = "batchd.io/ttl-seconds-after-finished"
+#: batchd's TTL extensions (docs/ttl.md, TTL-HOLD and TTL-OUTCOME): a hold (its value is the
+#: reason) on a Job or TTL-labelled Pod, and per-outcome TTLs on a Job.
+TTL_HOLD_ANNOTATION = "batchd.io/ttl-hold"
+TTL_AFTER_SUCCESS_ANNOTATION = "batchd.io/ttl-seconds-after-success"
+TTL_AFTER_FAILURE_ANNOTATION = "batchd.io/ttl-seconds-after-failure"
 JOB_MANAGED_BY = "batchd.io/job-controller"
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 #: The largest integer the API's own fields hold; a Pod TTL label beyond it is refused.
@@ -145,8 +150,12 @@ class TTLObservation(_K8s):
     ``finished`` with a ``None`` ``finish_time`` is the state upstream treats as an error
     (A5): the object finished but carries no time to count from.
     ``problem`` names why the object is outside TTL control although it asks for a TTL (a Pod
-    owned by a Job, a Pod that restarts Always, an unparseable label); the bridge turns it into
-    a Warning Event.
+    owned by a Job, a Pod that restarts Always, an unparseable label or per-outcome annotation);
+    the bridge turns it into a Warning Event.
+    ``ttl_seconds`` is the TTL in force: for a finished Job, its outcome's annotation if set
+    (TTL-OUTCOME), else ``spec.ttlSecondsAfterFinished``.
+    ``hold`` is the reason of a ``batchd.io/ttl-hold`` annotation: while set, nothing is deleted
+    (TTL-HOLD).
     """
 
     ref: ObjectRef
@@ -157,22 +166,49 @@ class TTLObservation(_K8s):
     deleting: bool = False
     gone: bool = False
     problem: str | None = None
+    hold: str | None = None
+
+    @property
+    def held(self) -> bool:
+        """TTL-HOLD: a hold annotation is present (an empty reason holds too)."""
+        return self.hold is not None
 
     @classmethod
     def of_job(cls, job: Job) -> TTLObservation:
-        """Observe a Job (A3, A4: the first Complete/Failed=True condition's transition time)."""
+        """Observe a Job (A3, A4: the first Complete/Failed=True condition's transition time).
+
+        The TTL in force is the finished outcome's per-outcome annotation, if any, else the spec
+        field (TTL-OUTCOME). A bad per-outcome value, whatever the outcome, is a ``problem`` and no
+        TTL at all: a typo must never delete a Job sooner than its owner meant.
+        """
         finished = next(
             (c for c in job.status.conditions if c.type in ("Complete", "Failed") and c.status == "True"),
             None,
         )
         meta = job.metadata
+        ttl = job.spec.ttl_seconds_after_finished
+        problem: str | None = None
+        by_outcome: dict[str, int] = {}
+        for outcome, key in (("Complete", TTL_AFTER_SUCCESS_ANNOTATION), ("Failed", TTL_AFTER_FAILURE_ANNOTATION)):
+            if (raw := meta.annotations.get(key)) is None:
+                continue
+            seconds, problem = parse_ttl(raw, f"annotation {key}")
+            if seconds is None:
+                break
+            by_outcome[outcome] = seconds
+        if problem is not None:
+            ttl = None
+        elif finished is not None and finished.type in by_outcome:
+            ttl = by_outcome[finished.type]
         return cls(
             ref=ObjectRef(kind="Job", namespace=meta.namespace, name=meta.name, uid=meta.uid),
             resource_version=meta.resource_version,
-            ttl_seconds=job.spec.ttl_seconds_after_finished,
+            ttl_seconds=ttl,
             finished=finished is not None,
             finish_time=finished.last_transition_time if finished else None,
             deleting=meta.deletion_timestamp is not None,
+            problem=problem,
+            hold=meta.annotations.get(TTL_HOLD_ANNOTATION),
         )
 
     @classmethod
@@ -186,12 +222,7 @@ class TTLObservation(_K8s):
         problem: str | None = None
         raw = meta.labels.get(POD_TTL_LABEL)
         if raw is not None:
-            if not (raw.isascii() and raw.isdigit()):
-                problem = f"label {POD_TTL_LABEL}={raw!r} is not a non-negative integer number of seconds"
-            elif int(raw) > INT64_MAX:
-                problem = f"label {POD_TTL_LABEL}={raw!r} is larger than {INT64_MAX}, the largest TTL batchd takes"
-            else:
-                ttl = int(raw)
+            ttl, problem = parse_ttl(raw, f"label {POD_TTL_LABEL}")
         owner = meta.controller_ref()
         if ttl is not None and owner is not None and owner.kind == "Job":
             problem = f"Pod is owned by Job {owner.name}; the Job's ttlSecondsAfterFinished governs it"
@@ -213,11 +244,21 @@ class TTLObservation(_K8s):
             finish_time=max(finish_times) if finished and finish_times else None,
             deleting=meta.deletion_timestamp is not None,
             problem=problem,
+            hold=meta.annotations.get(TTL_HOLD_ANNOTATION),
         )
 
     def needs_cleanup(self) -> bool:
         """Whether TTL cleanup applies at all (A2, A10): a TTL, finished, not being deleted."""
         return not self.gone and not self.deleting and self.ttl_seconds is not None and self.finished
+
+
+def parse_ttl(raw: str, what: str) -> tuple[int | None, str | None]:
+    """A TTL written as text (a label or an annotation): ``(seconds, None)`` or ``(None, problem)``."""
+    if not (raw.isascii() and raw.isdigit()):
+        return None, f"{what}={raw!r} is not a non-negative integer number of seconds"
+    if int(raw) > INT64_MAX:
+        return None, f"{what}={raw!r} is larger than {INT64_MAX}, the largest TTL batchd takes"
+    return int(raw), None
 
 
 class TimeLeft(_K8s):

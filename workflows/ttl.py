@@ -12,8 +12,11 @@ The flow mirrors upstream's ``processJob`` / ``processTTL`` with the workqueue's
 2. Sleep until the expiry on a timer whose summary names the object and the instant; a new
    observation (TTL patched, object deleted) wakes it at once and the decision is re-made.
 3. At expiry, ``delete_expired`` re-reads the object, re-runs the decision on the fresh copy,
-   and deletes with a uid precondition and Foreground propagation (A11, A12); if the fresh
-   copy expires later, the loop sleeps again.
+   and deletes with uid and resourceVersion preconditions and Foreground propagation (A11,
+   A12); if the fresh copy expires later, is held or changed meanwhile, the loop decides again.
+
+A held object (``batchd.io/ttl-hold``, TTL-HOLD in docs/ttl.md) keeps its expiry timer, whose
+summary names the hold; once expired it waits, with no timer, for the hold to go.
 
 Both Kubernetes calls are local activities: a GET plus a DELETE is short and idempotent, and a
 local activity costs one marker event instead of a task-queue round trip (about half the
@@ -33,8 +36,9 @@ from temporalio import workflow
 # Pure, deterministic modules: passed through so the sandbox does not rebuild every pydantic
 # model class for each workflow run (that cost dominated a workflow's CPU and memory).
 with workflow.unsafe.imports_passed_through():
-    from workflows.identity import EXPIRES_AT, OBSERVED_MEMO
+    from workflows.identity import EXPIRES_AT, OBSERVED_MEMO, TTL_HOLD_MEMO
     from workflows.models import (
+        TTL_HOLD_ANNOTATION,
         DeleteExpiredInput,
         DeleteExpiredResult,
         ObserveInput,
@@ -61,6 +65,7 @@ class TTLAfterFinishedWorkflow:
         self._changed = False
         self._expire_at: datetime | None = None
         self._advertised: str | None = None  # the resourceVersion in the memo
+        self._hold_advertised: str | None = None  # the hold reason in the memo
 
     @workflow.signal(name="observe")
     def observe(self, obs: TTLObservation) -> None:
@@ -103,7 +108,7 @@ class TTLAfterFinishedWorkflow:
             )
             await workflow.wait_condition(lambda: self._changed)
             return None
-        self._set_expiry(left.expire_at)
+        self._set_expiry(left.expire_at, obs)
         if left.remaining is None:  # TIME-1: an expiry beyond datetime's range never comes
             await workflow.wait_condition(lambda: self._changed)
             return None
@@ -119,8 +124,13 @@ class TTLAfterFinishedWorkflow:
                 await workflow.wait_condition(
                     lambda: self._changed,
                     timeout=left.remaining,
-                    timeout_summary=f"TTL of {obs.ref.kind} {obs.ref.key()} expires {iso(left.expire_at)}",
+                    timeout_summary=f"TTL of {obs.ref.kind} {obs.ref.key()} expires {iso(left.expire_at)}"
+                                    + _held(obs),
                 )
+            return None
+        if obs.held:  # TTL-HOLD: expired, kept until the hold goes (or the object does)
+            workflow.logger.info("%s %s expired but is held: %s", obs.ref.kind, obs.ref.key(), obs.hold)
+            await workflow.wait_condition(lambda: self._changed)
             return None
         return await self.delete_expired(obs)
 
@@ -142,7 +152,7 @@ class TTLAfterFinishedWorkflow:
             return TTLResult(outcome="gone", expire_at=self._expire_at)
         if not res.observation.needs_cleanup():
             return TTLResult(outcome="not_needed", expire_at=self._expire_at)
-        return None  # the fresh copy expires later (TTL raised): sleep again
+        return None  # the fresh copy expires later (TTL raised), is held, or changed: decide again
 
     async def confirm_not_needed(self) -> TTLResult | None:
         """A signal said cleanup no longer applies; a stale signal must not end us, so re-read."""
@@ -176,12 +186,22 @@ class TTLAfterFinishedWorkflow:
             self._advertised = resource_version
             workflow.upsert_memo({OBSERVED_MEMO: resource_version})
 
-    def _set_expiry(self, expire_at: datetime | None) -> None:
-        """Advertise the expiry (search attribute, current details); None: it never comes."""
+    def _set_expiry(self, expire_at: datetime | None, obs: TTLObservation) -> None:
+        """Advertise the expiry and any hold (search attribute, memo, current details); None: it never comes."""
         expire_at = expire_at or NEVER  # sorts last, and no ``ExpiresAt < …`` query matches it
-        if expire_at == self._expire_at:
+        if expire_at == self._expire_at and obs.hold == self._hold_advertised:
             return
-        self._expire_at = expire_at
-        workflow.upsert_search_attributes([EXPIRES_AT.value_set(expire_at)])
+        if expire_at != self._expire_at:
+            self._expire_at = expire_at
+            workflow.upsert_search_attributes([EXPIRES_AT.value_set(expire_at)])
+        if obs.hold != self._hold_advertised:  # never the case in histories from before holds
+            self._hold_advertised = obs.hold
+            workflow.upsert_memo({TTL_HOLD_MEMO: obs.hold})
         ref = self._obs.ref
-        workflow.set_current_details(f"TTL of {ref.kind} {ref.key()} (uid {ref.uid}) expires {iso(expire_at)}")
+        workflow.set_current_details(
+            f"TTL of {ref.kind} {ref.key()} (uid {ref.uid}) expires {iso(expire_at)}" + _held(obs))
+
+
+def _held(obs: TTLObservation) -> str:
+    """The words a timer summary or the current details add for a held object."""
+    return f"; held ({TTL_HOLD_ANNOTATION}): {obs.hold or 'no reason given'}" if obs.held else ""

@@ -51,8 +51,12 @@ def address(temporal_env: WorkflowEnvironment) -> str:
     return str(temporal_env.client.service_client.config.target_host)
 
 
-async def batchd(address: str, *args: str, timeout: float = 60.0) -> Result:
-    """Run ``batchd ARGS`` with ``TEMPORAL_ADDRESS=ADDRESS`` without blocking the loop."""
+async def batchd(address: str, *args: str, timeout: float = 180.0) -> Result:
+    """Run ``batchd ARGS`` with ``TEMPORAL_ADDRESS=ADDRESS`` without blocking the loop.
+
+    The time limit is generous: a cold ``batchd`` start imports for 15–40 s on a loaded 2-core
+    machine, and that is not what these tests measure.
+    """
     proc = await asyncio.create_subprocess_exec(
         BATCHD, *args, env={**os.environ, "TEMPORAL_ADDRESS": address},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -120,9 +124,42 @@ async def test_ttl_list_shows_a_sleeping_job_soonest_first(
         table = await batchd(address, "ttl", "list", "-n", namespace, "--limit", "1")
         assert table.code == 0, table
         header, *lines = table.out.strip().splitlines()
-        assert header.split() == ["KIND", "NAMESPACE", "NAME", "UID", "EXPIRES", "IN", "WORKFLOW", "ID"]
+        assert header.split() == ["KIND", "NAMESPACE", "NAME", "UID", "EXPIRES", "IN", "HELD", "WORKFLOW", "ID"]
         assert len(lines) == 1 and lines[0].split()[:4] == ["Job", namespace, "etl-soon", uid]
         assert lines[0].split()[5].startswith(("29m", "30m"))
+
+
+@pytest.mark.timeout(600)  # seven cold CLI starts
+async def test_ttl_hold_extend_and_release_write_the_job_and_ttl_list_shows_the_hold(
+        client: Client, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str, address: str) -> None:
+    async with running(client, kube, task_queue, namespace):
+        await sleeping_ttl_job(client, kube, namespace, "debug-me")
+        ref = f"{namespace}/debug-me"
+        kc = ("--kubeconfig", str(kubeconfig))
+        held = await batchd(address, "ttl", "hold", ref, "--reason", "INC-42: look at the logs", *kc)
+        assert held.code == 0, held
+        annotations = kube.get("Job", namespace, "debug-me")["metadata"]["annotations"]
+        assert annotations["batchd.io/ttl-hold"] == "INC-42: look at the logs"
+
+        async def hold_listed() -> dict[str, Any] | None:
+            res = await batchd(address, "ttl", "list", "-o", "json", "-n", namespace)
+            assert res.code == 0, res
+            return next((r for r in res.json() if r["held"]), None)
+
+        row = await eventually(hold_listed, what="the hold in ttl list")
+        assert row["name"] == "debug-me" and row["holdReason"] == "INC-42: look at the logs"
+
+        extended = await batchd(address, "ttl", "extend", ref, "--by", "1h30m", *kc)
+        assert extended.code == 0, extended
+        assert kube.get("Job", namespace, "debug-me")["spec"]["ttlSecondsAfterFinished"] == LONG_TTL + 5400
+        bad = await batchd(address, "ttl", "extend", ref, "--by", "soon", *kc)
+        assert bad.code == 2 and "1h30m" in bad.err
+
+        released = await batchd(address, "ttl", "release", ref, *kc)
+        assert released.code == 0 and "released" in released.out, released
+        assert "batchd.io/ttl-hold" not in kube.get("Job", namespace, "debug-me")["metadata"].get("annotations", {})
+        missing = await batchd(address, "ttl", "hold", f"{namespace}/nope", *kc)
+        assert missing.code == 3 and "not found" in missing.err
 
 
 async def test_describe_job_shows_its_pending_ttl_timer_with_the_summary(

@@ -16,6 +16,7 @@ from activities.kube import Kube
 from activities.ttl import TTLActivities
 from tests.conftest import utcnow
 from tests.k8s import create_job, finish_job, second
+from worker.app import kube_configuration
 from workflows.models import CreateJobInput, DeleteExpiredInput, ObjectRef, ObserveInput
 
 STATUS_TABLE = [
@@ -95,6 +96,36 @@ def test_delete_expired_does_not_delete_before_expiry(kube: Kube, namespace) -> 
     res = ActivityEnvironment().run(TTLActivities(kube).delete_expired, DeleteExpiredInput(ref=ref_of(job)))
     assert not res.deleted and res.expire_at is not None and res.observation.needs_cleanup()
     assert kube.get("Job", namespace, "young") is not None
+
+
+def test_delete_expired_keeps_a_held_job(kube: Kube, namespace) -> None:  # TTL-HOLD
+    job = create_job(kube, namespace, "held", ttl=0)
+    kube.patch("Job", namespace, "held", {"metadata": {"annotations": {"batchd.io/ttl-hold": "INC-7"}}})
+    finish_job(kube, namespace, "held", second(utcnow()))
+    res = ActivityEnvironment().run(TTLActivities(kube).delete_expired, DeleteExpiredInput(ref=ref_of(job)))
+    assert not res.deleted and res.observation.hold == "INC-7" and res.observation.needs_cleanup()
+    assert kube.get("Job", namespace, "held") is not None
+
+
+class _HoldAfterRead(Kube):
+    """A client that lets someone hold the object between the activity's read and its delete."""
+
+    def get(self, kind: str, namespace: str, name: str) -> dict | None:
+        obj = super().get(kind, namespace, name)
+        if obj is not None and "batchd.io/ttl-hold" not in (obj["metadata"].get("annotations") or {}):
+            super().patch(kind, namespace, name, {"metadata": {"annotations": {"batchd.io/ttl-hold": "late"}}})
+        return obj
+
+
+def test_a_hold_written_after_the_read_stops_the_delete(kube: Kube, kubeconfig, namespace) -> None:
+    job = create_job(kube, namespace, "race", ttl=0)
+    finish_job(kube, namespace, "race", second(utcnow()))
+    acts = TTLActivities(_HoldAfterRead(kube_configuration(kubeconfig)))
+    res = ActivityEnvironment().run(acts.delete_expired, DeleteExpiredInput(ref=ref_of(job)))
+    assert not res.deleted and res.observation.hold == "late"  # the fresh read after the 409
+    assert kube.get("Job", namespace, "race") is not None
+    again = ActivityEnvironment().run(acts.delete_expired, DeleteExpiredInput(ref=ref_of(job)))
+    assert not again.deleted and again.observation.held
 
 
 def test_read_of_a_missing_object_is_gone(kube: Kube, namespace) -> None:

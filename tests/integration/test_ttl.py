@@ -9,13 +9,15 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.kube import Kube
-from tests.conftest import eventually, running, utcnow, workflow_exists
+from tests.conftest import eventually, running, save_history, utcnow, workflow_exists
 from tests.k8s import create_job, finish_job, pod_manifest, second
+from worker import ops
 from worker.bridge import Bridge, BridgeSettings
-from workflows.identity import OBSERVED_MEMO, ttl_workflow_id
+from workflows.identity import OBSERVED_MEMO, TTL_HOLD_MEMO, ttl_workflow_id
 from workflows.models import TTLResult
 from workflows.ttl import TTLAfterFinishedWorkflow
 
@@ -202,10 +204,7 @@ async def test_pending_expiry_is_visible_in_search_attributes_and_the_timer_summ
                  f'AND ExpiresAt <= "{(expires + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")}"')
         found = await eventually(lambda: _list_ids(client, query), what="visibility row")
         assert found == [wid]
-        history = await client.get_workflow_handle(wid).fetch_history()
-        decode = client.data_converter.payload_converter.from_payload
-        summaries = [decode(ev.user_metadata.summary, str)
-                     for ev in history.events if ev.HasField("timer_started_event_attributes")]
+        summaries = await _timer_summaries(client, wid)
         assert f"TTL of Job {namespace}/visible expires {expires.strftime('%Y-%m-%dT%H:%M:%SZ')}" in summaries
         await client.get_workflow_handle(wid).terminate("test done")
 
@@ -243,7 +242,7 @@ async def test_a_restarted_bridge_does_not_resend_what_a_sleeping_workflow_has(c
         finish_job(kube, namespace, "changed", finished)
         known, changed = wf_id("Job", namespace, job), wf_id("Job", namespace, other)
         rv = kube.get("Job", namespace, "known")["metadata"]["resourceVersion"]
-        await eventually(lambda: _memo(client, known, rv), what="the memo in visibility")
+        await eventually(lambda: _memo_is(client, known, rv), what="the memo in visibility")
     kube.patch("Job", namespace, "changed", {"spec": {"ttlSecondsAfterFinished": 7200}})
     before = {wid: await _signals(client, wid) for wid in (known, changed)}
     async with running(client, kube, task_queue, namespace):  # a new bridge lists both Jobs
@@ -254,9 +253,14 @@ async def test_a_restarted_bridge_does_not_resend_what_a_sleeping_workflow_has(c
         await client.get_workflow_handle(wid).terminate("test done")
 
 
-async def _memo(client: Client, wid: str, rv: str) -> bool:
+async def _memo(client: Client, wid: str, key: str) -> str | None:
+    """The workflow's memo ``key`` as visibility shows it (None: no row yet, or no such key)."""
     rows = [w async for w in client.list_workflows(f'WorkflowId = "{wid}"')]
-    return bool(rows) and await rows[0].memo_value(OBSERVED_MEMO, None) == rv
+    return await rows[0].memo_value(key, None) if rows else None
+
+
+async def _memo_is(client: Client, wid: str, rv: str) -> bool:
+    return await _memo(client, wid, OBSERVED_MEMO) == rv
 
 
 async def _signals(client: Client, wid: str) -> int:
@@ -286,3 +290,145 @@ async def test_a_failed_dispatch_is_retried_in_seconds_not_at_the_next_resync(cl
         finish_job(kube, namespace, "flaky", second(utcnow()))
         res = await result_of(client, wf_id("Job", namespace, job), timeout=60)
     assert res.outcome == "deleted" and len(failed) == 3
+
+
+# -- batchd's extensions: hold, extend, TTL by outcome (docs/ttl.md TTL-HOLD, TTL-EXTEND, TTL-OUTCOME)
+
+HOLD = "batchd.io/ttl-hold"
+
+
+async def _expired_and_decided(client: Client, wid: str) -> bool:
+    """The expiry timer fired and the workflow task that followed has completed."""
+    events = (await client.get_workflow_handle(wid).fetch_history()).events
+    fired = next((i for i, ev in enumerate(events) if ev.HasField("timer_fired_event_attributes")), None)
+    return fired is not None and any(ev.HasField("workflow_task_completed_event_attributes") for ev in events[fired:])
+
+
+async def _timer_summaries(client: Client, wid: str) -> list[str]:
+    history = await client.get_workflow_handle(wid).fetch_history()
+    decode = client.data_converter.payload_converter.from_payload
+    return [decode(ev.user_metadata.summary, str)
+            for ev in history.events if ev.HasField("timer_started_event_attributes")]
+
+
+async def test_a_held_job_outlives_its_ttl_and_goes_at_once_when_released(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "keep-me", ttl=1)
+        assert ops.ttl_hold(kube, "Job", namespace, "keep-me", "INC-1: debugging") == (
+            f"Job {namespace}/keep-me held: INC-1: debugging")
+        finished = second(utcnow())
+        finish_job(kube, namespace, "keep-me", finished)
+        wid = wf_id("Job", namespace, job)
+        await eventually(lambda: workflow_exists(client, wid))
+        await eventually(lambda: _expired_and_decided(client, wid), what="the expiry passed, held")
+        assert kube.get("Job", namespace, "keep-me") is not None
+        summaries = await _timer_summaries(client, wid)
+        assert summaries[0].endswith(f"; held ({HOLD}): INC-1: debugging"), summaries
+
+        async def listed() -> list[ops.PendingExpiry]:
+            return [r for r in await ops.pending_expiries(client, namespace=namespace) if r.hold is not None]
+
+        rows = await eventually(listed, what="the hold in ttl list")
+        assert [(r.name, r.hold) for r in rows] == [("keep-me", "INC-1: debugging")]
+        assert (await client.get_workflow_handle(wid).describe()).status == WorkflowExecutionStatus.RUNNING
+
+        released = second(utcnow())
+        assert ops.ttl_release(kube, "Job", namespace, "keep-me").endswith("released")
+        res = await result_of(client, wid)
+        await save_history(client.get_workflow_handle(wid), "ttl-held-then-released")
+    assert res.outcome == "deleted"
+    assert res.expire_at == finished + timedelta(seconds=1)
+    assert res.deleted_at is not None and res.deleted_at >= released
+
+
+async def test_a_held_job_deleted_by_hand_ends_its_workflow(client, kube, namespace, task_queue):
+    """A held, expired object's workflow waits on no timer: the bridge must tell it of a deletion."""
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "by-hand", ttl=0)
+        kube.patch("Job", namespace, "by-hand", {"metadata": {"annotations": {HOLD: ""}}})
+        finish_job(kube, namespace, "by-hand", second(utcnow()))
+        wid = wf_id("Job", namespace, job)
+        await eventually(lambda: workflow_exists(client, wid))
+        await eventually(lambda: _memo_held(client, wid), what="the hold in the memo")
+        kube.delete("Job", namespace, "by-hand", propagation="Background")
+        res = await result_of(client, wid)
+    assert res.outcome == "gone"
+
+
+async def _memo_held(client: Client, wid: str) -> bool:
+    return await _memo(client, wid, TTL_HOLD_MEMO) is not None
+
+
+async def test_ttl_extend_raises_the_ttl_of_a_sleeping_workflow(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace):
+        job = create_job(kube, namespace, "longer", ttl=2)
+        finished = second(utcnow())
+        finish_job(kube, namespace, "longer", finished)
+        wid = wf_id("Job", namespace, job)
+        await eventually(lambda: workflow_exists(client, wid))
+        out = ops.ttl_extend(kube, "Job", namespace, "longer", 3)
+        assert out.endswith("spec.ttlSecondsAfterFinished 2 -> 5")
+        res = await result_of(client, wid)
+    assert res.outcome == "deleted" and res.expire_at == finished + timedelta(seconds=5)
+
+
+def test_ttl_extend_raises_every_ttl_an_object_carries_and_refuses_what_it_cannot(kube, namespace):
+    create_job(kube, namespace, "both", ttl=60)
+    kube.patch("Job", namespace, "both", {"metadata": {"annotations": {
+        "batchd.io/ttl-seconds-after-success": "10", "batchd.io/ttl-seconds-after-failure": "600"}}})
+    ops.ttl_extend(kube, "Job", namespace, "both", 90)
+    job = kube.get("Job", namespace, "both")
+    assert job["spec"]["ttlSecondsAfterFinished"] == 150
+    assert job["metadata"]["annotations"]["batchd.io/ttl-seconds-after-success"] == "100"
+    assert job["metadata"]["annotations"]["batchd.io/ttl-seconds-after-failure"] == "690"
+
+    kube.create("Pod", namespace, pod_manifest("lone", ttl_label="30"))
+    ops.ttl_extend(kube, "Pod", namespace, "lone", 7200)
+    assert kube.get("Pod", namespace, "lone")["metadata"]["labels"]["batchd.io/ttl-seconds-after-finished"] == "7230"
+
+    create_job(kube, namespace, "no-ttl")
+    with pytest.raises(ops.OpError, match="has no TTL to extend"):
+        ops.ttl_extend(kube, "Job", namespace, "no-ttl", 60)
+    create_job(kube, namespace, "near-max", ttl=2**31 - 10)
+    with pytest.raises(ops.OpError, match="more than the field holds"):
+        ops.ttl_extend(kube, "Job", namespace, "near-max", 60)
+    assert kube.get("Job", namespace, "near-max")["spec"]["ttlSecondsAfterFinished"] == 2**31 - 10
+    with pytest.raises(ops.NotFoundError):
+        ops.ttl_extend(kube, "Job", namespace, "absent", 60)
+    with pytest.raises(ops.NotFoundError):
+        ops.ttl_hold(kube, "Pod", namespace, "absent", "why")
+
+
+async def test_ttl_by_outcome_overrides_the_spec_and_a_bad_value_deletes_nothing(client, kube, namespace, task_queue):
+    async with running(client, kube, task_queue, namespace) as br:
+        assert br is not None
+        jobs = {name: create_job(kube, namespace, name, ttl=ttl) for name, ttl in
+                (("quick-ok", 3600), ("kept-failed", None), ("typo", 1))}
+        kube.patch("Job", namespace, "quick-ok",
+                   {"metadata": {"annotations": {"batchd.io/ttl-seconds-after-success": "1"}}})
+        kube.patch("Job", namespace, "kept-failed",
+                   {"metadata": {"annotations": {"batchd.io/ttl-seconds-after-failure": "2"}}})
+        kube.patch("Job", namespace, "typo",
+                   {"metadata": {"annotations": {"batchd.io/ttl-seconds-after-success": "1m"}}})
+        finished = second(utcnow())
+        finish_job(kube, namespace, "quick-ok", finished)
+        finish_job(kube, namespace, "kept-failed", finished, failed=True)
+        finish_job(kube, namespace, "typo", finished)
+        ok = await result_of(client, wf_id("Job", namespace, jobs["quick-ok"]))
+        failed = await result_of(client, wf_id("Job", namespace, jobs["kept-failed"]))
+        events = await eventually(lambda: [
+            e for e in kube.list("Event", namespace).get("items", [])
+            if e["involvedObject"]["uid"] == jobs["typo"]["metadata"]["uid"] and e["reason"] == "TTLNotApplied"
+        ], what="the TTLNotApplied Event")
+        await eventually(lambda: _finished_in_informer(br, jobs["typo"]), what="the bridge saw typo finish")
+    # Leaving the block drained the bridge's queues: the finished "typo" has been routed.
+    assert not await workflow_exists(client, wf_id("Job", namespace, jobs["typo"]))
+    assert ok.outcome == "deleted" and ok.expire_at == finished + timedelta(seconds=1)
+    assert failed.outcome == "deleted" and failed.expire_at == finished + timedelta(seconds=2)
+    assert events[0]["type"] == "Warning" and "ttl-seconds-after-success='1m'" in events[0]["message"]
+    assert kube.get("Job", namespace, "typo") is not None
+
+
+def _finished_in_informer(br: Bridge, job: dict) -> bool:
+    seen = br.cached("Job", job["metadata"]["uid"])
+    return seen is not None and any(c["type"] == "Complete" for c in seen.get("status", {}).get("conditions") or [])

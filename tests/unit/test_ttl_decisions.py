@@ -13,9 +13,10 @@ NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 
 
 def make_job(*, ttl: int | None = 10, conditions: list[dict[str, Any]] | None = None,
-             deleting: bool = False, managed_by: str | None = None) -> Job:
+             deleting: bool = False, managed_by: str | None = None, annotations: dict[str, str] | None = None) -> Job:
     raw: dict[str, Any] = {
-        "metadata": {"name": "etl", "namespace": "team-a", "uid": "u1", "resourceVersion": "7"},
+        "metadata": {"name": "etl", "namespace": "team-a", "uid": "u1", "resourceVersion": "7",
+                     "annotations": annotations or {}},
         "spec": {"ttlSecondsAfterFinished": ttl, "managedBy": managed_by},
         "status": {"conditions": conditions or []},
     }
@@ -141,3 +142,53 @@ def test_pod_ttl(pod: Pod, needs: bool, remaining: float | None, problem: bool) 
 
 def test_terminal_pod_without_finish_times_has_no_expiry() -> None:
     assert time_left(TTLObservation.of_pod(make_pod(finished=[None])), NOW) is None
+
+
+SUCCESS, FAILURE = "batchd.io/ttl-seconds-after-success", "batchd.io/ttl-seconds-after-failure"
+BY_OUTCOME = [
+    # name, spec TTL, annotations, condition, TTL in force, problem expected
+    ("success annotation overrides the spec on success", 600, {SUCCESS: "5"}, "Complete", 5, False),
+    ("success annotation leaves a failure to the spec", 600, {SUCCESS: "5"}, "Failed", 600, False),
+    ("failure annotation overrides the spec on failure", 60, {FAILURE: "86400"}, "Failed", 86400, False),
+    ("an annotation applies when the spec has none", None, {FAILURE: "30"}, "Failed", 30, False),
+    ("no TTL for the other outcome when the spec has none", None, {FAILURE: "30"}, "Complete", None, False),
+    ("both annotations, success", None, {SUCCESS: "0", FAILURE: "9"}, "Complete", 0, False),
+    ("both annotations, failure", None, {SUCCESS: "0", FAILURE: "9"}, "Failed", 9, False),
+    ("a bad value is a problem and no TTL at all", 600, {SUCCESS: "1h"}, "Complete", None, True),
+    ("a bad value for the other outcome still stops deletion", 600, {FAILURE: "-1"}, "Complete", None, True),
+    ("a value beyond int64 is a problem", None, {SUCCESS: "9" * 30}, "Complete", None, True),
+    ("a value beyond datetime's range is total: never", None, {SUCCESS: str(2**63 - 1)}, "Complete", 2**63 - 1,
+     False),
+]
+
+
+@pytest.mark.parametrize("spec_ttl,annotations,condition,ttl,problem", [r[1:] for r in BY_OUTCOME],
+                         ids=[r[0] for r in BY_OUTCOME])
+def test_ttl_by_outcome(spec_ttl: int | None, annotations: dict[str, str], condition: str, ttl: int | None,
+                        problem: bool) -> None:  # TTL-OUTCOME
+    obs = TTLObservation.of_job(make_job(ttl=spec_ttl, conditions=[cond(condition)], annotations=annotations))
+    assert obs.ttl_seconds == ttl
+    assert (obs.problem is not None) is problem
+    assert obs.needs_cleanup() is (ttl is not None)
+    if ttl is not None:
+        left = time_left(obs, NOW)
+        assert left is not None
+        assert left.remaining == (None if ttl == 2**63 - 1 else timedelta(seconds=ttl))
+
+
+def test_a_running_job_with_per_outcome_annotations_keeps_its_spec_ttl_until_it_finishes() -> None:
+    obs = TTLObservation.of_job(make_job(ttl=600, annotations={SUCCESS: "5", FAILURE: "50"}))
+    assert obs.ttl_seconds == 600 and not obs.needs_cleanup()
+
+
+@pytest.mark.parametrize("annotations,hold", [
+    ({}, None), ({"batchd.io/ttl-hold": "debugging INC-1"}, "debugging INC-1"), ({"batchd.io/ttl-hold": ""}, ""),
+], ids=["not held", "held with a reason", "an empty reason holds too"])
+def test_hold_is_read_from_the_annotation_on_jobs_and_pods(annotations: dict[str, str], hold: str | None) -> None:
+    job = TTLObservation.of_job(make_job(conditions=[cond("Complete")], annotations=annotations))
+    raw = make_pod().model_dump(by_alias=True)
+    raw["metadata"]["annotations"] = annotations
+    pod = TTLObservation.of_pod(Pod.model_validate(raw))
+    for obs in (job, pod):
+        assert obs.hold == hold and obs.held is (hold is not None)
+        assert obs.needs_cleanup()  # a hold keeps the workflow (and its timer), it only stops the delete
