@@ -317,11 +317,13 @@ async def test_suspending_while_armed_creates_nothing(client, kube, namespace, t
 
 
 async def test_the_suspend_update_does_not_wait_for_an_armed_creation(client, kube, namespace, task_queue):
-    async with running(client, kube, task_queue, namespace, cronjob_lead=30):
-        kube.create("CronJob", namespace, cronjob_manifest("halt2", "@every 20s"))
+    # 45 s apart, all of it armed: a loaded CI machine took over 10 s for the update and for the
+    # informer to see the patch, and an update that waited for the creation would return after it.
+    async with running(client, kube, task_queue, namespace, cronjob_lead=45):
+        kube.create("CronJob", namespace, cronjob_manifest("halt2", "@every 45s"))
         due = await armed_for(client, namespace, "halt2")
         handle = client.get_workflow_handle(cronjob_workflow_id(namespace, "halt2"))
-        res = await asyncio.wait_for(handle.execute_update("suspend", {}), 10)  # well before the time
+        res = await asyncio.wait_for(handle.execute_update("suspend", {}), (due - utcnow()).total_seconds())
         assert res == {"suspended": True, "changed": True} and utcnow() < due
         await asyncio.sleep(max(0.0, (due - utcnow()).total_seconds()) + 3)
         assert jobs_of(kube, namespace, "halt2") == []  # the abandoned wait saw the new generation
