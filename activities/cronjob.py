@@ -34,6 +34,8 @@ from workflows.models import (
     JOB_MANAGED_BY,
     MANUAL_INSTANTIATE_ANNOTATION,
     SCHEDULED_TIMESTAMP_ANNOTATION,
+    SUSPEND_REASON_ANNOTATION,
+    SUSPENDED_AT_ANNOTATION,
     CreateJobInput,
     CreateJobResult,
     DeleteJobsInput,
@@ -331,11 +333,16 @@ class CronJobActivities:
     @activity.defn(name="set_cronjob_suspend")
     @temporal_errors
     def set_suspend(self, inp: SetSuspendInput) -> SyncCronJobResult:
-        """Patch ``spec.suspend`` so Kubernetes stays the source of truth for suspend/resume."""
+        """Patch ``spec.suspend`` so Kubernetes stays the source of truth for suspend/resume, and
+        the reason and time beside it (CJ-SUSPEND): one patch, so no reader sees one without the other."""
         cj = self.kube.get_instance("CronJob", inp.namespace, inp.name, inp.uid)
         if cj is None:
             return SyncCronJobResult(gone=True)
-        self.kube.patch("CronJob", inp.namespace, inp.name, {"spec": {"suspend": inp.suspend}})
+        notes: dict[str, str | None] = {SUSPEND_REASON_ANNOTATION: inp.reason if inp.suspend else None}
+        if inp.at is not None or not inp.suspend:
+            notes[SUSPENDED_AT_ANNOTATION] = _stamp(inp.at) if inp.suspend else None
+        self.kube.patch("CronJob", inp.namespace, inp.name,
+                        {"metadata": {"annotations": notes}, "spec": {"suspend": inp.suspend}})
         return SyncCronJobResult()
 
     def all(self) -> list[Any]:

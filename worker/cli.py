@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -363,7 +363,7 @@ def cronjob() -> None:
     """Operate a CronJob's workflow (cronjob/NS/NAME) through Temporal Updates."""
 
 
-def _cronjob_update_command(update: str, help_text: str) -> None:
+def _cronjob_update_command(update: str, help_text: str, *options: Callable[[Any], Any]) -> None:
     @cronjob.command(update, help=help_text)
     @temporal_options
     @output_option
@@ -373,12 +373,19 @@ def _cronjob_update_command(update: str, help_text: str) -> None:
     def command(output: str, timeout: float, ref: tuple[str, str], **kw: object) -> None:
         from worker import ops
 
-        _run_ops(kw, lambda c: ops.cronjob_update(c, *ref, update, output=output), timeout=timeout)
+        arg = {k: kw.pop(k) for k in ("reason",) if k in kw}
+        _run_ops(kw, lambda c: ops.cronjob_update(c, *ref, update, output=output, arg=arg), timeout=timeout)
+
+    for option in options:
+        option(command)
 
 
 _cronjob_update_command("trigger", "Run the CronJob now (a manual Job, as `kubectl create job --from`); prints the Job name.")
-_cronjob_update_command("suspend", "Suspend the schedule; prints whether it changed.")
-_cronjob_update_command("resume", "Resume the schedule; prints whether it changed.")
+_cronjob_update_command(
+    "suspend", "Suspend the schedule; prints whether it changed. --reason is kept in the annotation "
+    "batchd.io/suspend-reason, beside batchd.io/suspended-at.",
+    click.option("--reason", default=None, help="Why it is suspended (shown by describe and kubectl)."))
+_cronjob_update_command("resume", "Resume the schedule (and clear the suspend reason); prints whether it changed.")
 
 
 @cronjob.command("describe")
@@ -391,6 +398,20 @@ def cronjob_describe(output: str, timeout: float, ref: tuple[str, str], **kw: ob
     from worker import ops
 
     _run_ops(kw, lambda c: ops.cronjob_describe(c, *ref, output=output), timeout=timeout)
+
+
+@cronjob.command("history")
+@temporal_options
+@output_option
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the query.")
+@click.argument("ref", metavar="NS/NAME", callback=_ref)
+def cronjob_history(output: str, timeout: float, ref: tuple[str, str], **kw: object) -> None:
+    """The run ledger (query `history`): the last 100 schedule times, triggers and backfills, what
+    happened at each (created, skipped-concurrency, replaced, missed-deadline, suspended, …) and how
+    the Job ended."""
+    from worker import ops
+
+    _run_ops(kw, lambda c: ops.cronjob_history(c, *ref, output=output), timeout=timeout)
 
 
 if __name__ == "__main__":

@@ -427,8 +427,9 @@ def render_describe(doc: dict[str, Any]) -> str:
 # -- cronjob -------------------------------------------------------------------------------
 
 
-async def cronjob_update(client: Client, namespace: str, name: str, update: str, *, output: str) -> str:
-    """``batchd cronjob trigger|suspend|resume``: send the Update with ``{}`` and print its result.
+async def cronjob_update(client: Client, namespace: str, name: str, update: str, *, output: str,
+                         arg: dict[str, Any] | None = None) -> str:
+    """``batchd cronjob trigger|suspend|resume``: send the Update with ``arg`` (``{}``: none) and print its result.
 
     Raises:
         NotFoundError: no running workflow ``cronjob/{ns}/{name}``.
@@ -437,7 +438,7 @@ async def cronjob_update(client: Client, namespace: str, name: str, update: str,
     assert update in CRONJOB_UPDATES
     wid = cronjob_workflow_id(namespace, name)
     try:
-        result = await client.get_workflow_handle(wid).execute_update(update, {})
+        result = await client.get_workflow_handle(wid).execute_update(update, arg or {})
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise NotFoundError(f"no running workflow {wid} ({err.message})") from None
@@ -448,22 +449,32 @@ async def cronjob_update(client: Client, namespace: str, name: str, update: str,
 
 
 async def cronjob_describe(client: Client, namespace: str, name: str, *, output: str) -> str:
-    """``batchd cronjob describe``: the CronJob workflow's ``describe`` query.
-
-    Raises:
-        NotFoundError: no workflow ``cronjob/{ns}/{name}``.
-        OpError: the query failed.
-    """
+    """``batchd cronjob describe``: the CronJob workflow's ``describe`` query."""
     wid = cronjob_workflow_id(namespace, name)
+    state = await _cronjob_query(client, wid, "describe")
+    return _render_mapping({"workflowId": wid, **(state if isinstance(state, dict) else {"state": state})}, output)
+
+
+async def cronjob_history(client: Client, namespace: str, name: str, *, output: str) -> str:
+    """``batchd cronjob history``: the run ledger (query ``history``), oldest first."""
+    entries = await _cronjob_query(client, cronjob_workflow_id(namespace, name), "history")
+    if output == "json":
+        return _json(entries)
+    return table(["SCHEDULED", "SOURCE", "OUTCOME", "JOB", "CREATED", "RESULT"],
+                 [[e["scheduledTime"], e["source"], e["outcome"], e["job"] or "-", e["createdAt"] or "-",
+                   e["result"] or "-"] for e in entries])
+
+
+async def _cronjob_query(client: Client, wid: str, query: str) -> Any:
+    """Raises: NotFoundError: no workflow ``wid``; OpError: the query failed."""
     try:
-        state = await client.get_workflow_handle(wid).query("describe")
+        return await client.get_workflow_handle(wid).query(query)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise NotFoundError(f"no workflow {wid}") from None
         raise
     except (WorkflowQueryFailedError, WorkflowQueryRejectedError) as err:
-        raise OpError(f"query describe failed on {wid}: {err}") from None
-    return _render_mapping({"workflowId": wid, **(state if isinstance(state, dict) else {"state": state})}, output)
+        raise OpError(f"query {query} failed on {wid}: {err}") from None
 
 
 def _cause(err: BaseException) -> str:

@@ -46,6 +46,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.models import (
         FAILED_RUNS_ANNOTATION,
         FAILURES_SINCE_SUCCESS_ANNOTATION,
+        LAST_FAILED_JOB_ANNOTATION,
+        LAST_FAILURE_TIME_ANNOTATION,
+        LEDGER_SIZE,
         NEXT_SCHEDULE_ANNOTATION,
         SUCCEEDED_RUNS_ANNOTATION,
         CreateJobInput,
@@ -58,8 +61,10 @@ with workflow.unsafe.imports_passed_through():
         DeleteJobsResult,
         EventInput,
         JobSummary,
+        LedgerEntry,
         ObjectRef,
         ObjectReference,
+        RunSource,
         SetSuspendInput,
         SuspendInput,
         SuspendResult,
@@ -133,6 +138,10 @@ class CronJobWorkflow:
         self.recent: list[CronJobRun] = list(s.recent)
         self.reported: list[str] = list(s.reported)
         self.counted: list[str] = list(s.counted)
+        self.ledger: list[LedgerEntry] = list(s.ledger)
+        self.suspended_since = s.suspended_since
+        self.last_failure_time = s.last_failure_time
+        self.last_failed_job = s.last_failed_job
         self.next_time: datetime | None = None
         self._synced: Any = None  # what the last status write sent
         self._advertised: Any = ()  # the NextScheduleTime search attribute as last upserted
@@ -165,6 +174,7 @@ class CronJobWorkflow:
         if job.owner_uid and job.owner_uid != self.obs.uid:
             return
         in_active = any(a.uid == job.uid for a in self.active)
+        self._ledger_result(job)
         if job.gone:
             self.finished.pop(job.uid, None)
             if in_active:
@@ -191,6 +201,9 @@ class CronJobWorkflow:
             else:
                 self.counters = c.model_copy(update={"failed": c.failed + 1,
                                                      "failures_since_last_success": c.failures_since_last_success + 1})
+                failed_at = job.finished_at or job.completion_time or workflow.now()
+                if self.last_failure_time is None or failed_at >= self.last_failure_time:  # CJ-LAST-FAILURE
+                    self.last_failure_time, self.last_failed_job = failed_at, job.name
             self._record_run(CronJobRun(job_name=job.name, outcome=job.outcome, finished_at=job.completion_time))
         self._changed = True
 
@@ -204,6 +217,7 @@ class CronJobWorkflow:
             now = workflow.now()
             name = f"{self.obs.name[:52]}-m{_base36(int(now.timestamp()))}"
             res = await self._create(name, now, manual=True)
+            self._ledger_created(now, res, source="trigger")
             if res.outcome not in ("created", "exists") or res.job is None:
                 raise ApplicationError(f"could not create Job {name}: {res.outcome} {res.message}".strip(),
                                        type="TriggerFailed")
@@ -215,18 +229,20 @@ class CronJobWorkflow:
         self._require_live()
 
     @workflow.update(name="suspend")
-    async def suspend(self, _: SuspendInput) -> SuspendResult:
-        """Set ``spec.suspend: true`` (in Kubernetes, the source of truth); running Jobs are untouched."""
-        return await self._set_suspend(True)
+    async def suspend(self, inp: SuspendInput) -> SuspendResult:
+        """Set ``spec.suspend: true`` (in Kubernetes, the source of truth) with an optional reason
+        (CJ-SUSPEND); running Jobs are untouched."""
+        return await self._set_suspend(True, inp.reason)
 
     @suspend.validator
-    def _validate_suspend(self, _: SuspendInput) -> None:
+    def _validate_suspend(self, inp: SuspendInput) -> None:
         self._require_live()
 
     @workflow.update(name="resume")
     async def resume(self, _: SuspendInput) -> SuspendResult:
-        """Set ``spec.suspend: false``; the most recent missed time within the deadline then runs (C10)."""
-        return await self._set_suspend(False)
+        """Set ``spec.suspend: false`` and clear the reason; the most recent missed time within the
+        deadline then runs (C10)."""
+        return await self._set_suspend(False, None)
 
     @resume.validator
     def _validate_resume(self, _: SuspendInput) -> None:
@@ -250,6 +266,7 @@ class CronJobWorkflow:
         return {
             "namespace": self.obs.namespace, "name": self.obs.name, "uid": self.obs.uid,
             "schedule": spec.schedule, "timeZone": spec.time_zone, "suspend": spec.suspend,
+            "suspendReason": self.obs.suspend_reason, "suspendedAt": self.obs.suspended_at,
             "concurrencyPolicy": spec.concurrency_policy,
             "startingDeadlineSeconds": spec.starting_deadline_seconds,
             "nextScheduleTime": _iso(self.next_time) if self.next_time else None,
@@ -258,10 +275,19 @@ class CronJobWorkflow:
             "active": [a.name for a in self.active],
             "lastScheduleTime": _iso(self.last_schedule_time) if self.last_schedule_time else None,
             "lastSuccessfulTime": _iso(self.last_successful_time) if self.last_successful_time else None,
+            "lastFailureTime": _iso(self.last_failure_time) if self.last_failure_time else None,
+            "lastFailedJob": self.last_failed_job,
             "counters": self.counters.model_dump(by_alias=True),
             "recentRuns": [r.model_dump(mode="json", by_alias=True) for r in self.recent],
             "warnings": self.reported[-10:],
         }
+
+    @workflow.query(name="history")
+    def history(self) -> list[dict[str, Any]]:
+        """The run ledger (CJ-LEDGER): the last 100 schedule times, triggers and backfills, oldest first."""
+        return [{"scheduledTime": _iso(e.scheduled_time), "source": e.source, "outcome": e.outcome, "job": e.job,
+                 "jobUID": e.job_uid, "createdAt": _iso(e.created_at) if e.created_at else None, "result": e.result}
+                for e in self.ledger]
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -312,6 +338,7 @@ class CronJobWorkflow:
         if self.obs.problem:
             self._warn_once(f"InvalidAnnotation:{self.obs.problem}", "InvalidAnnotation", self.obs.problem)
         if spec.suspend:  # C10
+            self.suspended_since = self.suspended_since or now
             return None
         earliest = self.last_schedule_time or self.obs.creation_timestamp or now
         try:
@@ -320,6 +347,8 @@ class CronJobWorkflow:
         except cron.ScheduleError as err:  # B15, B18
             self._warn_once(f"{err.reason}:{self.obs.generation}", err.reason, err.message)
             return None
+        if self.suspended_since is not None:
+            self._ledger_suspended(sched, since=max(self.suspended_since, earliest), until=now, due=recent.due)
         if recent.missed == "many":  # B19: warn, and still run the most recent
             self._warn_once(f"TooManyMissedTimes:{recent.due}", "TooManyMissedTimes",
                             "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew")
@@ -362,8 +391,11 @@ class CronJobWorkflow:
             self._warn_once(f"JobAlreadyActive:{_iso(due)}", "JobAlreadyActive",
                             "Not starting job because prior execution is running and concurrency policy is Forbid",
                             type_="Normal")
+            if not any(e.scheduled_time == due and e.source == "schedule" for e in self.ledger):
+                self._ledger_add(LedgerEntry(scheduled_time=due, outcome="skipped-concurrency"))
             return True
-        if policy == "Replace" and self.active:
+        replaced = policy == "Replace" and bool(self.active)
+        if replaced:
             res = await self._delete(self.active, "replace")
             self.active = [a for a in self.active if a.name not in res.deleted]
             if self.active:
@@ -372,6 +404,7 @@ class CronJobWorkflow:
         created = await (self._create(name, due) if not_before is None else self._create_at(name, due, not_before))
         if created is None or created.outcome == "stale":
             return False
+        self._ledger_created(due, created, replaced=replaced)
         if created.outcome in ("created", "exists"):
             self.last_schedule_time = due
         elif created.outcome == "not_ours":
@@ -436,20 +469,26 @@ class CronJobWorkflow:
                 pass
         return self.next_time if self._armable() and not self.obs.gone else None
 
-    async def _set_suspend(self, value: bool) -> SuspendResult:
+    async def _set_suspend(self, value: bool, reason: str | None) -> SuspendResult:
         self._interrupt = True  # the lock may be held by an armed creation's wait
         async with self._lock:
-            if self.obs.spec.suspend == value:
+            # a suspended CronJob given a (new) reason keeps its suspended-at
+            renote = value and reason is not None and reason != self.obs.suspend_reason
+            if self.obs.spec.suspend == value and not renote:
                 return SuspendResult(suspended=value, changed=False)
+            at = workflow.now().replace(microsecond=0) if value and not (self.obs.spec.suspend and self.obs.suspended_at) else None
             res: SyncCronJobResult = await workflow.execute_local_activity(
                 "set_cronjob_suspend",
-                SetSuspendInput(namespace=self.obs.namespace, name=self.obs.name, uid=self.obs.uid, suspend=value),
+                SetSuspendInput(namespace=self.obs.namespace, name=self.obs.name, uid=self.obs.uid, suspend=value,
+                                reason=reason, at=at),
                 result_type=SyncCronJobResult, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
                 summary=f"set spec.suspend={str(value).lower()}")
             if res.gone:
                 self.obs = self.obs.model_copy(update={"gone": True})
                 raise ApplicationError("the CronJob no longer exists", type="CronJobGone")
-            self.obs = self.obs.model_copy(update={"spec": self.obs.spec.model_copy(update={"suspend": value})})
+            self.obs = self.obs.model_copy(update={
+                "spec": self.obs.spec.model_copy(update={"suspend": value}), "suspend_reason": reason if value else None,
+                "suspended_at": _iso(at) if at else self.obs.suspended_at if value else None})
             self._changed = True
             return SuspendResult(suspended=value, changed=True)
 
@@ -532,7 +571,7 @@ class CronJobWorkflow:
         c = self.counters
         wanted = (
             tuple(a.uid for a in self.active), self.last_schedule_time, self.last_successful_time,
-            self.next_time, c.succeeded, c.failed, c.failures_since_last_success,
+            self.next_time, c.succeeded, c.failed, c.failures_since_last_success, self.last_failure_time,
         )
         if wanted == self._synced:
             return
@@ -546,6 +585,8 @@ class CronJobWorkflow:
                     SUCCEEDED_RUNS_ANNOTATION: str(c.succeeded),
                     FAILED_RUNS_ANNOTATION: str(c.failed),
                     FAILURES_SINCE_SUCCESS_ANNOTATION: str(c.failures_since_last_success),
+                    LAST_FAILURE_TIME_ANNOTATION: _iso(self.last_failure_time) if self.last_failure_time else None,
+                    LAST_FAILED_JOB_ANNOTATION: self.last_failed_job,
                 },
             ),
             result_type=SyncCronJobResult, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
@@ -579,6 +620,53 @@ class CronJobWorkflow:
     def _record_run(self, run: CronJobRun) -> None:
         self.recent = (self.recent + [run])[-RECENT_RUNS:]
 
+    # -- the run ledger (CJ-LEDGER): state only, no commands, so any history replays -----------
+
+    def _ledger_add(self, entry: LedgerEntry) -> None:
+        self.ledger = (self.ledger + [entry])[-LEDGER_SIZE:]
+
+    def _ledger_created(self, scheduled: datetime, res: CreateJobResult, *, source: RunSource = "schedule",
+                        replaced: bool = False) -> None:
+        """The entry for a creation's outcome; a Job already in the ledger (found again as "exists") adds none."""
+        if res.outcome in ("created", "exists") and res.job is not None:
+            if any(e.job_uid == res.job.uid for e in self.ledger):
+                return
+            self._ledger_add(LedgerEntry(
+                scheduled_time=scheduled, source=source, outcome="replaced" if replaced else "created",
+                job=res.job.name, job_uid=res.job.uid, created_at=workflow.now().replace(microsecond=0),
+                result=None if res.finished else "running"))
+        elif res.outcome == "too_late":
+            self._ledger_add(LedgerEntry(scheduled_time=scheduled, source=source, outcome="missed-deadline"))
+        elif res.outcome in ("invalid", "not_ours"):
+            self._ledger_add(LedgerEntry(scheduled_time=scheduled, source=source, outcome="create-failed",
+                                         job=res.job.name if res.job else None))
+
+    def _ledger_result(self, job: JobSummary) -> None:
+        result = "deleted" if job.gone else job.outcome
+        if result is None:
+            return
+        self.ledger = [e.model_copy(update={"result": result})
+                       if e.job_uid == job.uid and (result != "deleted" or e.result in (None, "running")) else e
+                       for e in self.ledger]
+
+    def _ledger_suspended(self, sched: cron.Schedule, *, since: datetime, until: datetime, due: datetime | None) -> None:
+        """A pass after a suspension: every schedule time it covered, but the one now due, is "suspended"."""
+        self.suspended_since = None
+        t = sched.next(since)
+        after = sched.next(t) if t is not None else None
+        if t is not None and after is not None and after > t and (until - since) / (after - t) > 2 * LEDGER_SIZE:
+            # a long suspension of a busy schedule: only the last times would be kept, so start near them
+            t = sched.next(until - (after - t) * 2 * LEDGER_SIZE)
+        skipped: list[datetime] = []
+        for _ in range(4 * LEDGER_SIZE):  # bounded for irregular schedules too
+            if t is None or t > until:
+                break
+            if t != due:
+                skipped = (skipped + [t])[-LEDGER_SIZE:]
+            t = sched.next(t)
+        for t in skipped:
+            self._ledger_add(LedgerEntry(scheduled_time=t, outcome="suspended"))
+
     def _adopt(self, obs: CronJobObservation) -> None:
         """Start over for a (new) CronJob object: its own status, no Jobs, no counters."""
         self._events = []
@@ -592,4 +680,6 @@ class CronJobWorkflow:
             observation=self.obs, active=self.active, last_schedule_time=self.last_schedule_time,
             last_successful_time=self.last_successful_time, finished=list(self.finished.values()),
             counters=self.counters, recent=self.recent, reported=self.reported, counted=self.counted,
+            ledger=self.ledger, suspended_since=self.suspended_since, last_failure_time=self.last_failure_time,
+            last_failed_job=self.last_failed_job,
         )

@@ -359,6 +359,10 @@ JITTER_ANNOTATION = "batchd.io/jitter-percent"
 SUCCEEDED_RUNS_ANNOTATION = "batchd.io/successful-runs"
 FAILED_RUNS_ANNOTATION = "batchd.io/failed-runs"
 FAILURES_SINCE_SUCCESS_ANNOTATION = "batchd.io/failures-since-last-success"
+SUSPEND_REASON_ANNOTATION = "batchd.io/suspend-reason"
+SUSPENDED_AT_ANNOTATION = "batchd.io/suspended-at"
+LAST_FAILURE_TIME_ANNOTATION = "batchd.io/last-failure-time"
+LAST_FAILED_JOB_ANNOTATION = "batchd.io/last-failed-job"
 SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 MANUAL_INSTANTIATE_ANNOTATION = "cronjob.kubernetes.io/instantiate"
 
@@ -417,11 +421,13 @@ class CronJobObservation(_K8s):
     #: Not the CronJob's: the sending bridge's ``--cronjob-lead``, so a restarted worker's new
     #: setting reaches the running workflows (see ``CronJobInput.lead_seconds``).
     lead_seconds: float | None = None
+    suspend_reason: str | None = None  # CJ-SUSPEND: the annotations, shown by ``describe``
+    suspended_at: str | None = None
 
     def plan_key(self) -> tuple[Any, ...]:
-        """What the workflow's plan depends on: the bridge sends an observation only when this
-        changed, and the workflow interrupts an armed creation only when this changed."""
-        return self.generation, self.deleting, self.jitter_percent, self.problem
+        """What the workflow's plan (or its ``describe``) depends on: the bridge sends an observation
+        only when this changed, and the workflow interrupts an armed creation only when this changed."""
+        return self.generation, self.deleting, self.jitter_percent, self.problem, self.suspend_reason, self.suspended_at
 
     @classmethod
     def of(cls, cj: CronJob) -> CronJobObservation:
@@ -437,7 +443,8 @@ class CronJobObservation(_K8s):
             namespace=meta.namespace, name=meta.name, uid=meta.uid, resource_version=meta.resource_version,
             generation=meta.generation or 0, creation_timestamp=meta.creation_timestamp,
             deleting=meta.deletion_timestamp is not None, spec=cj.spec, status=cj.status,
-            jitter_percent=jitter, problem=problem,
+            jitter_percent=jitter, problem=problem, suspend_reason=meta.annotations.get(SUSPEND_REASON_ANNOTATION),
+            suspended_at=meta.annotations.get(SUSPENDED_AT_ANNOTATION),
         )
 
 
@@ -450,6 +457,7 @@ class JobSummary(_K8s):
     outcome: JobOutcome | None = None
     start_time: datetime | None = None
     completion_time: datetime | None = None
+    finished_at: datetime | None = None  # the Complete/Failed condition's transition (a failed Job has no completionTime)
     gone: bool = False
 
     @classmethod
@@ -463,6 +471,7 @@ class JobSummary(_K8s):
         return cls(
             name=job.metadata.name, uid=job.metadata.uid, owner_uid=owner.uid if owner else "",
             outcome=finished.type if finished else None,  # type: ignore[arg-type]
+            finished_at=finished.last_transition_time if finished else None,
             start_time=status.get("startTime"),  # type: ignore[arg-type]
             completion_time=status.get("completionTime"),  # type: ignore[arg-type]
         )
@@ -474,6 +483,25 @@ class CronJobRun(_K8s):
     job_name: str
     outcome: JobOutcome | Literal["Missing"]
     finished_at: datetime | None = None
+
+
+RunSource = Literal["schedule", "trigger", "backfill", "catch-up"]
+RunOutcome = Literal["created", "skipped-concurrency", "replaced", "missed-deadline", "suspended",
+                     "too-many-missed", "create-failed"]
+RunResult = Literal["running", "Complete", "Failed", "deleted"]
+LEDGER_SIZE = 100
+
+
+class LedgerEntry(_K8s):
+    """What happened at one schedule time, trigger or backfill (CJ-LEDGER): query ``history``."""
+
+    scheduled_time: datetime
+    source: RunSource = "schedule"
+    outcome: RunOutcome
+    job: str | None = None
+    job_uid: str | None = None
+    created_at: datetime | None = None
+    result: RunResult | None = None
 
 
 class CronJobCounters(_K8s):
@@ -494,6 +522,10 @@ class CronJobState(_K8s):
     recent: list[CronJobRun] = Field(default_factory=list)
     reported: list[str] = Field(default_factory=list)  # warning keys already sent as Events
     counted: list[str] = Field(default_factory=list)  # uids of finished Jobs already counted
+    ledger: list[LedgerEntry] = Field(default_factory=list)  # the last LEDGER_SIZE entries, oldest first
+    suspended_since: datetime | None = None  # when the workflow first saw spec.suspend, until a pass without it
+    last_failure_time: datetime | None = None
+    last_failed_job: str | None = None
 
 
 class CronJobInput(_K8s):
@@ -568,10 +600,16 @@ class SyncCronJobResult(_K8s):
 
 
 class SetSuspendInput(_K8s):
+    """Set ``spec.suspend`` and batchd's suspend annotations (CJ-SUSPEND) in one patch."""
+
     namespace: str
     name: str
     uid: str
     suspend: bool
+    reason: str | None = None
+    #: ``batchd.io/suspended-at`` to write; None keeps the annotation as it is (a suspended
+    #: CronJob that only gets a new reason) or, on resume, removes it
+    at: datetime | None = None
 
 
 class TriggerInput(_K8s):
@@ -583,7 +621,9 @@ class TriggerResult(_K8s):
 
 
 class SuspendInput(_K8s):
-    """Operator updates ``suspend`` / ``resume``."""
+    """Operator updates ``suspend`` (optionally with a ``reason``) / ``resume``."""
+
+    reason: str | None = None
 
 
 class SuspendResult(_K8s):

@@ -338,10 +338,23 @@ async def test_the_cli_operates_the_real_cronjob_workflow(
         job_name = trig.json()["result"]["jobName"]
         await eventually(lambda: kube.get("Job", namespace, job_name), what="the triggered Job")
 
-        suspended = await batchd(address, "cronjob", "suspend", ref, "-o", "json")
+        suspended = await batchd(address, "cronjob", "suspend", ref, "--reason", "quarter close", "-o", "json")
         assert suspended.json()["result"] == {"suspended": True, "changed": True}
-        assert (kube.get("CronJob", namespace, "yearly") or {})["spec"]["suspend"] is True
+        cj = kube.get("CronJob", namespace, "yearly") or {}
+        assert cj["spec"]["suspend"] is True and cj["metadata"]["annotations"]["batchd.io/suspend-reason"] == "quarter close"
+        state = await batchd(address, "cronjob", "describe", ref)
+        assert "suspendReason" in state.out and "quarter close" in state.out
         resumed = await batchd(address, "cronjob", "resume", ref, "-o", "json")
         assert resumed.json()["result"] == {"suspended": False, "changed": True}
+        assert "batchd.io/suspend-reason" not in (kube.get("CronJob", namespace, "yearly") or {})["metadata"]["annotations"]
         state = await batchd(address, "cronjob", "describe", ref, "-o", "json")
         assert state.code == 0 and job_name in json.dumps(state.json())
+
+        history = await batchd(address, "cronjob", "history", ref, "-o", "json")
+        assert history.code == 0, history
+        [entry] = history.json()
+        assert (entry["source"], entry["outcome"], entry["job"]) == ("trigger", "created", job_name)
+        assert entry["result"] in ("running", "Complete")  # the Job controller may have run it by now
+        rows = (await batchd(address, "cronjob", "history", ref)).out.splitlines()
+        assert rows[0].split() == ["SCHEDULED", "SOURCE", "OUTCOME", "JOB", "CREATED", "RESULT"]
+        assert rows[1].split()[1:4] == ["trigger", "created", job_name]

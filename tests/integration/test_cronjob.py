@@ -147,6 +147,12 @@ async def test_more_than_100_missed_times_warns_and_runs_only_the_latest(client,
         [job] = await eventually(lambda: jobs_of(kube, namespace, "late"))
         minute = int(job["metadata"]["name"].rsplit("-", 1)[1])
         assert minute >= int(utcnow().timestamp()) // 60 + 149
+        # CJ-LEDGER: the times that passed while suspended, the last 100 of them, then the run
+        history = await handle.query("history")
+        assert len(history) == 100 and [e["outcome"] for e in history[:-1]] == ["suspended"] * 99
+        assert (history[-1]["outcome"], history[-1]["job"]) == ("created", job["metadata"]["name"])
+        times = [_utc(e["scheduledTime"]) for e in history]
+        assert all(b - a == timedelta(minutes=1) for a, b in zip(times, times[1:], strict=False))
 
 
 async def test_schedule_change_rearms_the_timer_at_once(client, kube, namespace, task_queue):
@@ -208,6 +214,82 @@ async def test_trigger_suspend_and_resume_updates(client, kube, namespace, task_
         assert kube.get("CronJob", namespace, "ops")["spec"]["suspend"] is False
         d = await describe(client, namespace, "ops")
         assert d["active"] == [name] and d["upcoming"][0].startswith(f"{utcnow().year + 1}-01-01T00:00:00")
+
+
+async def test_suspend_with_a_reason_annotates_the_cronjob_and_resume_clears_it(client, kube, namespace, task_queue):
+    # CJ-SUSPEND
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob_manifest("why", "0 0 1 1 *"))
+        handle = await started(client, namespace, "why")
+        before = second(utcnow())
+        assert await handle.execute_update("suspend", {"reason": "db migration"}) == {"suspended": True, "changed": True}
+        notes = kube.get("CronJob", namespace, "why")["metadata"]["annotations"]
+        assert kube.get("CronJob", namespace, "why")["spec"]["suspend"] is True
+        assert notes["batchd.io/suspend-reason"] == "db migration"
+        at = _utc(notes["batchd.io/suspended-at"])
+        assert before <= at <= utcnow() and notes["batchd.io/suspended-at"].endswith("Z")
+        d = await describe(client, namespace, "why")
+        assert (d["suspendReason"], d["suspendedAt"]) == ("db migration", notes["batchd.io/suspended-at"])
+        # a new reason for a suspended CronJob: the reason changes, the time it was suspended does not
+        assert (await handle.execute_update("suspend", {"reason": "still migrating"}))["changed"] is True
+        assert (await handle.execute_update("suspend", {"reason": "still migrating"}))["changed"] is False
+        notes = kube.get("CronJob", namespace, "why")["metadata"]["annotations"]
+        assert (notes["batchd.io/suspend-reason"], _utc(notes["batchd.io/suspended-at"])) == ("still migrating", at)
+        assert await handle.execute_update("resume", {}) == {"suspended": False, "changed": True}
+        cj = kube.get("CronJob", namespace, "why")
+        assert cj["spec"]["suspend"] is False
+        assert not {"batchd.io/suspend-reason", "batchd.io/suspended-at"} & set(cj["metadata"].get("annotations") or {})
+        d = await describe(client, namespace, "why")
+        assert (d["suspendReason"], d["suspendedAt"]) == (None, None)
+        # set with kubectl instead: describe shows it once the bridge has passed it on
+        kube.patch("CronJob", namespace, "why", {"metadata": {"annotations": {"batchd.io/suspend-reason": "by hand"}},
+                                                "spec": {"suspend": True}})
+        await eventually(lambda: _described(client, namespace, "why", "suspendReason", "by hand"), what="the reason")
+
+
+async def _described(client: Client, ns: str, name: str, key: str, value: Any) -> bool:
+    return (await describe(client, ns, name))[key] == value
+
+
+async def test_the_ledger_says_what_happened_at_each_time_and_the_last_failure_is_annotated(
+        client, kube, namespace, task_queue, skipper):
+    # CJ-LEDGER, CJ-LAST-FAILURE: Forbid skips the second time while the first Job runs; the first
+    # fails; the skipped time then runs late; a trigger is a run of its own
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob_manifest("ledger", "*/5 * * * *", policy="Forbid"))
+        handle = await started(client, namespace, "ledger")
+        await skipper.fast_forward(handle, timedelta(minutes=5))
+        [first] = await eventually(lambda: jobs_of(kube, namespace, "ledger"))
+        await skipper.fast_forward(handle, timedelta(minutes=5))
+        await eventually(lambda: events_of(kube, namespace, "ledger", "JobAlreadyActive"), what="JobAlreadyActive")
+        failed_at = second(utcnow())
+        finish_job(kube, namespace, first["metadata"]["name"], failed_at, failed=True)
+        jobs = await eventually(lambda: (j := jobs_of(kube, namespace, "ledger")) and len(j) == 2 and j, what="late run")
+        [late] = [j for j in jobs if j["metadata"]["uid"] != first["metadata"]["uid"]]
+        manual = (await handle.execute_update("trigger", {}))["jobName"]
+        notes = await eventually(lambda: (a := kube.get("CronJob", namespace, "ledger")["metadata"]["annotations"])
+                                 .get("batchd.io/last-failed-job") and a, what="the last failure annotations")
+        assert notes["batchd.io/last-failed-job"] == first["metadata"]["name"]
+        assert _utc(notes["batchd.io/last-failure-time"]) == failed_at
+        history = await handle.query("history")
+        first_time = _utc(first["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"])
+        late_time = _utc(late["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"])
+        assert [(_utc(e["scheduledTime"]), e["source"], e["outcome"], e["job"], e["result"]) for e in history] == [
+            (first_time, "schedule", "created", first["metadata"]["name"], "Failed"),
+            (late_time, "schedule", "skipped-concurrency", None, None),
+            (late_time, "schedule", "created", late["metadata"]["name"], "running"),
+            (_utc(history[3]["scheduledTime"]), "trigger", "created", manual, "running"),
+        ]
+        assert history[0]["jobUID"] == first["metadata"]["uid"] and history[0]["createdAt"].endswith("Z")
+        d = await describe(client, namespace, "ledger")
+        assert (d["lastFailedJob"], _utc(d["lastFailureTime"])) == (first["metadata"]["name"], failed_at)
+        kube.delete("Job", namespace, late["metadata"]["name"])
+        await eventually(lambda: _ledger_result(handle, 2, "deleted"), what="the deleted Job in the ledger")
+        await save_history(handle, "cronjob-ledger")
+
+
+async def _ledger_result(handle: Any, i: int, result: str) -> bool:
+    return (await handle.query("history"))[i]["result"] == result
 
 
 async def test_deleting_the_cronjob_ends_its_workflow_and_no_more_jobs(client, kube, namespace, task_queue):
