@@ -388,30 +388,24 @@ _cronjob_update_command(
 _cronjob_update_command("resume", "Resume the schedule (and clear the suspend reason); prints whether it changed.")
 
 
-@cronjob.command("describe")
-@temporal_options
-@output_option
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the query.")
-@click.argument("ref", metavar="NS/NAME", callback=_ref)
-def cronjob_describe(output: str, timeout: float, ref: tuple[str, str], **kw: object) -> None:
-    """The CronJob workflow's own view (query `describe`): schedule, last and next runs, active Jobs."""
-    from worker import ops
+def _cronjob_query_command(query: str, help_text: str) -> None:
+    @cronjob.command(query, help=help_text)
+    @temporal_options
+    @output_option
+    @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the query.")
+    @click.argument("ref", metavar="NS/NAME", callback=_ref)
+    def command(output: str, timeout: float, ref: tuple[str, str], **kw: object) -> None:
+        from worker import ops
 
-    _run_ops(kw, lambda c: ops.cronjob_describe(c, *ref, output=output), timeout=timeout)
+        render = ops.cronjob_describe if query == "describe" else ops.cronjob_history
+        _run_ops(kw, lambda c: render(c, *ref, output=output), timeout=timeout)
 
 
-@cronjob.command("history")
-@temporal_options
-@output_option
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the query.")
-@click.argument("ref", metavar="NS/NAME", callback=_ref)
-def cronjob_history(output: str, timeout: float, ref: tuple[str, str], **kw: object) -> None:
-    """The run ledger (query `history`): the last 100 schedule times, triggers and backfills, what
-    happened at each (created, skipped-concurrency, replaced, missed-deadline, suspended, …) and how
-    the Job ended."""
-    from worker import ops
-
-    _run_ops(kw, lambda c: ops.cronjob_history(c, *ref, output=output), timeout=timeout)
+_cronjob_query_command(
+    "describe", "The CronJob workflow's own view (query `describe`): schedule, last and next runs, active Jobs.")
+_cronjob_query_command(
+    "history", "The run ledger (query `history`): the last 100 schedule times and triggers, what happened at "
+    "each (created, skipped-concurrency, replaced, missed-deadline, suspended, create-failed) and how the Job ended.")
 
 
 if __name__ == "__main__":

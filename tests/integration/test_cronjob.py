@@ -84,25 +84,6 @@ async def test_job_is_created_for_the_due_time_with_upstreams_metadata(client, k
             (await eventually(lambda: kube.get("CronJob", namespace, "every")["metadata"]["annotations"].get("batchd.io/next-schedule-time")))
 
 
-async def test_forbid_skips_while_a_job_is_active_and_runs_it_late_once_it_finished(client, kube, namespace, task_queue, skipper):
-    # spec C13: no new Job while one is active; the skipped time runs when the active one ends
-    async with running(client, kube, task_queue, namespace):
-        kube.create("CronJob", namespace, cronjob_manifest("forbid", "*/5 * * * *", policy="Forbid"))
-        handle = await started(client, namespace, "forbid")
-        await skipper.fast_forward(handle, timedelta(minutes=5))
-        [first] = await eventually(lambda: jobs_of(kube, namespace, "forbid"))
-        await skipper.fast_forward(handle, timedelta(minutes=5))
-        await eventually(lambda: events_of(kube, namespace, "forbid", "JobAlreadyActive"), what="JobAlreadyActive")
-        assert len(jobs_of(kube, namespace, "forbid")) == 1
-        finish_job(kube, namespace, first["metadata"]["name"], second(utcnow()))
-        await eventually(lambda: events_of(kube, namespace, "forbid", "SawCompletedJob"), what="SawCompletedJob")
-        jobs = await eventually(lambda: (j := jobs_of(kube, namespace, "forbid")) and len(j) == 2 and j, what="late run")
-        minutes = sorted(int(j["metadata"]["name"].rsplit("-", 1)[1]) for j in jobs)
-        assert minutes[1] - minutes[0] == 5
-        state = await describe(client, namespace, "forbid")
-        assert state["counters"]["succeeded"] == 1 and len(state["active"]) == 1
-
-
 async def test_replace_deletes_the_active_job_then_creates_the_next(client, kube, namespace, task_queue, skipper):
     async with running(client, kube, task_queue, namespace):
         kube.create("CronJob", namespace, cronjob_manifest("repl", "*/5 * * * *", policy="Replace"))
@@ -251,10 +232,10 @@ async def _described(client: Client, ns: str, name: str, key: str, value: Any) -
     return (await describe(client, ns, name))[key] == value
 
 
-async def test_the_ledger_says_what_happened_at_each_time_and_the_last_failure_is_annotated(
+async def test_forbid_skips_while_a_job_is_active_and_the_ledger_and_last_failure_say_so(
         client, kube, namespace, task_queue, skipper):
-    # CJ-LEDGER, CJ-LAST-FAILURE: Forbid skips the second time while the first Job runs; the first
-    # fails; the skipped time then runs late; a trigger is a run of its own
+    # spec C13 (CJ-28): no new Job while one is active; the skipped time runs when the active one
+    # ends. CJ-LEDGER, CJ-LAST-FAILURE: the first fails; a trigger is a run of its own
     async with running(client, kube, task_queue, namespace):
         kube.create("CronJob", namespace, cronjob_manifest("ledger", "*/5 * * * *", policy="Forbid"))
         handle = await started(client, namespace, "ledger")
@@ -266,6 +247,8 @@ async def test_the_ledger_says_what_happened_at_each_time_and_the_last_failure_i
         finish_job(kube, namespace, first["metadata"]["name"], failed_at, failed=True)
         jobs = await eventually(lambda: (j := jobs_of(kube, namespace, "ledger")) and len(j) == 2 and j, what="late run")
         [late] = [j for j in jobs if j["metadata"]["uid"] != first["metadata"]["uid"]]
+        minutes = sorted(int(j["metadata"]["name"].rsplit("-", 1)[1]) for j in jobs)
+        assert minutes[1] - minutes[0] == 5
         manual = (await handle.execute_update("trigger", {}))["jobName"]
         notes = await eventually(lambda: (a := kube.get("CronJob", namespace, "ledger")["metadata"]["annotations"])
                                  .get("batchd.io/last-failed-job") and a, what="the last failure annotations")
@@ -283,6 +266,7 @@ async def test_the_ledger_says_what_happened_at_each_time_and_the_last_failure_i
         assert history[0]["jobUID"] == first["metadata"]["uid"] and history[0]["createdAt"].endswith("Z")
         d = await describe(client, namespace, "ledger")
         assert (d["lastFailedJob"], _utc(d["lastFailureTime"])) == (first["metadata"]["name"], failed_at)
+        assert d["counters"]["failed"] == 1 and set(d["active"]) == {late["metadata"]["name"], manual}
         kube.delete("Job", namespace, late["metadata"]["name"])
         await eventually(lambda: _ledger_result(handle, 2, "deleted"), what="the deleted Job in the ledger")
         await save_history(handle, "cronjob-ledger")
