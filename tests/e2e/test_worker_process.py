@@ -137,6 +137,7 @@ async def _count(client: Any, query: str, n: int) -> bool:
     return (await client.count_workflows(query)).count >= n
 
 
+@pytest.mark.timeout(300)  # two waits of up to 120 s and 60 s, and the worker's stop
 async def test_worker_rides_out_faults_watch_drops_and_a_kubesim_restart(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path,
 ) -> None:
@@ -152,11 +153,15 @@ async def test_worker_rides_out_faults_watch_drops_and_a_kubesim_restart(
         with worker_process(temporal_env, kubeconfig, "default", task_queue, log, health) as proc:
             await ready(health)
             assert http_get(health, "/healthz")[0] == 200
-            sim.faults.set(error_rate=0.3, codes=(500, 429), retry_after_seconds=1)
+            # A delete attempt is a GET and a DELETE, and the activity's retries back off 1, 2, 4, 8,
+            # 16, 32 s: at 30 % faults an attempt failed half the time, and one Job in five failing
+            # six in a row (about 8 % of runs) outlasted a 60 s wait in CI. At 15 % and 120 s, all
+            # seven attempts fail for one of five Jobs in about 0.1 % of runs.
+            sim.faults.set(error_rate=0.15, codes=(500, 429), retry_after_seconds=1)
             for i in range(5):
                 _finished_job(kube, f"faulty-{i}", ttl=1)
             sim.disconnect_watches()
-            await eventually(lambda: _none_left(kube, "faulty-"), timeout=60, what="deleted despite faults")
+            await eventually(lambda: _none_left(kube, "faulty-"), timeout=120, what="deleted despite faults")
             sim.faults.clear()
 
             sim.stop()  # kubesim restarts empty on the same port; the worker must relist and go on
