@@ -86,11 +86,7 @@ async def test_job_is_created_for_the_due_time_with_upstreams_metadata(client, k
 
 async def test_replace_deletes_the_active_job_then_creates_the_next(client, kube, namespace, task_queue, skipper):
     async with running(client, kube, task_queue, namespace):
-        kube.create("CronJob", namespace, cronjob_manifest("repl", "*/5 * * * *", policy="Replace"))
-        handle = await started(client, namespace, "repl")
-        await skipper.fast_forward(handle, timedelta(minutes=5))
-        [first] = await eventually(lambda: jobs_of(kube, namespace, "repl"))
-        await skipper.fast_forward(handle, timedelta(minutes=5))
+        handle, first = await first_job_then_the_next_time(client, kube, namespace, skipper, "repl", "Replace")
         [second_job] = await eventually(
             lambda: (j := jobs_of(kube, namespace, "repl")) and j[0]["metadata"]["uid"] != first["metadata"]["uid"] and j,
             what="replacement")
@@ -237,11 +233,7 @@ async def test_forbid_skips_while_a_job_is_active_and_the_ledger_and_last_failur
     # spec C13 (CJ-28): no new Job while one is active; the skipped time runs when the active one
     # ends. CJ-LEDGER, CJ-LAST-FAILURE: the first fails; a trigger is a run of its own
     async with running(client, kube, task_queue, namespace):
-        kube.create("CronJob", namespace, cronjob_manifest("ledger", "*/5 * * * *", policy="Forbid"))
-        handle = await started(client, namespace, "ledger")
-        await skipper.fast_forward(handle, timedelta(minutes=5))
-        [first] = await eventually(lambda: jobs_of(kube, namespace, "ledger"))
-        await skipper.fast_forward(handle, timedelta(minutes=5))
+        handle, first = await first_job_then_the_next_time(client, kube, namespace, skipper, "ledger", "Forbid")
         await eventually(lambda: events_of(kube, namespace, "ledger", "JobAlreadyActive"), what="JobAlreadyActive")
         failed_at = second(utcnow())
         finish_job(kube, namespace, first["metadata"]["name"], failed_at, failed=True)
@@ -296,6 +288,17 @@ async def test_cronjobs_without_the_label_are_left_alone(client, kube, namespace
         await asyncio.sleep(2)
         assert jobs_of(kube, namespace, "builtin") == []
         assert not await workflow_exists(client, cronjob_workflow_id(namespace, "builtin"))
+
+
+async def first_job_then_the_next_time(client: Client, kube: Kube, ns: str, skipper: Any, name: str,
+                                       policy: str) -> tuple[Any, dict[str, Any]]:
+    """A ``*/5`` CronJob with ``policy``, fast-forwarded to its first Job and then to its next time."""
+    kube.create("CronJob", ns, cronjob_manifest(name, "*/5 * * * *", policy=policy))
+    handle = await started(client, ns, name)
+    await skipper.fast_forward(handle, timedelta(minutes=5))
+    [first] = await eventually(lambda: jobs_of(kube, ns, name))
+    await skipper.fast_forward(handle, timedelta(minutes=5))
+    return handle, first
 
 
 async def started(client: Client, ns: str, name: str) -> Any:

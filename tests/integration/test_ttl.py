@@ -7,7 +7,7 @@ the API, workflow results, search attributes and timer summaries in Temporal.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -56,13 +56,19 @@ async def test_failed_job_with_ttl_zero_is_deleted_right_after_finishing(client,
     assert res.outcome == "deleted"
 
 
+async def finished_and_asleep(client: Client, kube: Kube, namespace: str, name: str, *, ttl: int) -> tuple[str, datetime]:
+    """A Job with ``ttl``, finished now, once its TTL workflow runs: its workflow id and finish time."""
+    job = create_job(kube, namespace, name, ttl=ttl)
+    finished = second(utcnow())
+    finish_job(kube, namespace, name, finished)
+    wid = wf_id("Job", namespace, job)
+    await eventually(lambda: workflow_exists(client, wid))
+    return wid, finished
+
+
 async def test_raising_the_ttl_of_a_sleeping_workflow_defers_deletion(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
-        job = create_job(kube, namespace, "later", ttl=2)
-        finished = second(utcnow())
-        finish_job(kube, namespace, "later", finished)
-        wid = wf_id("Job", namespace, job)
-        await eventually(lambda: workflow_exists(client, wid))
+        wid, finished = await finished_and_asleep(client, kube, namespace, "later", ttl=2)
         kube.patch("Job", namespace, "later", {"spec": {"ttlSecondsAfterFinished": 6}})
         # past the old expiry the Job must still be there
         await asyncio.sleep(max(0.0, (finished + timedelta(seconds=3) - utcnow()).total_seconds()))
@@ -75,11 +81,7 @@ async def test_raising_the_ttl_of_a_sleeping_workflow_defers_deletion(client, ku
 
 async def test_lowering_the_ttl_rearms_the_timer_at_once(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
-        job = create_job(kube, namespace, "sooner", ttl=3600)
-        finished = second(utcnow())
-        finish_job(kube, namespace, "sooner", finished)
-        wid = wf_id("Job", namespace, job)
-        await eventually(lambda: workflow_exists(client, wid))
+        wid, finished = await finished_and_asleep(client, kube, namespace, "sooner", ttl=3600)
         kube.patch("Job", namespace, "sooner", {"spec": {"ttlSecondsAfterFinished": 1}})
         res = await result_of(client, wid, timeout=15)
     assert res.outcome == "deleted"
@@ -89,10 +91,7 @@ async def test_lowering_the_ttl_rearms_the_timer_at_once(client, kube, namespace
 async def test_removing_the_ttl_ends_the_workflow_and_keeps_the_job(client, kube, namespace, task_queue):
     # spec A16: no TTL, never deleted
     async with running(client, kube, task_queue, namespace):
-        job = create_job(kube, namespace, "keep", ttl=3600)
-        finish_job(kube, namespace, "keep", second(utcnow()))
-        wid = wf_id("Job", namespace, job)
-        await eventually(lambda: workflow_exists(client, wid))
+        wid, _ = await finished_and_asleep(client, kube, namespace, "keep", ttl=3600)
         kube.patch("Job", namespace, "keep", {"spec": {"ttlSecondsAfterFinished": None}})
         res = await result_of(client, wid)
     assert res.outcome == "not_needed"
@@ -361,11 +360,7 @@ async def _memo_held(client: Client, wid: str) -> bool:
 
 async def test_ttl_extend_raises_the_ttl_of_a_sleeping_workflow(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
-        job = create_job(kube, namespace, "longer", ttl=2)
-        finished = second(utcnow())
-        finish_job(kube, namespace, "longer", finished)
-        wid = wf_id("Job", namespace, job)
-        await eventually(lambda: workflow_exists(client, wid))
+        wid, finished = await finished_and_asleep(client, kube, namespace, "longer", ttl=2)
         out = ops.ttl_extend(kube, "Job", namespace, "longer", 3)
         assert out.endswith("spec.ttlSecondsAfterFinished 2 -> 5")
         res = await result_of(client, wid)
