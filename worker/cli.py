@@ -119,6 +119,18 @@ def _ref(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str,
         raise click.BadParameter(str(err)) from None
 
 
+def _rfc3339(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    from datetime import datetime
+
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise click.BadParameter(f"expected an RFC 3339 time with an offset, e.g. 2026-01-01T00:00:00Z; got {value!r}")
+    return value
+
+
 def _k8s_namespace(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     from worker import ops
 
@@ -363,17 +375,22 @@ def cronjob() -> None:
     """Operate a CronJob's workflow (cronjob/NS/NAME) through Temporal Updates."""
 
 
-def _cronjob_update_command(update: str, help_text: str, *options: Callable[[Any], Any]) -> None:
+#: the update's input field for each update option (the CLI's own parameter names)
+_UPDATE_FIELDS = {"reason": "reason", "start": "from", "to": "to", "one_at_a_time": "oneAtATime"}
+
+
+def _cronjob_update_command(update: str, help_text: str, *options: Callable[[Any], Any],
+                            timeout: float = 30.0) -> None:
     @cronjob.command(update, help=help_text)
     @temporal_options
     @output_option
-    @click.option("--timeout", type=float, default=30.0, show_default=True,
+    @click.option("--timeout", type=float, default=timeout, show_default=True,
                   help="Seconds to wait for a worker to run the update.")
     @click.argument("ref", metavar="NS/NAME", callback=_ref)
     def command(output: str, timeout: float, ref: tuple[str, str], **kw: object) -> None:
         from worker import ops
 
-        arg = {k: kw.pop(k) for k in ("reason",) if k in kw}
+        arg = {field: kw.pop(k) for k, field in _UPDATE_FIELDS.items() if k in kw}
         _run_ops(kw, lambda c: ops.cronjob_update(c, *ref, update, output=output, arg=arg), timeout=timeout)
 
     for option in options:
@@ -386,6 +403,15 @@ _cronjob_update_command(
     "batchd.io/suspend-reason, beside batchd.io/suspended-at.",
     click.option("--reason", default=None, help="Why it is suspended (shown by describe and kubectl)."))
 _cronjob_update_command("resume", "Resume the schedule (and clear the suspend reason); prints whether it changed.")
+_cronjob_update_command(
+    "backfill", "Create the Job of every schedule time from --from to --to (both included), named as the schedule "
+    "names it, so a time that has its Job gets no second one; prints what was created and what existed. Over "
+    "1,000 times is refused (exit code 2).",
+    click.option("--from", "start", required=True, callback=_rfc3339, help="First time (RFC 3339)."),
+    click.option("--to", required=True, callback=_rfc3339, help="Last time (RFC 3339), not in the future."),
+    click.option("--one-at-a-time", is_flag=True, default=False,
+                 help="Create each Job after the previous one finished (durable: a worker restart goes on)."),
+    timeout=300.0)
 
 
 def _cronjob_query_command(query: str, help_text: str) -> None:

@@ -32,6 +32,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.errors import Conflict, KubeError, NotFound
@@ -62,8 +63,8 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
 
 TTL_WORKFLOW_TYPE = "TTLAfterFinished"
 _BATCHD_ATTRIBUTES = {k.name for k in SEARCH_ATTRIBUTES}
-#: Updates the CronJob workflow (workflow type ``CronJob``) accepts; each takes ``{}``.
-CRONJOB_UPDATES = ("trigger", "suspend", "resume")
+#: Updates the CronJob workflow (workflow type ``CronJob``) accepts.
+CRONJOB_UPDATES = ("trigger", "suspend", "resume", "backfill")
 
 # A Kubernetes namespace is a DNS-1123 label; names of Jobs and CronJobs are DNS-1123 subdomains.
 # Checking them here also keeps every value we splice into a visibility query free of quotes.
@@ -77,6 +78,10 @@ class NotFoundError(Exception):
 
 class OpError(Exception):
     """A command failed for a reason worth one line on stderr (exit code 1)."""
+
+
+class RefusedError(OpError):
+    """The workflow refused the request as given, e.g. a backfill of over 1,000 times (exit code 2)."""
 
 
 def parse_ref(value: str) -> tuple[str, str]:
@@ -122,6 +127,8 @@ async def main(connect: Callable[[], Awaitable[Client]], command: Callable[[Clie
         return EXIT_OK, await asyncio.wait_for(command(client), timeout), ""
     except NotFoundError as err:
         return EXIT_NOT_FOUND, "", str(err)
+    except RefusedError as err:
+        return EXIT_USAGE, "", str(err)
     except OpError as err:
         return EXIT_FAILURE, "", str(err)
     except TimeoutError:
@@ -223,6 +230,8 @@ def kube_main(command: Callable[[], str]) -> tuple[int, str, str]:
         return EXIT_OK, command(), ""
     except NotFoundError as err:
         return EXIT_NOT_FOUND, "", str(err)
+    except RefusedError as err:
+        return EXIT_USAGE, "", str(err)
     except OpError as err:
         return EXIT_FAILURE, "", str(err)
     except KubeError as err:
@@ -429,10 +438,11 @@ def render_describe(doc: dict[str, Any]) -> str:
 
 async def cronjob_update(client: Client, namespace: str, name: str, update: str, *, output: str,
                          arg: dict[str, Any] | None = None) -> str:
-    """``batchd cronjob trigger|suspend|resume``: send the Update with ``arg`` (``{}``: none) and print its result.
+    """``batchd cronjob trigger|suspend|resume|backfill``: send the Update with ``arg`` and print its result.
 
     Raises:
         NotFoundError: no running workflow ``cronjob/{ns}/{name}``.
+        RefusedError: the workflow refused the input (``InvalidBackfill``).
         OpError: the workflow rejected or failed the update.
     """
     assert update in CRONJOB_UPDATES
@@ -444,8 +454,21 @@ async def cronjob_update(client: Client, namespace: str, name: str, update: str,
             raise NotFoundError(f"no running workflow {wid} ({err.message})") from None
         raise
     except WorkflowUpdateFailedError as err:
+        if isinstance(err.cause, ApplicationError) and err.cause.type == "InvalidBackfill":
+            raise RefusedError(f"{update} on {wid}: {err.cause}") from None
         raise OpError(f"{update} failed on {wid}: {_cause(err)}") from None
+    if update == "backfill" and output != "json":
+        return _backfill_table(result)
     return _render_mapping({"workflowId": wid, "update": update, "result": result}, output)
+
+
+def _backfill_table(result: dict[str, Any]) -> str:
+    """One row per Job of a backfill, in schedule order within each kind, then the counts."""
+    kinds = ("created", "existed", "failed", "queued")
+    rows = [[job, kind] for kind in kinds for job in result.get(kind, [])]
+    counts = ", ".join(f"{len(result.get(kind, []))} {kind}" for kind in kinds)
+    summary = f"{result.get('times', 0)} schedule time(s): {counts}"
+    return f"{table(['JOB', 'RESULT'], rows)}\n{summary}" if rows else summary
 
 
 async def cronjob_describe(client: Client, namespace: str, name: str, *, output: str) -> str:

@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import re
+from collections import deque
 from dataclasses import dataclass
 from datetime import MAXYEAR, MINYEAR, UTC, datetime, timedelta, tzinfo
 from typing import Literal
@@ -237,6 +238,74 @@ def most_recent_schedule_time(
     while t is not None and t <= now:
         due, t = t, schedule.next(t)
     return MostRecent(due, "many" if missed_count > MANY_MISSED else "few")
+
+
+@dataclass(frozen=True)
+class MissedTimes:
+    """Result of ``missed_times`` (CJ-CATCH-UP)."""
+
+    times: list[datetime]
+    """The missed activations to run, at most ``keep``, oldest first."""
+    dropped: list[datetime]
+    """Missed activations older than ``times`` that are not run (at most ``keep`` of them, the latest)."""
+
+
+def missed_times(
+    schedule: Schedule, *, earliest: datetime, now: datetime, starting_deadline_seconds: int | None, keep: int
+) -> MissedTimes:
+    """Every activation after ``earliest`` up to ``now``, within the deadline: the latest ``keep`` of them.
+
+    The window is that of ``most_recent_schedule_time`` (B12, B13). The work is bounded however
+    long the outage was: the search starts about ``2 * keep`` activations before ``now`` (estimated
+    from the first interval, as upstream estimates its miss count) and reaches further back only
+    while it finds too few.
+
+    Raises:
+        ValueError: a naive datetime.
+    """
+    earliest, now = _utc("earliest", earliest), _utc("now", now)
+    if starting_deadline_seconds is not None:
+        deadline = plus_seconds(now, -starting_deadline_seconds)
+        if deadline is None and starting_deadline_seconds < 0:
+            return MissedTimes([], [])
+        if deadline is not None:
+            earliest = max(earliest, deadline)
+    first = schedule.next(earliest)
+    second = schedule.next(first) if first is not None else None
+    if first is None or first > now:
+        return MissedTimes([], [])
+    span = max(second - first, _SECOND) * (2 * keep + 1) if second is not None else now - earliest
+    while True:
+        start = max(earliest, now - span)
+        window: deque[datetime] = deque(maxlen=2 * keep + 1)
+        t = schedule.next(start)
+        while t is not None and t <= now:
+            window.append(t)
+            t = schedule.next(t)
+        if len(window) > 2 * keep or start == earliest:
+            found = list(window)
+            return MissedTimes(found[-keep:], found[:-keep][-keep:])
+        span *= 2
+
+
+def schedule_times(schedule: Schedule, *, first: datetime, last: datetime, limit: int) -> list[datetime] | None:
+    """The activations ``t`` with ``first <= t <= last``, oldest first; None if there are more than ``limit``.
+
+    Raises:
+        ValueError: a naive datetime.
+    """
+    first, last = _utc("first", first), _utc("last", last)
+    found: list[datetime] = []
+    if schedule.every_seconds is not None:  # a constant delay counts from where it starts: here, ``first``
+        t: datetime | None = first if first.microsecond == 0 else first.replace(microsecond=0) + _SECOND
+    else:
+        t = schedule.next(first - _SECOND) if first.microsecond == 0 else schedule.next(first)
+    while t is not None and t <= last:
+        if len(found) == limit:
+            return None
+        found.append(t)
+        t = schedule.next(t)
+    return found
 
 
 def next_wakeup(

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import cron
     from workflows.identity import NEXT_SCHEDULE_TIME, timed_task_queue
     from workflows.models import (
+        BACKFILL_LIMIT,
         FAILED_RUNS_ANNOTATION,
         FAILURES_SINCE_SUCCESS_ANNOTATION,
         LAST_FAILED_JOB_ANNOTATION,
@@ -51,6 +52,8 @@ with workflow.unsafe.imports_passed_through():
         LEDGER_SIZE,
         NEXT_SCHEDULE_ANNOTATION,
         SUCCEEDED_RUNS_ANNOTATION,
+        BackfillInput,
+        BackfillResult,
         CreateJobInput,
         CreateJobResult,
         CronJobInput,
@@ -142,6 +145,8 @@ class CronJobWorkflow:
         self.suspended_since = s.suspended_since
         self.last_failure_time = s.last_failure_time
         self.last_failed_job = s.last_failed_job
+        self.backfill_queue: list[datetime] = list(s.backfill)
+        self.backfilling = s.backfilling
         self.next_time: datetime | None = None
         self._synced: Any = None  # what the last status write sent
         self._advertised: Any = ()  # the NextScheduleTime search attribute as last upserted
@@ -248,6 +253,34 @@ class CronJobWorkflow:
     def _validate_resume(self, _: SuspendInput) -> None:
         self._require_live()
 
+    @workflow.update(name="backfill")
+    async def backfill(self, inp: BackfillInput) -> BackfillResult:
+        """Create the Job of every schedule time from ``from`` to ``to`` (CJ-BACKFILL), named as the
+        schedule names it, so a time that already has its Job gets no second one.
+
+        ``oneAtATime``: create the first now and each next one once the previous finished; the
+        queue is workflow state, so a worker restart or continue-as-new goes on where it was.
+        """
+        times = self._backfill_times(inp)
+        self._interrupt = True  # the lock may be held by an armed creation's wait
+        async with self._lock:
+            result = BackfillResult(times=len(times))
+            if inp.one_at_a_time:
+                self.backfill_queue, self.backfilling = times, False
+                result = await self.advance_backfill(result)
+            else:
+                for t in times:
+                    result, _ = await self._backfill_create(result, t)
+                    if self.obs.gone:
+                        break
+            self._changed = True
+            return result
+
+    @backfill.validator
+    def _validate_backfill(self, inp: BackfillInput) -> None:
+        self._require_live()
+        self._backfill_times(inp)
+
     @workflow.query(name="describe")
     def describe(self) -> dict[str, Any]:
         """Schedule, next times, active Jobs, counters and recent results."""
@@ -277,10 +310,36 @@ class CronJobWorkflow:
             "lastSuccessfulTime": _iso(self.last_successful_time) if self.last_successful_time else None,
             "lastFailureTime": _iso(self.last_failure_time) if self.last_failure_time else None,
             "lastFailedJob": self.last_failed_job,
+            "catchUp": self.obs.catch_up,
+            "backfillQueue": [cron.job_name(self.obs.name, t) for t in self.backfill_queue],
             "counters": self.counters.model_dump(by_alias=True),
             "recentRuns": [r.model_dump(mode="json", by_alias=True) for r in self.recent],
             "warnings": self.reported[-10:],
         }
+
+    def _backfill_times(self, inp: BackfillInput) -> list[datetime]:
+        """The schedule times of a backfill, one per Job name (per minute, C16); refuses a bad range."""
+        def refuse(message: str) -> ApplicationError:
+            return ApplicationError(f"backfill refused: {message}", type="InvalidBackfill", non_retryable=True)
+
+        if inp.start.tzinfo is None or inp.to.tzinfo is None:
+            raise refuse("--from and --to need a time zone offset (RFC 3339, e.g. 2026-01-01T00:00:00Z)")
+        if inp.start > inp.to:
+            raise refuse(f"--from {_iso(inp.start)} is after --to {_iso(inp.to)}")
+        if inp.to > workflow.now():
+            raise refuse(f"--to {_iso(inp.to)} is in the future; the schedule itself runs those times")
+        if inp.one_at_a_time and self.backfill_queue:
+            raise refuse(f"a one-at-a-time backfill is still running ({len(self.backfill_queue)} time(s) to go)")
+        try:
+            schedule, _ = cron.parse_schedule(self.obs.spec.schedule, self.obs.spec.time_zone)
+        except cron.ScheduleError as err:
+            raise refuse(err.message) from None
+        times = cron.schedule_times(schedule, first=inp.start, last=inp.to, limit=BACKFILL_LIMIT)
+        if times is None:
+            raise refuse(f"more than {BACKFILL_LIMIT} schedule times from {_iso(inp.start)} to {_iso(inp.to)}; "
+                         "split the range")
+        by_name = {cron.job_name(self.obs.name, t): t for t in reversed(times)}  # the first time of each minute
+        return sorted(by_name.values())
 
     @workflow.query(name="history")
     def history(self) -> list[dict[str, Any]]:
@@ -322,6 +381,8 @@ class CronJobWorkflow:
             now = workflow.now()
             ahead = armed if armed is not None and armed > now and self._armable() else None
             self.next_time = await self.schedule(ahead or now, armed=ahead is not None)
+            if self.backfill_queue:
+                await self.advance_backfill(BackfillResult(times=len(self.backfill_queue)))
         await self._flush_events()
         await self._write_status()
 
@@ -347,12 +408,17 @@ class CronJobWorkflow:
         except cron.ScheduleError as err:  # B15, B18
             self._warn_once(f"{err.reason}:{self.obs.generation}", err.reason, err.message)
             return None
+        # CJ-CATCH-UP: an outage is caught up; a suspension is a decision, and only its latest time runs (C10)
+        catch_up = (recent.due is not None and recent.missed != "none" and self.obs.catch_up == "all" and not armed
+                    and self.suspended_since is None)
         if self.suspended_since is not None:
             self._ledger_suspended(sched, since=max(self.suspended_since, earliest), until=now, due=recent.due)
-        if recent.missed == "many":  # B19: warn, and still run the most recent
+        if recent.missed == "many" and not catch_up:  # B19: warn, and still run the most recent
             self._warn_once(f"TooManyMissedTimes:{recent.due}", "TooManyMissedTimes",
                             "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew")
-        if recent.due is not None and not self.already_processed(recent.due):
+        if catch_up and recent.due is not None:
+            await self.catch_up(sched, earliest=earliest, now=now, due=recent.due)
+        elif recent.due is not None and not self.already_processed(recent.due):
             if not await self.start_job(recent.due, not_before=now if armed else None):
                 self._changed = True  # an armed creation was interrupted: plan again at once
                 return now
@@ -368,6 +434,29 @@ class CronJobWorkflow:
                                                       key=f"{self.obs.namespace}/{self.obs.name}").total_seconds())
         return wake
 
+    async def catch_up(self, sched: cron.Schedule, *, earliest: datetime, now: datetime, due: datetime) -> None:
+        """CJ-CATCH-UP: run every missed time within the deadline, oldest first, not only the latest.
+
+        Forbid runs one at a time: the pass stops at an active Job, and the pass its end starts
+        goes on from ``lastScheduleTime``. The times still to run are those after it, so a worker
+        restart loses and repeats none.
+        """
+        missed = cron.missed_times(sched, earliest=earliest, now=now,
+                                   starting_deadline_seconds=self.obs.spec.starting_deadline_seconds, keep=LEDGER_SIZE)
+        if missed.dropped:
+            self._warn_once(f"TooManyMissedTimes:{_iso(missed.times[0])}", "TooManyMissedTimes",
+                            f"more than {LEDGER_SIZE} missed schedule times since {_iso(earliest)}; catch-up runs "
+                            f"the latest {LEDGER_SIZE}, from {_iso(missed.times[0])}")
+            known = {e.scheduled_time for e in self.ledger}
+            for t in missed.dropped:
+                if t not in known:
+                    self._ledger_add(LedgerEntry(scheduled_time=t, source="catch-up", outcome="too-many-missed"))
+        for t in missed.times:
+            if self.obs.gone or (self.obs.spec.concurrency_policy == "Forbid" and self.active):
+                break
+            if not self.already_processed(t) and not self._ran(t):
+                await self.start_job(t, source="schedule" if t == due else "catch-up")
+
     def already_processed(self, due: datetime) -> bool:
         """C11: the Job for ``due`` is active, or ``due`` falls in the last schedule time's minute.
 
@@ -380,7 +469,8 @@ class CronJobWorkflow:
             return True
         return last is not None and cron.job_name(self.obs.name, last) == name and workflow.patched(ONE_PASS_A_MINUTE)
 
-    async def start_job(self, due: datetime, *, not_before: datetime | None = None) -> bool:
+    async def start_job(self, due: datetime, *, not_before: datetime | None = None,
+                        source: RunSource = "schedule") -> bool:
         """Apply the concurrency policy (C12–C14) and create the Job for ``due`` (C15–C25).
 
         ``not_before``: create it then, armed (Allow only). False: the armed creation was
@@ -391,7 +481,9 @@ class CronJobWorkflow:
             self._warn_once(f"JobAlreadyActive:{_iso(due)}", "JobAlreadyActive",
                             "Not starting job because prior execution is running and concurrency policy is Forbid",
                             type_="Normal")
-            if not any(e.scheduled_time == due and e.source == "schedule" for e in self.ledger):
+            # with catch-up, a time held back runs once the active Job ends: it is not skipped
+            if self.obs.catch_up != "all" and not any(e.scheduled_time == due and e.source == "schedule"
+                                                      for e in self.ledger):
                 self._ledger_add(LedgerEntry(scheduled_time=due, outcome="skipped-concurrency"))
             return True
         replaced = policy == "Replace" and bool(self.active)
@@ -404,7 +496,7 @@ class CronJobWorkflow:
         created = await (self._create(name, due) if not_before is None else self._create_at(name, due, not_before))
         if created is None or created.outcome == "stale":
             return False
-        self._ledger_created(due, created, replaced=replaced)
+        self._ledger_created(due, created, source=source, replaced=replaced)
         if created.outcome in ("created", "exists"):
             self.last_schedule_time = due
         elif created.outcome == "not_ours":
@@ -432,6 +524,39 @@ class CronJobWorkflow:
             if j.name in res.deleted:
                 self.finished.pop(j.uid, None)
         self.active = [a for a in self.active if a.name not in res.deleted]
+
+    async def advance_backfill(self, result: BackfillResult) -> BackfillResult:
+        """CJ-BACKFILL one at a time: once the Job of the queue's first time has ended, create the next.
+
+        ``result``: the answer so far, completed with what this call created and what stays queued.
+        """
+        while self.backfill_queue and not self.obs.gone:
+            t = self.backfill_queue[0]
+            if any(a.name == cron.job_name(self.obs.name, t) for a in self.active):
+                break  # still running: its end (job_observed) wakes the loop
+            if not self.backfilling:
+                result, res = await self._backfill_create(result, t)
+                self.backfilling = res.outcome in ("created", "exists") and not res.finished
+                if self.backfilling:
+                    continue
+            self.backfill_queue, self.backfilling = self.backfill_queue[1:], False
+        waiting = self.backfill_queue[1:] if self.backfilling else self.backfill_queue
+        return result.model_copy(update={"queued": [cron.job_name(self.obs.name, t) for t in waiting]})
+
+    async def _backfill_create(self, result: BackfillResult, t: datetime) -> tuple[BackfillResult, CreateJobResult]:
+        """Create the Job of schedule time ``t`` for a backfill; the answer says whether it was created or existed."""
+        name = cron.job_name(self.obs.name, t)
+        if self._ran(t):  # its Job may be gone already (history limits): it is not made twice
+            return result.model_copy(update={"existed": [*result.existed, name]}), CreateJobResult(
+                outcome="exists", finished=True)
+        res = await self._create(name, t)
+        self._ledger_created(t, res, source="backfill")
+        if res.outcome == "created":
+            return result.model_copy(update={"created": [*result.created, name]}), res
+        if res.outcome == "exists":
+            return result.model_copy(update={"existed": [*result.existed, name]}), res
+        why = "the CronJob is gone" if res.outcome == "cronjob_gone" else (res.message or res.outcome)
+        return result.model_copy(update={"failed": [*result.failed, f"{name}: {why}"]}), res
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -649,6 +774,11 @@ class CronJobWorkflow:
                        if e.job_uid == job.uid and (result != "deleted" or e.result in (None, "running")) else e
                        for e in self.ledger]
 
+    def _ran(self, t: datetime) -> bool:
+        """Whether the ledger shows a Job created for the schedule time ``t`` (its minute's Job, C16)."""
+        name = cron.job_name(self.obs.name, t)
+        return any(e.job == name and e.outcome in ("created", "replaced") for e in self.ledger)
+
     def _ledger_suspended(self, sched: cron.Schedule, *, since: datetime, until: datetime, due: datetime | None) -> None:
         """A pass after a suspension: every schedule time it covered, but the one now due, is "suspended"."""
         self.suspended_since = None
@@ -681,5 +811,5 @@ class CronJobWorkflow:
             last_successful_time=self.last_successful_time, finished=list(self.finished.values()),
             counters=self.counters, recent=self.recent, reported=self.reported, counted=self.counted,
             ledger=self.ledger, suspended_since=self.suspended_since, last_failure_time=self.last_failure_time,
-            last_failed_job=self.last_failed_job,
+            last_failed_job=self.last_failed_job, backfill=self.backfill_queue, backfilling=self.backfilling,
         )

@@ -363,6 +363,7 @@ SUSPEND_REASON_ANNOTATION = "batchd.io/suspend-reason"
 SUSPENDED_AT_ANNOTATION = "batchd.io/suspended-at"
 LAST_FAILURE_TIME_ANNOTATION = "batchd.io/last-failure-time"
 LAST_FAILED_JOB_ANNOTATION = "batchd.io/last-failed-job"
+CATCH_UP_ANNOTATION = "batchd.io/catch-up"  # CJ-CATCH-UP: "latest" (upstream, the default) or "all"
 SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 MANUAL_INSTANTIATE_ANNOTATION = "cronjob.kubernetes.io/instantiate"
 
@@ -423,28 +424,36 @@ class CronJobObservation(_K8s):
     lead_seconds: float | None = None
     suspend_reason: str | None = None  # CJ-SUSPEND: the annotations, shown by ``describe``
     suspended_at: str | None = None
+    catch_up: Literal["latest", "all"] = "latest"  # CJ-CATCH-UP
 
     def plan_key(self) -> tuple[Any, ...]:
         """What the workflow's plan (or its ``describe``) depends on: the bridge sends an observation
         only when this changed, and the workflow interrupts an armed creation only when this changed."""
-        return self.generation, self.deleting, self.jitter_percent, self.problem, self.suspend_reason, self.suspended_at
+        return (self.generation, self.deleting, self.jitter_percent, self.problem, self.suspend_reason,
+                self.suspended_at, self.catch_up)
 
     @classmethod
     def of(cls, cj: CronJob) -> CronJobObservation:
         meta = cj.metadata
-        jitter, problem = 0, None
+        jitter, problems = 0, []
         raw = meta.annotations.get(JITTER_ANNOTATION)
         if raw is not None:
             if raw.isdigit() and 0 <= int(raw) <= 50:
                 jitter = int(raw)
             else:
-                problem = f"annotation {JITTER_ANNOTATION}={raw!r} must be an integer from 0 to 50; jitter ignored"
+                problems.append(f"annotation {JITTER_ANNOTATION}={raw!r} must be an integer from 0 to 50; jitter ignored")
+        raw = meta.annotations.get(CATCH_UP_ANNOTATION, "latest")
+        if raw not in ("latest", "all"):
+            problems.append(f"annotation {CATCH_UP_ANNOTATION}={raw!r} must be \"latest\" or \"all\"; "
+                            "only the latest missed time runs")
+        catch_up: Literal["latest", "all"] = "all" if raw == "all" else "latest"
         return cls(
             namespace=meta.namespace, name=meta.name, uid=meta.uid, resource_version=meta.resource_version,
             generation=meta.generation or 0, creation_timestamp=meta.creation_timestamp,
             deleting=meta.deletion_timestamp is not None, spec=cj.spec, status=cj.status,
-            jitter_percent=jitter, problem=problem, suspend_reason=meta.annotations.get(SUSPEND_REASON_ANNOTATION),
-            suspended_at=meta.annotations.get(SUSPENDED_AT_ANNOTATION),
+            jitter_percent=jitter, problem="; ".join(problems) or None,
+            suspend_reason=meta.annotations.get(SUSPEND_REASON_ANNOTATION),
+            suspended_at=meta.annotations.get(SUSPENDED_AT_ANNOTATION), catch_up=catch_up,
         )
 
 
@@ -526,6 +535,10 @@ class CronJobState(_K8s):
     suspended_since: datetime | None = None  # when the workflow first saw spec.suspend, until a pass without it
     last_failure_time: datetime | None = None
     last_failed_job: str | None = None
+    #: CJ-BACKFILL ``--one-at-a-time``: the schedule times still to run, oldest first; the first is
+    #: running once ``backfilling`` is set
+    backfill: list[datetime] = Field(default_factory=list)
+    backfilling: bool = False
 
 
 class CronJobInput(_K8s):
@@ -629,6 +642,25 @@ class SuspendInput(_K8s):
 class SuspendResult(_K8s):
     suspended: bool
     changed: bool
+
+
+BACKFILL_LIMIT = 1000  # schedule times in one backfill call (CJ-BACKFILL)
+
+
+class BackfillInput(_K8s):
+    """Operator update ``backfill`` (CJ-BACKFILL): a Job for every schedule time from ``from`` to ``to``."""
+
+    start: datetime = Field(alias="from")
+    to: datetime
+    one_at_a_time: bool = False
+
+
+class BackfillResult(_K8s):
+    times: int  # schedule times in the range
+    created: list[str] = Field(default_factory=list)
+    existed: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)  # "<job>: <why>"
+    queued: list[str] = Field(default_factory=list)  # one at a time: the Jobs still to come, in order
 
 
 # --------------------------------------------------------------------------------------------

@@ -358,3 +358,42 @@ async def test_the_cli_operates_the_real_cronjob_workflow(
         rows = (await batchd(address, "cronjob", "history", ref)).out.splitlines()
         assert rows[0].split() == ["SCHEDULED", "SOURCE", "OUTCOME", "JOB", "CREATED", "RESULT"]
         assert rows[1].split()[1:4] == ["trigger", "created", job_name]
+
+
+async def test_cronjob_backfill_prints_what_it_created_and_what_existed_and_refuses_over_1000_with_exit_2(
+        client: Client, kube: Kube, namespace: str, task_queue: str, address: str) -> None:
+    # CJ-BACKFILL through the real CLI; suspended, so the schedule itself adds no Job meanwhile
+    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob",
+               "metadata": {"name": "minutely", "labels": {"batchd.io/managed": "true"}},
+               "spec": {"schedule": "* * * * *", "suspend": True, "jobTemplate": {"spec": {"template": {"spec": {
+                   "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}}}
+    ref = f"{namespace}/minutely"
+    start = utcnow().replace(second=0, microsecond=0) - timedelta(hours=1)
+    m = int(start.timestamp()) // 60
+
+    def at(minutes: int) -> str:
+        return f"{start + timedelta(minutes=minutes):%Y-%m-%dT%H:%M:%SZ}"
+
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, cronjob)
+        await eventually(lambda: client.get_workflow_handle(cronjob_workflow_id(namespace, "minutely")).query("describe"),
+                         what="the CronJob workflow")
+        first = await batchd(address, "cronjob", "backfill", ref, "--from", at(0), "--to", at(2))
+        assert first.code == 0, first
+        lines = first.out.splitlines()
+        assert lines[0].split() == ["JOB", "RESULT"]
+        assert [line.split() for line in lines[1:4]] == [[f"minutely-{m + i}", "created"] for i in range(3)]
+        assert lines[-1] == "3 schedule time(s): 3 created, 0 existed, 0 failed, 0 queued"
+        again = await batchd(address, "cronjob", "backfill", ref, "--from", at(2), "--to", at(3), "-o", "json")
+        assert again.code == 0, again
+        result = again.json()["result"]
+        assert (result["created"], result["existed"]) == ([f"minutely-{m + 3}"], [f"minutely-{m + 2}"])
+        assert sorted(j["metadata"]["name"] for j in kube.list("Job", namespace)["items"]) == \
+            [f"minutely-{m + i}" for i in range(4)]
+
+        refused = await batchd(address, "cronjob", "backfill", ref, "--from", at(-2000), "--to", at(0))
+        assert refused.code == 2, refused
+        assert "more than 1000 schedule times" in refused.err and refused.out == ""
+        malformed = await batchd(address, "cronjob", "backfill", ref, "--from", "yesterday", "--to", at(0))
+        assert malformed.code == 2 and "RFC 3339" in malformed.err
+        assert len(kube.list("Job", namespace)["items"]) == 4

@@ -1,6 +1,7 @@
 """Tier 4: CronJob workflows across worker deaths — a real ``batchd worker`` process SIGKILLed at
-random points across 10 schedule times, SIGKILLed while a creation is armed, and a worker stopped
-across a schedule time with a ``startingDeadlineSeconds`` (real minutes: marked slow).
+random points across 10 schedule times, during a one-at-a-time backfill and during a catch-up,
+SIGKILLed while a creation is armed, and a worker stopped across a schedule time with a
+``startingDeadlineSeconds`` (real minutes: marked slow).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
-from tests.conftest import eventually, running
+from tests.conftest import eventually, running, utcnow
 from tests.e2e.test_worker_process import free_port, ready, worker_process
 from tests.integration.test_cronjob import armed_for, cronjob_manifest, describe, jobs_of, started
+from tests.integration.test_cronjob_backfill import down_since, minute_floor, minutes_of
+from tests.k8s import finish_job, second, stamp
 from workflows.cronjob import ARMED_SLACK
 
 
@@ -58,6 +61,92 @@ async def test_worker_sigkilled_across_10_schedule_times_creates_each_job_exactl
     assert len(minutes) == len(set(minutes)), minutes  # no duplicate
     assert minutes == list(range(minutes[0], minutes[-1] + 1)) and len(minutes) >= 10, minutes  # none missing
     assert sorted(d["active"]) == sorted(j["metadata"]["name"] for j in jobs)
+
+
+async def finish_each_and_kill_the_worker(
+    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    tmp_path: Path, name: str, count: int, *, start_with: Any, settled: Any = lambda d: True,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run a worker; ``start_with(client)`` starts a series of Jobs that come one at a time. Finish
+    each Job as it appears and SIGKILL the worker at a random point after; return the Jobs and
+    the workflow's ``describe`` once ``settled(describe)``."""
+    client = temporal_env.client
+    rng = random.Random(11)
+    health = free_port()
+    proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health)
+    proc = proc_cm.__enter__()
+    try:
+        await start_with(client)
+        for i in range(count):
+            jobs = await eventually(lambda i=i: (j := jobs_of(kube, namespace, name)) and len(j) > i and j,
+                                    timeout=120, what=f"Job {i + 1}")
+            assert len(jobs) == i + 1, minutes_of(jobs)  # one at a time: the next only after this one ended
+            newest = max(jobs, key=lambda j: int(j["metadata"]["name"].rsplit("-", 1)[1]))
+            await ready(health)
+            finish_job(kube, namespace, newest["metadata"]["name"], second(utcnow()))
+            await asyncio.sleep(rng.uniform(0.0, 0.5))  # kill while the worker handles the end and creates the next
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            proc_cm.__exit__(None, None, None)
+            proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i + 1}.log",
+                                     health)
+            proc = proc_cm.__enter__()
+        await ready(health)
+        d = await eventually(lambda: _settled(describe(client, namespace, name), settled), timeout=60,
+                             what="the workflow settled")
+        await asyncio.sleep(3)  # a second Job for a time would show up now
+        return jobs_of(kube, namespace, name), d
+    finally:
+        proc_cm.__exit__(None, None, None)
+
+
+async def _settled(described: Any, settled: Any) -> dict[str, Any] | None:
+    d = await described
+    return d if settled(d) else None
+
+
+@pytest.mark.timeout(900)
+async def test_worker_sigkilled_during_a_one_at_a_time_backfill_creates_each_job_once_in_order(
+    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
+) -> None:
+    # CJ-BACKFILL: the queue is workflow state; each kill lands while the end of one Job is
+    # handled and the next created, and the restarted worker goes on from there
+    base = minute_floor(utcnow()) - timedelta(hours=1)
+    kube.create("CronJob", namespace, cronjob_manifest("fill", "* * * * *", suspend=True, limits=(10, 10)))
+
+    async def backfill(client: Any) -> None:
+        handle = await started(client, namespace, "fill")
+        res = await handle.execute_update("backfill", {"from": stamp(base), "to": stamp(base + timedelta(minutes=5)),
+                                                       "oneAtATime": True})
+        assert len(res["created"]) == 1 and len(res["queued"]) == 5
+
+    jobs, d = await finish_each_and_kill_the_worker(temporal_env, kube, kubeconfig, namespace, task_queue,
+                                                    tmp_path, "fill", 6, start_with=backfill,
+                                                    settled=lambda d: d["backfillQueue"] == [])
+    m = int(base.timestamp()) // 60
+    assert minutes_of(jobs) == list(range(m, m + 6))
+    assert d["backfillQueue"] == [] and d["counters"]["succeeded"] == 6
+
+
+@pytest.mark.timeout(900)
+async def test_worker_sigkilled_during_a_forbid_catch_up_creates_each_missed_job_once_in_order(
+    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
+) -> None:
+    # CJ-CATCH-UP: what is still to run is derived from lastScheduleTime, so no kill loses or repeats a time
+    floor = minute_floor(utcnow())
+    kube.create("CronJob", namespace, cronjob_manifest("catch", "* * * * *", policy="Forbid", limits=(10, 10),
+                                                       annotations={"batchd.io/catch-up": "all"}))
+    down_since(kube, namespace, "catch", floor - timedelta(minutes=6))
+
+    async def start(client: Any) -> None:
+        await started(client, namespace, "catch")
+
+    jobs, _ = await finish_each_and_kill_the_worker(temporal_env, kube, kubeconfig, namespace, task_queue,
+                                                    tmp_path, "catch", 6, start_with=start)
+    minutes = minutes_of(jobs)  # the missed 6, and any minute that passed meanwhile, each once
+    first = int(floor.timestamp()) // 60 - 5
+    assert minutes[:6] == list(range(first, first + 6)) or minutes[:6] == list(range(first + 1, first + 7)), minutes
+    assert minutes == list(range(minutes[0], minutes[0] + len(minutes))), minutes
 
 
 @pytest.mark.slow

@@ -23,9 +23,11 @@ from workflows.cron import (
     ScheduleWarning,
     jitter,
     job_name,
+    missed_times,
     most_recent_schedule_time,
     next_wakeup,
     parse_schedule,
+    schedule_times,
     scheduled_timestamp_annotation,
 )
 
@@ -329,6 +331,66 @@ def test_most_recent_schedule_time(
         parse(schedule, zone), earliest=at(earliest), now=at(now), starting_deadline_seconds=sds
     )
     assert result == MostRecent(None if due is None else at(due), missed)  # type: ignore[arg-type]
+
+
+# (id, schedule, earliest, now, sds, keep, first kept, kept count, first dropped, dropped count)
+MISSED = [
+    ("nothing missed", HOURLY, "2026-01-01T10:00:00Z", "2026-01-01T10:30:00Z", None, 100, None, 0, None, 0),
+    ("one due", HOURLY, "2026-01-01T10:00:00Z", "2026-01-01T11:30:00Z", None, 100, "2026-01-01T11:00:00Z", 1, None, 0),
+    ("every missed time, oldest first", HOURLY, "2026-01-01T10:00:00Z", "2026-01-01T13:00:00Z", None, 100,
+     "2026-01-01T11:00:00Z", 3, None, 0),
+    ("the deadline bounds the window", MINUTELY, "2026-01-01T10:00:00Z", "2026-01-01T11:00:30Z", 300, 100,
+     "2026-01-01T10:56:00Z", 5, None, 0),
+    ("100 missed: all kept", MINUTELY, "2026-01-01T10:00:00Z", "2026-01-01T11:40:00Z", None, 100,
+     "2026-01-01T10:01:00Z", 100, None, 0),
+    ("101 missed: the oldest dropped", MINUTELY, "2026-01-01T10:00:00Z", "2026-01-01T11:41:00Z", None, 100,
+     "2026-01-01T10:02:00Z", 100, "2026-01-01T10:01:00Z", 1),
+    ("a year down: the latest kept, the 100 before them dropped", MINUTELY, "2025-01-01T00:00:00Z",
+     "2026-01-01T00:00:00Z", None, 100, "2025-12-31T22:21:00Z", 100, "2025-12-31T20:41:00Z", 100),
+    ("weekdays across a weekend find the Friday upstream's estimate skips", "0 9 * * 1-5",
+     "2026-01-05T09:00:00Z", "2026-01-11T10:00:00Z", None, 100, "2026-01-06T09:00:00Z", 4, None, 0),
+    ("weekdays over years: the search reaches back far enough", "0 9 * * 1-5", "2020-01-01T00:00:00Z",
+     "2026-01-01T00:00:00Z", None, 10, "2025-12-18T09:00:00Z", 10, "2025-12-04T09:00:00Z", 10),
+    ("startingDeadlineSeconds 0 catches up nothing", HOURLY, "2026-01-01T00:00:00Z", "2026-01-01T13:00:00Z", 0,
+     100, None, 0, None, 0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("schedule", "earliest", "now", "sds", "keep", "first", "count", "dropped", "n_dropped"),
+                         [c[1:] for c in MISSED], ids=[c[0] for c in MISSED])
+def test_missed_times(schedule: str, earliest: str, now: str, sds: int | None, keep: int, first: str | None,
+                      count: int, dropped: str | None, n_dropped: int) -> None:
+    # CJ-CATCH-UP: every missed time in the window (B12, B13), the latest ``keep``; the work is bounded
+    sched = parse(schedule)
+    result = missed_times(sched, earliest=at(earliest), now=at(now), starting_deadline_seconds=sds, keep=keep)
+    assert (len(result.times), len(result.dropped)) == (count, n_dropped)
+    assert (result.times[:1], result.dropped[:1]) == ([at(first)] if first else [], [at(dropped)] if dropped else [])
+    chain = result.dropped + result.times
+    assert all(sched.next(a) == b for a, b in zip(chain, chain[1:], strict=False))  # consecutive, none skipped
+    assert not chain or chain[-1] <= at(now) and sched.next(chain[-1]) > at(now)  # up to the last due
+
+
+@pytest.mark.parametrize(
+    ("schedule", "first", "last", "expected"),
+    [
+        ("*/5 * * * *", "2026-01-01T10:00:00Z", "2026-01-01T10:15:00Z", ["10:00", "10:05", "10:10", "10:15"]),
+        ("*/5 * * * *", "2026-01-01T10:00:01Z", "2026-01-01T10:14:59Z", ["10:05", "10:10"]),
+        ("*/5 * * * *", "2026-01-01T10:01:00Z", "2026-01-01T10:04:00Z", []),
+        ("@every 10m", "2026-01-01T10:00:00Z", "2026-01-01T10:25:00Z", ["10:00", "10:10", "10:20"]),
+        ("30 8 * * *", "2026-01-01T10:30:00+02:00", "2026-01-01T08:30:00Z", ["08:30"]),
+    ],
+)
+def test_schedule_times_includes_both_ends(schedule: str, first: str, last: str, expected: list[str]) -> None:
+    # CJ-BACKFILL: the times from --from to --to, both included
+    found = schedule_times(parse(schedule), first=datetime.fromisoformat(first), last=at(last), limit=1000)
+    assert [t.strftime("%H:%M") for t in found or []] == expected
+
+
+def test_schedule_times_over_the_limit_is_none() -> None:
+    sched = parse(MINUTELY)
+    assert len(schedule_times(sched, first=at("2026-01-01T00:00:00Z"), last=at("2026-01-01T16:39:00Z"), limit=1000)
+               or []) == 1000
+    assert schedule_times(sched, first=at("2026-01-01T00:00:00Z"), last=at("2026-01-01T16:40:00Z"), limit=1000) is None
 
 
 @pytest.mark.parametrize("schedule", ["0 0 31 2 *", "0 0 30 2 *"])
