@@ -41,7 +41,7 @@ def main() -> None:
     Inspect:       batchd ttl list                 # pending TTL expirations, soonest first
                    batchd ttl hold NS/NAME         # keep a finished Job for debugging (release, extend)
                    batchd describe job NS/NAME     # a Job's workflows, state and pending timers
-    Operate:       batchd cronjob trigger NS/NAME  # also suspend, resume, describe
+    Operate:       batchd cronjob trigger NS/NAME  # also suspend, resume, backfill, describe, history
 
     Exit codes: 0 ok, 1 failure, 2 usage error, 3 no such object/workflow.
     """
@@ -430,8 +430,9 @@ def _cronjob_query_command(query: str, help_text: str) -> None:
 _cronjob_query_command(
     "describe", "The CronJob workflow's own view (query `describe`): schedule, last and next runs, active Jobs.")
 _cronjob_query_command(
-    "history", "The run ledger (query `history`): the last 100 schedule times and triggers, what happened at "
-    "each (created, skipped-concurrency, replaced, missed-deadline, suspended, create-failed) and how the Job ended.")
+    "history", "The run ledger (query `history`): the last 100 schedule times, triggers and backfills, what "
+    "happened at each (created, skipped-concurrency, replaced, missed-deadline, suspended, too-many-missed, "
+    "create-failed) and how the Job ended.")
 
 
 if __name__ == "__main__":

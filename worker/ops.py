@@ -455,7 +455,7 @@ async def cronjob_update(client: Client, namespace: str, name: str, update: str,
         raise
     except WorkflowUpdateFailedError as err:
         if isinstance(err.cause, ApplicationError) and err.cause.type == "InvalidBackfill":
-            raise RefusedError(f"{update} on {wid}: {err.cause}") from None
+            raise RefusedError(f"{err.cause} ({wid})") from None
         raise OpError(f"{update} failed on {wid}: {_cause(err)}") from None
     if update == "backfill" and output != "json":
         return _backfill_table(result)

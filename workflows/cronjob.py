@@ -570,11 +570,13 @@ class CronJobWorkflow:
             self._advertised = self.next_time
             workflow.upsert_search_attributes([
                 NEXT_SCHEDULE_TIME.value_set(self.next_time) if self.next_time else NEXT_SCHEDULE_TIME.value_unset()])
+        when = f"next runs {_iso(self.next_time)}" if self.next_time else "suspended" if self.obs.spec.suspend else "idle"
+        queue = f"; backfill: {len(self.backfill_queue)} time(s) to go, one at a time" if self.backfill_queue else ""
+        workflow.set_current_details(f"CronJob {self.obs.namespace}/{self.obs.name} (`{self.obs.spec.schedule}`) "
+                                     f"{when}{queue}")
         if self.next_time is None:
             await workflow.wait_condition(lambda: self._changed or self.obs.gone)
             return None
-        workflow.set_current_details(
-            f"CronJob {self.obs.namespace}/{self.obs.name} (`{self.obs.spec.schedule}`) next runs {_iso(self.next_time)}")
         summary = f"CronJob {self.obs.namespace}/{self.obs.name} next schedule {_iso(self.next_time)}"
         if not self._armable():
             with contextlib.suppress(TimeoutError):

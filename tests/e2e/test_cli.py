@@ -365,7 +365,8 @@ async def test_cronjob_backfill_prints_what_it_created_and_what_existed_and_refu
     # CJ-BACKFILL through the real CLI; suspended, so the schedule itself adds no Job meanwhile
     cronjob = {"apiVersion": "batch/v1", "kind": "CronJob",
                "metadata": {"name": "minutely", "labels": {"batchd.io/managed": "true"}},
-               "spec": {"schedule": "* * * * *", "suspend": True, "jobTemplate": {"spec": {"template": {"spec": {
+               "spec": {"schedule": "* * * * *", "suspend": True, "successfulJobsHistoryLimit": 10,
+                        "jobTemplate": {"spec": {"template": {"spec": {
                    "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}}}
     ref = f"{namespace}/minutely"
     start = utcnow().replace(second=0, microsecond=0) - timedelta(hours=1)
