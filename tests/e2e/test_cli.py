@@ -398,3 +398,12 @@ async def test_cronjob_backfill_prints_what_it_created_and_what_existed_and_refu
         malformed = await batchd(address, "cronjob", "backfill", ref, "--from", "yesterday", "--to", at(0))
         assert malformed.code == 2 and "RFC 3339" in malformed.err
         assert len(kube.list("Job", namespace)["items"]) == 4
+
+        serial = await batchd(address, "cronjob", "backfill", ref, "--from", at(10), "--to", at(12), "--one-at-a-time")
+        assert serial.code == 0, serial
+        assert [line.split() for line in serial.out.splitlines()[1:-1]] == [
+            [f"minutely-{m + 10}", "created"], [f"minutely-{m + 11}", "queued"], [f"minutely-{m + 12}", "queued"]]
+        await eventually(lambda: len(kube.list("Job", namespace)["items"]) == 7, what="the queued Jobs, in turn")
+        [entry] = [e for e in (await batchd(address, "cronjob", "history", ref, "-o", "json")).json()
+                   if e["job"] == f"minutely-{m + 12}"]
+        assert entry["source"] == "backfill"

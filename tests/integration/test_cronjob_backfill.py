@@ -85,6 +85,7 @@ async def test_catch_up_with_forbid_runs_the_latest_100_one_at_a_time_in_order(
         assert minutes_of(jobs) == [m0, m0 + 1, m0 + 2]
         assert ledger_rows(await handle.query("history"))[-2:] == [(m0 + 1, "catch-up", "created"),
                                                                   (m0 + 2, "catch-up", "created")]
+        await save_history(handle, "cronjob-catch-up-forbid")
 
 
 async def test_a_suspension_is_not_caught_up(client, kube: Kube, namespace, task_queue, skipper):
