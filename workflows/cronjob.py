@@ -318,7 +318,7 @@ class CronJobWorkflow:
         }
 
     def _backfill_times(self, inp: BackfillInput) -> list[datetime]:
-        """The schedule times of a backfill, one per Job name (per minute, C16); refuses a bad range."""
+        """The schedule times of a backfill, one per Job name (per minute, CJ-31); refuses a bad range."""
         def refuse(message: str) -> ApplicationError:
             return ApplicationError(f"backfill refused: {message}", type="InvalidBackfill", non_retryable=True)
 
@@ -408,7 +408,7 @@ class CronJobWorkflow:
         except cron.ScheduleError as err:  # B15, B18
             self._warn_once(f"{err.reason}:{self.obs.generation}", err.reason, err.message)
             return None
-        # CJ-CATCH-UP: an outage is caught up; a suspension is a decision, and only its latest time runs (C10)
+        # CJ-CATCH-UP: an outage is caught up; a suspension is a decision, and only its latest time runs (CJ-25)
         catch_up = (recent.due is not None and recent.missed != "none" and self.obs.catch_up == "all" and not armed
                     and self.suspended_since is None)
         if self.suspended_since is not None:
@@ -452,10 +452,13 @@ class CronJobWorkflow:
                 if t not in known:
                     self._ledger_add(LedgerEntry(scheduled_time=t, source="catch-up", outcome="too-many-missed"))
         for t in missed.times:
-            if self.obs.gone or (self.obs.spec.concurrency_policy == "Forbid" and self.active):
+            if self.obs.gone:
                 break
-            if not self.already_processed(t) and not self._ran(t):
-                await self.start_job(t, source="schedule" if t == due else "catch-up")
+            if self.already_processed(t) or self._ran(t):
+                continue
+            await self.start_job(t, source="schedule" if t == due else "catch-up")
+            if self.obs.spec.concurrency_policy == "Forbid" and self.active:
+                break  # held back (JobAlreadyActive) or just created: the next waits for its end
 
     def already_processed(self, due: datetime) -> bool:
         """C11: the Job for ``due`` is active, or ``due`` falls in the last schedule time's minute.
@@ -777,7 +780,7 @@ class CronJobWorkflow:
                        for e in self.ledger]
 
     def _ran(self, t: datetime) -> bool:
-        """Whether the ledger shows a Job created for the schedule time ``t`` (its minute's Job, C16)."""
+        """Whether the ledger shows a Job created for the schedule time ``t`` (its minute's Job, CJ-31)."""
         name = cron.job_name(self.obs.name, t)
         return any(e.job == name and e.outcome in ("created", "replaced") for e in self.ledger)
 
