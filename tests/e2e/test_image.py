@@ -9,7 +9,8 @@ CronJob's Job, complete an Indexed Job, run as uid 10001, and exit 0 on SIGTERM.
 
 Without buildah the test is skipped locally; under CI (``CI`` set) it must run (.ci/run
 installs buildah, podman and mmdebstrap). The base image stays in container storage, so only
-the first run on a machine pays for mmdebstrap.
+the first run on a machine pays for mmdebstrap. Measured here from empty container storage: the
+Debian base 40 s, the image 57 s, the whole test 1 min 44 s.
 """
 
 from __future__ import annotations
@@ -50,9 +51,6 @@ def _run(*cmd: str, timeout: float = 1200) -> str:
 @pytest.fixture(scope="module")
 def image() -> Iterator[str]:
     """The image built by ``make image`` on the local Debian base; removed afterwards."""
-    if os.environ.get("BATCHD_IMAGE_TEST") != "1":
-        pytest.skip("opt-in until it has passed once with its build time measured: BATCHD_IMAGE_TEST=1 "
-                    "(the first build here took 45 min on a loaded machine)")
     missing = [t for t in TOOLS if not shutil.which(t)]
     if missing and not os.environ.get("CI"):
         pytest.skip(f"{', '.join(missing)} missing: the image cannot be built here "
