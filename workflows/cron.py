@@ -210,15 +210,11 @@ def most_recent_schedule_time(
             an impossible date such as ``0 0 31 2 *`` shows up (B15).
         ValueError: a naive datetime.
     """
-    earliest, now = _utc("earliest", earliest), _utc("now", now)
-    if starting_deadline_seconds is not None:
-        deadline = plus_seconds(now, -starting_deadline_seconds)
-        if deadline is not None:
-            earliest = max(earliest, deadline)
-        elif starting_deadline_seconds < 0:  # a window that opens after the end of time
-            return MostRecent(None, "none")
-        # else the window reaches back past datetime.min: no clamp (TIME-1)
-    t1 = schedule.next(earliest)
+    now = _utc("now", now)
+    start = _window_start(_utc("earliest", earliest), now, starting_deadline_seconds)
+    if start is None:
+        return MostRecent(None, "none")
+    t1 = schedule.next(start)
     t2 = schedule.next(t1) if t1 is not None else None
     if t1 is not None and now < t1:
         return MostRecent(None, "none")
@@ -238,6 +234,17 @@ def most_recent_schedule_time(
     while t is not None and t <= now:
         due, t = t, schedule.next(t)
     return MostRecent(due, "many" if missed_count > MANY_MISSED else "few")
+
+
+def _window_start(earliest: datetime, now: datetime, starting_deadline_seconds: int | None) -> datetime | None:
+    """Where the candidates for a run start (B12, B13): ``earliest``, moved up to ``now - sds``; None: no window."""
+    if starting_deadline_seconds is None:
+        return earliest
+    deadline = plus_seconds(now, -starting_deadline_seconds)
+    if deadline is not None:
+        return max(earliest, deadline)
+    # a window that opens after the end of time is empty; one reaching back past datetime.min is no clamp (TIME-1)
+    return None if starting_deadline_seconds < 0 else earliest
 
 
 @dataclass(frozen=True)
@@ -263,13 +270,11 @@ def missed_times(
     Raises:
         ValueError: a naive datetime.
     """
-    earliest, now = _utc("earliest", earliest), _utc("now", now)
-    if starting_deadline_seconds is not None:
-        deadline = plus_seconds(now, -starting_deadline_seconds)
-        if deadline is None and starting_deadline_seconds < 0:
-            return MissedTimes([], [])
-        if deadline is not None:
-            earliest = max(earliest, deadline)
+    now = _utc("now", now)
+    window_start = _window_start(_utc("earliest", earliest), now, starting_deadline_seconds)
+    if window_start is None:
+        return MissedTimes([], [])
+    earliest = window_start
     first = schedule.next(earliest)
     second = schedule.next(first) if first is not None else None
     if first is None or first > now:
