@@ -30,8 +30,8 @@ from activities.errors import (
     temporal_errors,
 )
 from activities.kube import Clock, Kube, SystemClock, prestarted_pool
-from workflows.models import (
-    JOB_MANAGED_BY,
+from workflows.models.common import ObjectRef
+from workflows.models.cronjob import (
     MANUAL_INSTANTIATE_ANNOTATION,
     SCHEDULED_TIMESTAMP_ANNOTATION,
     SUSPEND_REASON_ANNOTATION,
@@ -40,12 +40,12 @@ from workflows.models import (
     CreateJobResult,
     DeleteJobsInput,
     DeleteJobsResult,
-    ObjectRef,
     ObjectReference,
     SetSuspendInput,
     SyncCronJobInput,
     SyncCronJobResult,
 )
+from workflows.models.job import JOB_MANAGED_BY
 
 T = TypeVar("T")
 COMPONENT = "batchd-cronjob-controller"

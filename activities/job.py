@@ -27,7 +27,7 @@ from activities.errors import (
     temporal_errors,
 )
 from activities.kube import Clock, Kube, SystemClock, prestarted_pool
-from workflows.models import (
+from workflows.models.job import (
     COMPLETION_INDEX_ANNOTATION,
     CONTROLLER_UID_LABEL,
     INDEX_FAILURE_COUNT_ANNOTATION,

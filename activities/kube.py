@@ -2,7 +2,7 @@
 
 Layer: activities. Used by the activities (activities/ttl.py, ...) and by the bridge's informers
 (worker/bridge.py). It speaks plain JSON dicts (parsed into the subset models of
-workflows/models.py by callers), puts a timeout on every request, and raises only the
+workflows/models/ by callers), puts a timeout on every request, and raises only the
 :mod:`activities.errors` taxonomy.
 
 Where to connect, TLS material, proxy and credentials come from the official client's
@@ -36,7 +36,7 @@ from opentelemetry import trace
 from temporalio import activity
 
 from activities.errors import KubeError, NotFound, Unreachable, from_response, temporal_errors
-from workflows.models import EventInput, ObjectRef
+from workflows.models.common import EventInput, ObjectRef
 
 _tracer = trace.get_tracer("batchd.kube")
 

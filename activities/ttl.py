@@ -13,16 +13,8 @@ from temporalio import activity
 
 from activities.errors import Conflict, temporal_errors
 from activities.kube import Clock, Kube, SystemClock
-from workflows.models import (
-    DeleteExpiredInput,
-    DeleteExpiredResult,
-    Job,
-    ObjectRef,
-    ObserveInput,
-    Pod,
-    TTLObservation,
-    time_left,
-)
+from workflows.models.common import Job, ObjectRef, ObserveInput, Pod
+from workflows.models.ttl import DeleteExpiredInput, DeleteExpiredResult, TTLObservation, time_left
 
 _meter = metrics.get_meter("batchd.ttl")
 #: Upstream's metric (spec A14), for Jobs and Pods alike: actual deletion − expiry.

@@ -40,7 +40,7 @@ from bench.harness import (
     worker_process,
 )
 from tests.k8s import finish_job, job_manifest, pod_manifest
-from workflows.models import JOB_MANAGED_BY
+from workflows.models.job import JOB_MANAGED_BY
 
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 ZONES = sorted(zoneinfo.available_timezones())

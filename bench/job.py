@@ -27,7 +27,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from bench.harness import dev_server, kube_for, kubesim_process, table, workdir, worker_process
 from bench.ttl import BILLABLE
 from workflows.identity import job_workflow_id
-from workflows.models import JOB_MANAGED_BY
+from workflows.models.job import JOB_MANAGED_BY
 
 _TRANSIENT = (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.RESOURCE_EXHAUSTED)
 

@@ -11,7 +11,7 @@ Threads: each :class:`Informer` runs list+watch in a thread with the synchronous
 object, so events of one object stay in order while different objects proceed in parallel.
 
 Memory: an informer keeps, and hands on, only :func:`bridge_view` of each object (the fields the
-subset models of workflows/models.py read), never the decoded API object. A burst of watch events
+subset models of workflows/models/ read), never the decoded API object. A burst of watch events
 queues faster than workflows are started, and with full objects that backlog, not the workflow
 cache, was most of the worker's memory with 10,000 TTL timers (README, bench/ttl.py).
 """
@@ -53,26 +53,23 @@ from workflows.jobmetrics import (
     TERMINATED_PODS_TRACKING_FINALIZER,
     tracking_finalizer_event,
 )
-from workflows.models import (
-    CONTROLLER_UID_LABEL,
+from workflows.models.common import Job, ObjectRef, Pod
+from workflows.models.cronjob import (
     CRONJOB_MANAGED_LABEL,
-    JOB_MANAGED_BY,
-    JOB_NAME_LABEL,
-    POD_JOB_LABEL,
-    POD_TTL_LABEL,
     CronJob,
     CronJobInput,
     CronJobObservation,
     CronJobState,
-    Job,
-    JobInput,
     JobSummary,
-    ObjectRef,
-    Pod,
-    TTLInput,
-    TTLObservation,
-    expiry,
 )
+from workflows.models.job import (
+    CONTROLLER_UID_LABEL,
+    JOB_MANAGED_BY,
+    JOB_NAME_LABEL,
+    POD_JOB_LABEL,
+    JobInput,
+)
+from workflows.models.ttl import POD_TTL_LABEL, TTLInput, TTLObservation, expiry
 from workflows.ttl import TTLAfterFinishedWorkflow
 
 log = logging.getLogger("batchd.bridge")
@@ -597,7 +594,7 @@ class Bridge:
             log.warning("could not record Event on %s %s: %s", obs.ref.kind, obs.ref.key(), err)
 
 
-# What the bridge reads of each kind: the fields of the subset models (workflows/models.py
+# What the bridge reads of each kind: the fields of the subset models (workflows/models/
 # ObjectMeta, Job, Pod, CronJob) plus the raw Job status times JobSummary.of takes. A field
 # the bridge starts to read must be added here; tests/unit/test_bridge_view.py compares the
 # models parsed from a full object and from its view.

@@ -48,8 +48,8 @@ from workflows.identity import (
     TTL_HOLD_MEMO,
     cronjob_workflow_id,
 )
-from workflows.models import (
-    INT64_MAX,
+from workflows.models.common import INT64_MAX
+from workflows.models.ttl import (
     POD_TTL_LABEL,
     TTL_AFTER_FAILURE_ANNOTATION,
     TTL_AFTER_SUCCESS_ANNOTATION,

@@ -31,7 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.errors import KubeError
 from activities.kube import Kube
 from workflows.identity import K8S_KIND, K8S_NAME, K8S_NAMESPACE, K8S_UID
-from workflows.models import ObjectRef
+from workflows.models.common import ObjectRef
 
 log = logging.getLogger("batchd.watchdog")
 

@@ -43,7 +43,8 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from workflows import cron
     from workflows.identity import NEXT_SCHEDULE_TIME, timed_task_queue
-    from workflows.models import (
+    from workflows.models.common import EventInput, ObjectRef
+    from workflows.models.cronjob import (
         BACKFILL_LIMIT,
         FAILED_RUNS_ANNOTATION,
         FAILURES_SINCE_SUCCESS_ANNOTATION,
@@ -62,10 +63,8 @@ with workflow.unsafe.imports_passed_through():
         CronJobState,
         DeleteJobsInput,
         DeleteJobsResult,
-        EventInput,
         JobSummary,
         LedgerEntry,
-        ObjectRef,
         ObjectReference,
         RunSource,
         SetSuspendInput,

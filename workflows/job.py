@@ -41,17 +41,15 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import jobmetrics, jobsync
-    from workflows.models import (
-        Condition,
+    from workflows.models.common import Condition, EventInput, ObjectRef
+    from workflows.models.job import (
         CreatePodsInput,
         CreatePodsResult,
         DeletePodsInput,
-        EventInput,
         JobInput,
         JobMemory,
         JobSnapshot,
         JobStatusView,
-        ObjectRef,
         ObserveJobInput,
         PodsResult,
         PodToCreate,

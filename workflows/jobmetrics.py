@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from workflows.jobsync import count_indexes
-from workflows.models import JOB_TRACKING_FINALIZER, JobSpecView, JobStatusView
+from workflows.models.job import JOB_TRACKING_FINALIZER, JobSpecView, JobStatusView
 
 SYNC_DURATION = "job_controller_job_sync_duration_seconds"
 SYNCS = "job_controller_job_syncs_total"

@@ -38,9 +38,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from workflows.models import (
+from workflows.models.common import Condition
+from workflows.models.job import (
     BackoffRecord,
-    Condition,
     ContainerExit,
     JobEvent,
     JobMemory,

@@ -1,7 +1,8 @@
 """Instants every controller shares: arithmetic that is total, and "never".
 
-Layer: workflows (pure, standard library only). Callers: the TTL decision (workflows/models.py),
-the schedule math (workflows/cron.py), the CronJob and Job workflows, the bridge and the CLI.
+Layer: workflows (pure, standard library only). Callers: the TTL decision
+(workflows/models/ttl.py), the schedule math (workflows/cron.py), the CronJob and Job workflows,
+the bridge and the CLI.
 
 The API accepts durations that ``datetime`` cannot add: ``ttlSecondsAfterFinished`` up to
 2^31−1 s after a finish time near year 9999, ``startingDeadlineSeconds`` and

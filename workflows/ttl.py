@@ -37,11 +37,11 @@ from temporalio import workflow
 # model class for each workflow run (that cost dominated a workflow's CPU and memory).
 with workflow.unsafe.imports_passed_through():
     from workflows.identity import EXPIRES_AT, OBSERVED_MEMO, TTL_HOLD_MEMO
-    from workflows.models import (
+    from workflows.models.common import ObserveInput
+    from workflows.models.ttl import (
         TTL_HOLD_ANNOTATION,
         DeleteExpiredInput,
         DeleteExpiredResult,
-        ObserveInput,
         TTLInput,
         TTLObservation,
         TTLResult,

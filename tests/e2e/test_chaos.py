@@ -38,7 +38,8 @@ from tests.integration.test_job import job_manifest
 from tests.k8s import create_job, finish_job, second
 from worker.app import kube_configuration
 from worker.dev import start_dev_server
-from workflows.models import JOB_TRACKING_FINALIZER, SCHEDULED_TIMESTAMP_ANNOTATION
+from workflows.models.cronjob import SCHEDULED_TIMESTAMP_ANNOTATION
+from workflows.models.job import JOB_TRACKING_FINALIZER
 
 TTL_JOBS, CRONJOBS, INDEXED = 200, 10, 3
 COMPLETIONS = 30

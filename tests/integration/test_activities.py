@@ -17,7 +17,9 @@ from activities.ttl import TTLActivities
 from tests.conftest import utcnow
 from tests.k8s import create_job, finish_job, second
 from worker.app import kube_configuration
-from workflows.models import CreateJobInput, DeleteExpiredInput, ObjectRef, ObserveInput
+from workflows.models.common import ObjectRef, ObserveInput
+from workflows.models.cronjob import CreateJobInput
+from workflows.models.ttl import DeleteExpiredInput
 
 STATUS_TABLE = [
     # status, Status reason, class, retryable
@@ -244,7 +246,7 @@ def test_a_retried_pod_creation_meets_its_own_pods_and_makes_no_second(kube: Kub
     # Pods the first attempt made answer 409 and count as made; a stranger's namesake does not.
     from activities.job import JobActivities
     from tests.integration.test_job import job_manifest, pods_of
-    from workflows.models import CreatePodsInput, PodToCreate
+    from workflows.models.job import CreatePodsInput, PodToCreate
 
     job = kube.create("Job", namespace, job_manifest("again", completions=3, parallelism=3, indexed=True,
                                                      suspend=True))
@@ -268,7 +270,7 @@ def test_a_relabeled_pod_is_found_by_name_and_released_from_its_job(kube: Kube, 
     # apart as unmatched, and released with upstream's patch (ownerReference by uid + finalizer)
     from activities.job import JobActivities
     from tests.integration.test_job import job_manifest
-    from workflows.models import (
+    from workflows.models.job import (
         JOB_TRACKING_FINALIZER,
         CreatePodsInput,
         ObserveJobInput,

@@ -20,7 +20,7 @@ from tests.conftest import eventually, running, save_history, utcnow, workflow_e
 from tests.k8s import finish_job, second
 from workflows.cronjob import ARMED_SLACK
 from workflows.identity import cronjob_workflow_id
-from workflows.models import JOB_MANAGED_BY
+from workflows.models.job import JOB_MANAGED_BY
 
 #: Jobs these tests' CronJobs create name another controller, so they stay active until a test
 #: finishes them by hand; the Job controller's own tests are in test_job.py.

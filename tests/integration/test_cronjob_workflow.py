@@ -17,7 +17,8 @@ from temporalio.worker import Worker
 
 from tests.conftest import eventually, save_history
 from workflows.cronjob import CronJobWorkflow
-from workflows.models import (
+from workflows.models.common import EventInput
+from workflows.models.cronjob import (
     CreateJobInput,
     CreateJobResult,
     CronJobInput,
@@ -26,7 +27,6 @@ from workflows.models import (
     CronJobState,
     DeleteJobsInput,
     DeleteJobsResult,
-    EventInput,
     JobSummary,
     ObjectReference,
     SetSuspendInput,

@@ -12,7 +12,7 @@ from temporalio.client import Client
 from activities.kube import Kube
 from tests.conftest import eventually, running, save_history, workflow_exists
 from workflows.identity import job_workflow_id
-from workflows.models import JOB_MANAGED_BY, JOB_TRACKING_FINALIZER
+from workflows.models.job import JOB_MANAGED_BY, JOB_TRACKING_FINALIZER
 
 
 def job_manifest(name: str, *, completions: int | None = 1, parallelism: int = 1, indexed: bool = False,

@@ -18,7 +18,7 @@ from tests.k8s import create_job, finish_job, pod_manifest, second
 from worker import ops
 from worker.bridge import Bridge, BridgeSettings
 from workflows.identity import OBSERVED_MEMO, TTL_HOLD_MEMO, ttl_workflow_id
-from workflows.models import TTLResult
+from workflows.models.ttl import TTLResult
 from workflows.ttl import TTLAfterFinishedWorkflow
 
 

@@ -15,11 +15,10 @@ from temporalio.client import Client
 from temporalio.worker import Replayer, Worker
 
 from tests.conftest import eventually, save_history
-from workflows.models import (
+from workflows.models.common import ObjectRef, ObserveInput
+from workflows.models.ttl import (
     DeleteExpiredInput,
     DeleteExpiredResult,
-    ObjectRef,
-    ObserveInput,
     TTLInput,
     TTLObservation,
     TTLResult,

@@ -14,19 +14,10 @@ from typing import Any
 import pytest
 
 from worker.bridge import Informer, bridge_view
-from workflows.models import (
-    CONTROLLER_UID_LABEL,
-    JITTER_ANNOTATION,
-    JOB_NAME_LABEL,
-    POD_JOB_LABEL,
-    POD_TTL_LABEL,
-    CronJob,
-    CronJobObservation,
-    Job,
-    JobSummary,
-    Pod,
-    TTLObservation,
-)
+from workflows.models.common import Job, Pod
+from workflows.models.cronjob import JITTER_ANNOTATION, CronJob, CronJobObservation, JobSummary
+from workflows.models.job import CONTROLLER_UID_LABEL, JOB_NAME_LABEL, POD_JOB_LABEL
+from workflows.models.ttl import POD_TTL_LABEL, TTLObservation
 
 T0, T1 = "2026-11-22T10:00:00Z", "2026-11-22T10:05:00Z"
 MANAGED_FIELDS = [{"manager": "kubectl", "operation": "Update", "apiVersion": "batch/v1", "time": T0,

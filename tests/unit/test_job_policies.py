@@ -34,7 +34,7 @@ from workflows.jobsync import (
     match_success_policy,
     plan_sync,
 )
-from workflows.models import (
+from workflows.models.job import (
     ContainerExit,
     JobMemory,
     JobSpecView,

@@ -30,7 +30,7 @@ from workflows.jobsync import (
     parse_indexes,
     plan_sync,
 )
-from workflows.models import (
+from workflows.models.job import (
     BackoffRecord,
     ContainerExit,
     JobMemory,

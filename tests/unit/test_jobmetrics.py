@@ -20,7 +20,7 @@ from workflows.jobmetrics import (
     status_rises,
     tracking_finalizer_event,
 )
-from workflows.models import JOB_TRACKING_FINALIZER, JobSpecView, JobStatusView
+from workflows.models.job import JOB_TRACKING_FINALIZER, JobSpecView, JobStatusView
 
 NONINDEXED = JobSpecView(completions=5, parallelism=2)
 INDEXED = JobSpecView(completions=5, parallelism=2, completion_mode="Indexed")

@@ -25,9 +25,9 @@ from workflows.jobsync import (
     plan_sync,
     prune_finalizers_removed,
 )
-from workflows.models import (
+from workflows.models.common import Condition
+from workflows.models.job import (
     BackoffRecord,
-    Condition,
     JobMemory,
     JobSnapshot,
     JobSpecView,

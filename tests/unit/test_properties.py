@@ -20,18 +20,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from workflows import cron
-from workflows.models import (
-    INT64_MAX,
-    POD_TTL_LABEL,
-    CronJob,
-    CronJobObservation,
-    Job,
-    JobSummary,
-    ObjectRef,
-    Pod,
-    TTLObservation,
-    time_left,
-)
+from workflows.models.common import INT64_MAX, Job, ObjectRef, Pod
+from workflows.models.cronjob import CronJob, CronJobObservation, JobSummary
+from workflows.models.ttl import POD_TTL_LABEL, TTLObservation, time_left
 from workflows.times import NEVER, iso, plus_seconds
 
 INT32 = st.integers(-(2**31), 2**31 - 1)

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from workflows.models import Job, Pod, TTLObservation, time_left
+from workflows.models.common import Job, Pod
+from workflows.models.ttl import TTLObservation, time_left
 
 NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 

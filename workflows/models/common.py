@@ -1,0 +1,138 @@
+"""What every controller's contract shares: the Kubernetes subset models and object references.
+
+Layer: workflows (pure; imported by workflows/, activities/ and worker/). The subset models read
+only the fields batchd uses, and ignore unknown ones, so any server version parses. Inputs and
+results of workflows, signals, updates and activities are frozen models, one in and one out; a
+new field only ever comes with a default, so recorded histories keep decoding.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import AliasGenerator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+#: The largest integer the API's own fields hold; a Pod TTL label beyond it is refused.
+INT64_MAX = 2**63 - 1
+
+
+class K8sModel(BaseModel):
+    """Base of the Kubernetes subset models: camelCase on the wire, unknown fields ignored."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="ignore",
+        populate_by_name=True,
+        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
+    )
+
+
+class OwnerReference(K8sModel):
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+
+
+class ObjectMeta(K8sModel):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generation: int | None = None
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    owner_references: list[OwnerReference] = Field(default_factory=list)
+    finalizers: list[str] = Field(default_factory=list)
+
+    def controller_ref(self) -> OwnerReference | None:
+        """The owner reference with ``controller: true``, if any."""
+        return next((o for o in self.owner_references if o.controller), None)
+
+
+class Condition(K8sModel):
+    type: str
+    status: str
+    last_transition_time: datetime | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class JobSpec(K8sModel):
+    ttl_seconds_after_finished: int | None = None
+    managed_by: str | None = None
+    suspend: bool | None = None
+
+
+class JobStatus(K8sModel):
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class Job(K8sModel):
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: JobSpec = Field(default_factory=JobSpec)
+    status: JobStatus = Field(default_factory=JobStatus)
+
+
+class ContainerStateTerminated(K8sModel):
+    exit_code: int | None = None
+    finished_at: datetime | None = None
+
+
+class ContainerState(K8sModel):
+    terminated: ContainerStateTerminated | None = None
+
+
+class ContainerStatus(K8sModel):
+    name: str = ""
+    state: ContainerState = Field(default_factory=ContainerState)
+
+
+class PodSpec(K8sModel):
+    restart_policy: str | None = None
+
+
+class PodStatus(K8sModel):
+    phase: str | None = None
+    container_statuses: list[ContainerStatus] = Field(default_factory=list)
+    init_container_statuses: list[ContainerStatus] = Field(default_factory=list)
+
+
+class Pod(K8sModel):
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PodSpec = Field(default_factory=PodSpec)
+    status: PodStatus = Field(default_factory=PodStatus)
+
+
+class ObjectRef(K8sModel):
+    """Names one object instance; ``uid`` pins it, so a recreated namesake is another object."""
+
+    kind: Literal["Job", "Pod", "CronJob"]
+    namespace: str
+    name: str
+    uid: str
+
+    def key(self) -> str:
+        """``namespace/name``, as logs and Events write it."""
+        return f"{self.namespace}/{self.name}"
+
+
+class ObserveInput(K8sModel):
+    """Read ``ref`` fresh."""
+
+    ref: ObjectRef
+
+
+class EventInput(K8sModel):
+    """A Kubernetes Event on an object; identical Events are aggregated into one with a count."""
+
+    ref: ObjectRef
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+    component: str

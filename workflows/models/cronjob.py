@@ -1,0 +1,323 @@
+"""CronJob (docs/cronjob.md): the observation, the workflow's state and its activity contract.
+
+Layer: workflows (pure).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from workflows.models.common import Job, K8sModel, ObjectMeta
+
+CRONJOB_MANAGED_LABEL = "batchd.io/managed"
+NEXT_SCHEDULE_ANNOTATION = "batchd.io/next-schedule-time"
+JITTER_ANNOTATION = "batchd.io/jitter-percent"
+SUCCEEDED_RUNS_ANNOTATION = "batchd.io/successful-runs"
+FAILED_RUNS_ANNOTATION = "batchd.io/failed-runs"
+FAILURES_SINCE_SUCCESS_ANNOTATION = "batchd.io/failures-since-last-success"
+SUSPEND_REASON_ANNOTATION = "batchd.io/suspend-reason"
+SUSPENDED_AT_ANNOTATION = "batchd.io/suspended-at"
+LAST_FAILURE_TIME_ANNOTATION = "batchd.io/last-failure-time"
+LAST_FAILED_JOB_ANNOTATION = "batchd.io/last-failed-job"
+CATCH_UP_ANNOTATION = "batchd.io/catch-up"  # CJ-CATCH-UP: "latest" (upstream, the default) or "all"
+SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+MANUAL_INSTANTIATE_ANNOTATION = "cronjob.kubernetes.io/instantiate"
+
+
+ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
+JobOutcome = Literal["Complete", "Failed"]
+
+
+class ObjectReference(K8sModel):
+    """An entry of ``CronJob.status.active``."""
+
+    api_version: str = "batch/v1"
+    kind: str = "Job"
+    name: str
+    namespace: str
+    uid: str
+    resource_version: str | None = None
+
+
+class CronJobSpec(K8sModel):
+    schedule: str = ""
+    time_zone: str | None = None
+    starting_deadline_seconds: int | None = None
+    concurrency_policy: ConcurrencyPolicy = "Allow"
+    suspend: bool = False
+    successful_jobs_history_limit: int | None = 3
+    failed_jobs_history_limit: int | None = 1
+
+
+class CronJobStatus(K8sModel):
+    active: list[ObjectReference] = Field(default_factory=list)
+    last_schedule_time: datetime | None = None
+    last_successful_time: datetime | None = None
+
+
+class CronJob(K8sModel):
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: CronJobSpec = Field(default_factory=CronJobSpec)
+    status: CronJobStatus = Field(default_factory=CronJobStatus)
+
+
+class CronJobObservation(K8sModel):
+    """What the CronJob workflow reads of its CronJob, as the bridge (or a fresh GET) saw it."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    creation_timestamp: datetime | None = None
+    deleting: bool = False
+    gone: bool = False
+    spec: CronJobSpec = Field(default_factory=CronJobSpec)
+    status: CronJobStatus = Field(default_factory=CronJobStatus)
+    jitter_percent: int = 0
+    problem: str | None = None  # e.g. an unparseable jitter annotation
+    #: Not the CronJob's: the sending bridge's ``--cronjob-lead``, so a restarted worker's new
+    #: setting reaches the running workflows (see ``CronJobInput.lead_seconds``).
+    lead_seconds: float | None = None
+    suspend_reason: str | None = None  # CJ-SUSPEND: the annotations, shown by ``describe``
+    suspended_at: str | None = None
+    catch_up: Literal["latest", "all"] = "latest"  # CJ-CATCH-UP
+
+    def plan_key(self) -> tuple[Any, ...]:
+        """What the workflow's plan (or its ``describe``) depends on: the bridge sends an observation
+        only when this changed, and the workflow interrupts an armed creation only when this changed."""
+        return (self.generation, self.deleting, self.jitter_percent, self.problem, self.suspend_reason,
+                self.suspended_at, self.catch_up)
+
+    @classmethod
+    def of(cls, cj: CronJob) -> CronJobObservation:
+        meta = cj.metadata
+        jitter, problems = 0, []
+        raw = meta.annotations.get(JITTER_ANNOTATION)
+        if raw is not None:
+            if raw.isdigit() and 0 <= int(raw) <= 50:
+                jitter = int(raw)
+            else:
+                problems.append(f"annotation {JITTER_ANNOTATION}={raw!r} must be an integer from 0 to 50; jitter ignored")
+        raw = meta.annotations.get(CATCH_UP_ANNOTATION, "latest")
+        if raw not in ("latest", "all"):
+            problems.append(f"annotation {CATCH_UP_ANNOTATION}={raw!r} must be \"latest\" or \"all\"; "
+                            "only the latest missed time runs")
+        catch_up: Literal["latest", "all"] = "all" if raw == "all" else "latest"
+        return cls(
+            namespace=meta.namespace, name=meta.name, uid=meta.uid, resource_version=meta.resource_version,
+            generation=meta.generation or 0, creation_timestamp=meta.creation_timestamp,
+            deleting=meta.deletion_timestamp is not None, spec=cj.spec, status=cj.status,
+            jitter_percent=jitter, problem="; ".join(problems) or None,
+            suspend_reason=meta.annotations.get(SUSPEND_REASON_ANNOTATION),
+            suspended_at=meta.annotations.get(SUSPENDED_AT_ANNOTATION), catch_up=catch_up,
+        )
+
+
+class JobSummary(K8sModel):
+    """What a CronJob workflow tracks of one of its Jobs."""
+
+    name: str
+    uid: str
+    owner_uid: str = ""
+    outcome: JobOutcome | None = None
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    finished_at: datetime | None = None  # the Complete/Failed condition's transition (a failed Job has no completionTime)
+    gone: bool = False
+
+    @classmethod
+    def of(cls, job: Job, raw_status: dict[str, object] | None = None) -> JobSummary:
+        """Summarise a Job (C31: its first Complete/Failed=True condition decides the class)."""
+        finished = next(
+            (c for c in job.status.conditions if c.type in ("Complete", "Failed") and c.status == "True"), None
+        )
+        owner = job.metadata.controller_ref()
+        status = raw_status or {}
+        return cls(
+            name=job.metadata.name, uid=job.metadata.uid, owner_uid=owner.uid if owner else "",
+            outcome=finished.type if finished else None,  # type: ignore[arg-type]
+            finished_at=finished.last_transition_time if finished else None,
+            start_time=status.get("startTime"),  # type: ignore[arg-type]
+            completion_time=status.get("completionTime"),  # type: ignore[arg-type]
+        )
+
+
+class CronJobRun(K8sModel):
+    """One finished run, kept (the last few) for ``describe``."""
+
+    job_name: str
+    outcome: JobOutcome | Literal["Missing"]
+    finished_at: datetime | None = None
+
+
+RunSource = Literal["schedule", "trigger", "backfill", "catch-up"]
+RunOutcome = Literal["created", "skipped-concurrency", "replaced", "missed-deadline", "suspended",
+                     "too-many-missed", "create-failed"]
+RunResult = Literal["running", "Complete", "Failed", "deleted"]
+LEDGER_SIZE = 100
+
+
+class LedgerEntry(K8sModel):
+    """What happened at one schedule time, trigger or backfill (CJ-LEDGER): query ``history``."""
+
+    scheduled_time: datetime
+    source: RunSource = "schedule"
+    outcome: RunOutcome
+    job: str | None = None
+    job_uid: str | None = None
+    created_at: datetime | None = None
+    result: RunResult | None = None
+
+
+class CronJobCounters(K8sModel):
+    succeeded: int = 0
+    failed: int = 0
+    failures_since_last_success: int = 0
+
+
+class CronJobState(K8sModel):
+    """Everything a CronJob workflow carries across continue-as-new."""
+
+    observation: CronJobObservation
+    active: list[ObjectReference] = Field(default_factory=list)
+    last_schedule_time: datetime | None = None
+    last_successful_time: datetime | None = None
+    finished: list[JobSummary] = Field(default_factory=list)  # owned finished Jobs, for history limits
+    counters: CronJobCounters = Field(default_factory=CronJobCounters)
+    recent: list[CronJobRun] = Field(default_factory=list)
+    reported: list[str] = Field(default_factory=list)  # warning keys already sent as Events
+    counted: list[str] = Field(default_factory=list)  # uids of finished Jobs already counted
+    ledger: list[LedgerEntry] = Field(default_factory=list)  # the last LEDGER_SIZE entries, oldest first
+    suspended_since: datetime | None = None  # when the workflow first saw spec.suspend, until a pass without it
+    last_failure_time: datetime | None = None
+    last_failed_job: str | None = None
+    #: CJ-BACKFILL ``--one-at-a-time``: the schedule times still to run, oldest first; the first is
+    #: running once ``backfilling`` is set
+    backfill: list[datetime] = Field(default_factory=list)
+    backfilling: bool = False
+
+
+class CronJobInput(K8sModel):
+    """Start argument of the CronJob workflow (fresh, or carried by continue-as-new)."""
+
+    state: CronJobState
+    #: How long before a schedule time the workflow hands the Job's creation to the worker, which
+    #: then creates it on the second (0: the workflow wakes at the time itself). The bridge sends
+    #: its ``--cronjob-lead`` with every ``observe`` signal; continue-as-new carries it here.
+    lead_seconds: float = 0.0
+
+
+class CreateJobInput(K8sModel):
+    """Create the Job for ``scheduled`` (or a manual run) from the CronJob's fresh template."""
+
+    namespace: str
+    cronjob_name: str
+    cronjob_uid: str
+    job_name: str
+    scheduled: datetime
+    scheduled_annotation: str | None = None  # C18, computed by the workflow (it owns the zone math)
+    manual: bool = False
+    # A creation armed ahead of its time (``create_cronjob_job_at``): wait until ``not_before``
+    # (at most ``wait_at_most`` seconds, whatever the two clocks say), then create only if the
+    # CronJob's spec is still at ``generation`` and the time is not past ``latest`` (B13).
+    not_before: datetime | None = None
+    wait_at_most: float = 0.0
+    generation: int | None = None
+    latest: datetime | None = None
+
+
+CreateOutcome = Literal["created", "exists", "not_ours", "cronjob_gone", "invalid", "stale", "too_late"]
+
+
+class CreateJobResult(K8sModel):
+    outcome: CreateOutcome
+    job: ObjectReference | None = None
+    finished: bool = False  # "exists": the Job found under that name has already finished
+    message: str = ""
+    generation: int = 0  # "stale": the CronJob's generation found
+
+
+class DeleteJobsInput(K8sModel):
+    """Delete Jobs with Background propagation (Replace: C14; history limits: C33)."""
+
+    namespace: str
+    cronjob_name: str
+    cronjob_uid: str
+    jobs: list[ObjectReference]
+    purpose: Literal["replace", "history"]
+
+
+class DeleteJobsResult(K8sModel):
+    deleted: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)
+
+
+class SyncCronJobInput(K8sModel):
+    """Write the CronJob's status (C2) and batchd's annotations (next schedule time, counters)."""
+
+    namespace: str
+    name: str
+    uid: str
+    active: list[ObjectReference]
+    last_schedule_time: datetime | None = None
+    last_successful_time: datetime | None = None
+    annotations: dict[str, str | None] = Field(default_factory=dict)
+
+
+class SyncCronJobResult(K8sModel):
+    gone: bool = False
+
+
+class SetSuspendInput(K8sModel):
+    """Set ``spec.suspend`` and batchd's suspend annotations (CJ-SUSPEND) in one patch."""
+
+    namespace: str
+    name: str
+    uid: str
+    suspend: bool
+    reason: str | None = None
+    #: ``batchd.io/suspended-at`` to write; None keeps the annotation as it is (a suspended
+    #: CronJob that only gets a new reason) or, on resume, removes it
+    at: datetime | None = None
+
+
+class TriggerInput(K8sModel):
+    """Operator update ``trigger``: create a Job now (like ``kubectl create job --from=cronjob/x``)."""
+
+
+class TriggerResult(K8sModel):
+    job_name: str
+
+
+class SuspendInput(K8sModel):
+    """Operator updates ``suspend`` (optionally with a ``reason``) / ``resume``."""
+
+    reason: str | None = None
+
+
+class SuspendResult(K8sModel):
+    suspended: bool
+    changed: bool
+
+
+BACKFILL_LIMIT = 1000  # schedule times in one backfill call (CJ-BACKFILL)
+
+
+class BackfillInput(K8sModel):
+    """Operator update ``backfill`` (CJ-BACKFILL): a Job for every schedule time from ``from`` to ``to``."""
+
+    start: datetime = Field(alias="from")
+    to: datetime
+    one_at_a_time: bool = False
+
+
+class BackfillResult(K8sModel):
+    times: int  # schedule times in the range
+    created: list[str] = Field(default_factory=list)
+    existed: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)  # "<job>: <why>"
+    queued: list[str] = Field(default_factory=list)  # one at a time: the Jobs still to come, in order

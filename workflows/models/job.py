@@ -1,0 +1,398 @@
+"""The Job controller (docs/job.md): snapshots, the sync plan, and the activity contract.
+
+Layer: workflows (pure). ``job_snapshot`` and ``pod_info`` turn raw API dicts into the models the
+pure planner (workflows/jobsync.py) reads.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import Field
+
+from workflows.models.common import Condition, K8sModel
+
+JOB_MANAGED_BY = "batchd.io/job-controller"
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+POD_JOB_LABEL = "batchd.io/job-controller"  # on every Pod batchd creates: lets the bridge watch only those
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
+INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-ignored-failure-count"
+MAX_INT32 = 2**31 - 1
+_GO_INT = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts
+
+CompletionMode = Literal["NonIndexed", "Indexed"]
+ReplacementPolicy = Literal["TerminatingOrFailed", "Failed"]
+
+
+class ContainerExit(K8sModel):
+    """One container status as podFailurePolicy reads it (spec job-policies H6)."""
+
+    name: str = ""
+    exit_code: int | None = None  # state.terminated.exitCode; None while not terminated
+    init: bool = False  # from initContainerStatuses
+
+
+class PodCondition(K8sModel):
+    """A Pod condition's type and status, all onPodConditions compares (H9)."""
+
+    type: str
+    status: str = "True"
+
+
+class PodInfo(K8sModel):
+    """What the Job controller reads of one of its Pods (a row of a :class:`JobSnapshot`)."""
+
+    name: str
+    uid: str
+    namespace: str = ""
+    index: int | None = None  # completion index (Indexed Jobs); None if missing or invalid (B9)
+    phase: str = "Pending"
+    deleting: bool = False  # deletionTimestamp set
+    has_finalizer: bool = True  # batch.kubernetes.io/job-tracking still present (C1)
+    ready: bool = False
+    creation_time: datetime | None = None
+    finish_time: datetime | None = None  # F14 (a)-(d), filled in by the activity
+    restart_count: int = 0  # all containers and init containers (F4)
+    #: containerStatuses then initContainerStatuses, in list order (H6)
+    containers: list[ContainerExit] = Field(default_factory=list)
+    conditions: list[PodCondition] = Field(default_factory=list)
+    failure_count: int = 0  # job-index-failure-count annotation, read as upstream does (I6)
+    ignored_failure_count: int = 0  # job-index-ignored-failure-count annotation (I6)
+
+
+class OnExitCodesRequirement(K8sModel):
+    """``podFailurePolicy.rules[].onExitCodes`` (H6-H8)."""
+
+    container_name: str | None = None
+    operator: str = ""
+    values: list[int] = Field(default_factory=list)
+
+
+class OnPodConditionsPattern(K8sModel):
+    """One of ``podFailurePolicy.rules[].onPodConditions`` (H9; status defaults to True, A6)."""
+
+    type: str
+    status: str = "True"
+
+
+class PodFailurePolicyRule(K8sModel):
+    action: str
+    on_exit_codes: OnExitCodesRequirement | None = None
+    on_pod_conditions: list[OnPodConditionsPattern] | None = None
+
+
+class PodFailurePolicy(K8sModel):
+    rules: list[PodFailurePolicyRule] = Field(default_factory=list)
+
+
+class SuccessPolicyRule(K8sModel):
+    succeeded_indexes: str | None = None
+    succeeded_count: int | None = None
+
+
+class SuccessPolicy(K8sModel):
+    rules: list[SuccessPolicyRule] = Field(default_factory=list)
+
+
+class JobSpecView(K8sModel):
+    """The Job spec fields the controller decides on (defaults as the API server applies them)."""
+
+    completions: int | None = 1
+    parallelism: int = 1
+    completion_mode: CompletionMode = "NonIndexed"
+    backoff_limit: int = 6
+    active_deadline_seconds: int | None = None
+    suspend: bool = False
+    pod_replacement_policy: ReplacementPolicy = "TerminatingOrFailed"
+    restart_policy: str = "Never"  # the Pod template's (F4)
+    pod_failure_policy: PodFailurePolicy | None = None  # spec job-policies H
+    backoff_limit_per_index: int | None = None  # I
+    max_failed_indexes: int | None = None  # I
+    success_policy: SuccessPolicy | None = None  # J
+
+
+class JobStatusView(K8sModel):
+    """The Job status fields the controller owns."""
+
+    active: int = 0
+    ready: int = 0
+    terminating: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    completed_indexes: str = ""
+    failed_indexes: str | None = None  # None if and only if backoffLimitPerIndex is unset (I9)
+    uncounted_succeeded: list[str] = Field(default_factory=list)
+    uncounted_failed: list[str] = Field(default_factory=list)
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class JobSnapshot(K8sModel):
+    """A fresh read of a Job and all its Pods, taken by the ``observe_job`` activity."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str = ""
+    deleting: bool = False
+    gone: bool = False
+    spec: JobSpecView = Field(default_factory=JobSpecView)
+    status: JobStatusView = Field(default_factory=JobStatusView)
+    pods: list[PodInfo] = Field(default_factory=list)
+    #: B23: Pods the Job controls whose labels no longer match its selector (to be released);
+    #: never counted, never active
+    unmatched: list[PodInfo] = Field(default_factory=list)
+
+
+class BackoffRecord(K8sModel):
+    """Pod-recreation backoff (F12, F13), durable here where upstream keeps it in memory (F15)."""
+
+    failures_after_last_success: int = 0
+    last_failure_time: datetime | None = None
+
+
+class JobMemory(K8sModel):
+    """What the Job workflow remembers across syncs beyond the API's status."""
+
+    backoff: BackoffRecord = Field(default_factory=BackoffRecord)
+    finalizers_removed: list[str] = Field(default_factory=list)  # uids (C11), durable instead of in-memory
+    counted_backoff: list[str] = Field(default_factory=list)  # failed-pod uids already added to the backoff record
+
+
+class PodToCreate(K8sModel):
+    index: int | None = None  # completion index for Indexed Jobs
+    #: job-index-failure-count for the new Pod; None: the Job has no backoffLimitPerIndex (I4)
+    failure_count: int | None = None
+    ignored_failure_count: int = 0  # job-index-ignored-failure-count, written only when > 0 (I4)
+    #: the name's random tail, drawn in the workflow: a creation retried after a worker died
+    #: mid-batch meets its own Pod (409) instead of making a second one for the same index
+    suffix: str | None = None
+
+
+class JobEvent(K8sModel):
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+class SyncPlan(K8sModel):
+    """The decisions of one sync (upstream ``syncJob``), computed purely from a snapshot and memory.
+
+    The workflow applies them in this order, each an idempotent activity:
+    ``release_unmatched`` → ``delete`` / ``release_and_delete`` → ``create`` → step 1 write ``record`` (if not None) →
+    step 2 remove finalizers of ``release`` → step 3 :func:`fold` and write → ``finish``.
+    """
+
+    record: JobStatusView | None = None  # step 1: status with new uncounted uids, interim conditions, counts
+    release: list[str] = Field(default_factory=list)  # step 2: pod names whose finalizer to remove
+    create: list[PodToCreate] = Field(default_factory=list)
+    delete: list[str] = Field(default_factory=list)  # plain DELETE, finalizer kept (F17: finishing)
+    release_and_delete: list[str] = Field(default_factory=list)  # finalizer removed first, not counted (B13)
+    events: list[JobEvent] = Field(default_factory=list)
+    backoff: BackoffRecord = Field(default_factory=BackoffRecord)
+    counted_backoff: list[str] = Field(default_factory=list)
+    requeue_after: timedelta | None = None  # backoff wait or active deadline
+    finished: bool = False  # the Job already carries Complete=True or Failed=True (C18)
+    policy_actions: list[str] = Field(default_factory=list)  # H19: podFailurePolicy actions of recorded Pods
+    #: B23, first of all: Pods to release (the Job's ownerReference and the tracking finalizer removed)
+    release_unmatched: list[str] = Field(default_factory=list)
+    #: L6: what the sync did, the ``action`` label of job_controller_job_sync* (reconciling, tracking,
+    #: pods_created, pods_deleted)
+    action: str = "reconciling"
+    #: L12: the ``reason`` label of job_controller_job_pods_creation_total for ``create``
+    creation_reason: str = "new"
+
+
+def _ts(raw: object) -> datetime | None:
+    if not isinstance(raw, str) or not raw:
+        return None
+    return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+
+
+def _failure_count(annotations: dict[str, Any], key: str) -> int:
+    """I6: an annotation that is missing, not a Go integer, negative or beyond int32 reads as 0."""
+    raw = annotations.get(key)
+    if not isinstance(raw, str) or not _GO_INT.fullmatch(raw):
+        return 0
+    value = int(raw)
+    return value if 0 <= value <= MAX_INT32 else 0
+
+
+def _container_exits(status: dict[str, Any]) -> list[ContainerExit]:
+    out: list[ContainerExit] = []
+    for key, init in (("containerStatuses", False), ("initContainerStatuses", True)):
+        for cs in status.get(key) or []:
+            term = (cs.get("state") or {}).get("terminated")
+            code = term.get("exitCode") if isinstance(term, dict) else None
+            out.append(ContainerExit(name=cs.get("name") or "", init=init,
+                                     exit_code=int(code) if isinstance(code, int) else (0 if term is not None else None)))
+    return out
+
+
+def pod_info(raw: dict[str, Any]) -> PodInfo:
+    """Summarise a Pod as the Job controller reads it (B9 index, C1 finalizer, D2 ready, F14 finish time)."""
+    meta = raw.get("metadata") or {}
+    status = raw.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    idx_raw = annotations.get(COMPLETION_INDEX_ANNOTATION)
+    index = int(idx_raw) if isinstance(idx_raw, str) and idx_raw.isdigit() else None
+    statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+    terminated = [((s.get("state") or {}).get("terminated") or {}) for s in statuses]
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    ready = (conditions.get("Ready") or {}).get("status") == "True"
+    # F14: (a) every container terminated -> latest finishedAt; (b) Ready=False transition;
+    # (c) deletionTimestamp - grace; (d) creationTimestamp
+    finish: datetime | None = None
+    finished_at = [_ts(t.get("finishedAt")) for t in terminated if t]
+    if statuses and len(finished_at) == len(statuses) and all(finished_at):
+        finish = max(f for f in finished_at if f)
+    elif (conditions.get("Ready") or {}).get("status") == "False" and _ts(conditions["Ready"].get("lastTransitionTime")):
+        finish = _ts(conditions["Ready"].get("lastTransitionTime"))
+    elif (deleted := _ts(meta.get("deletionTimestamp"))) is not None:
+        finish = deleted - timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))
+    else:
+        finish = _ts(meta.get("creationTimestamp"))
+    return PodInfo(
+        name=meta.get("name", ""), uid=meta.get("uid", ""), namespace=meta.get("namespace", ""), index=index,
+        phase=status.get("phase") or "Pending", deleting=bool(meta.get("deletionTimestamp")),
+        has_finalizer=JOB_TRACKING_FINALIZER in (meta.get("finalizers") or []), ready=ready,
+        creation_time=_ts(meta.get("creationTimestamp")), finish_time=finish,
+        restart_count=sum(int(s.get("restartCount") or 0) for s in statuses),
+        containers=_container_exits(status),
+        conditions=[PodCondition(type=c["type"], status=c.get("status") or "")
+                    for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type")],
+        failure_count=_failure_count(annotations, INDEX_FAILURE_COUNT_ANNOTATION),
+        ignored_failure_count=_failure_count(annotations, INDEX_IGNORED_FAILURE_COUNT_ANNOTATION),
+    )
+
+
+def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, namespace: str, name: str,
+                 uid: str, unmatched: list[dict[str, Any]] | None = None) -> JobSnapshot:
+    """A :class:`JobSnapshot` from a fresh GET of the Job (None: gone) and the LIST of its Pods.
+
+    ``unmatched`` are Pods the Job controls whose labels no longer match its selector (B23).
+
+    Pods that finished, no longer hold the tracking finalizer and are not in the uncounted lists
+    are already counted (C1) and play no part in any decision: they are left out, which keeps
+    snapshots (and so workflow history) proportional to the Pods in flight, not to completions.
+    """
+    uncounted_uids = set()
+    if job is not None:
+        unc = ((job.get("status") or {}).get("uncountedTerminatedPods") or {})
+        uncounted_uids = {*(unc.get("succeeded") or []), *(unc.get("failed") or [])}
+    infos = [i for i in map(pod_info, pods)
+             if i.has_finalizer or i.phase not in ("Succeeded", "Failed") or i.uid in uncounted_uids]
+    if job is None or (job.get("metadata") or {}).get("uid") != uid:
+        return JobSnapshot(namespace=namespace, name=name, uid=uid, gone=True, pods=infos)
+    meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
+    template_spec = ((spec.get("template") or {}).get("spec") or {})
+    uncounted = status.get("uncountedTerminatedPods") or {}
+    return JobSnapshot(
+        namespace=namespace, name=name, uid=uid, resource_version=meta.get("resourceVersion", ""),
+        deleting=bool(meta.get("deletionTimestamp")),
+        spec=JobSpecView(
+            completions=spec.get("completions"), parallelism=spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1,
+            completion_mode=spec.get("completionMode") or "NonIndexed",
+            backoff_limit=spec.get("backoffLimit", 6) if spec.get("backoffLimit") is not None else 6,
+            active_deadline_seconds=spec.get("activeDeadlineSeconds"), suspend=bool(spec.get("suspend")),
+            pod_replacement_policy=spec.get("podReplacementPolicy") or "TerminatingOrFailed",
+            restart_policy=template_spec.get("restartPolicy") or "Never",
+            pod_failure_policy=spec.get("podFailurePolicy"), success_policy=spec.get("successPolicy"),
+            backoff_limit_per_index=spec.get("backoffLimitPerIndex"), max_failed_indexes=spec.get("maxFailedIndexes"),
+        ),
+        status=JobStatusView(
+            active=status.get("active") or 0, ready=status.get("ready") or 0, terminating=status.get("terminating") or 0,
+            succeeded=status.get("succeeded") or 0, failed=status.get("failed") or 0,
+            completed_indexes=status.get("completedIndexes") or "",
+            failed_indexes=status.get("failedIndexes"),
+            uncounted_succeeded=list(uncounted.get("succeeded") or []), uncounted_failed=list(uncounted.get("failed") or []),
+            start_time=_ts(status.get("startTime")), completion_time=_ts(status.get("completionTime")),
+            conditions=[Condition.model_validate(c) for c in status.get("conditions") or []],
+        ),
+        pods=infos, unmatched=[pod_info(p) for p in unmatched or []],
+    )
+
+
+class JobInput(K8sModel):
+    """Start argument of the Job workflow (fresh, or carried by continue-as-new)."""
+
+    namespace: str
+    name: str
+    uid: str
+    memory: JobMemory = Field(default_factory=JobMemory)
+    expect: list[str] = Field(default_factory=list)  # ObserveJobInput.expect of the next sync (B23)
+
+
+class ObserveJobInput(K8sModel):
+    namespace: str
+    name: str
+    uid: str
+    #: Pods the workflow last saw holding the tracking finalizer (and those it just created): one
+    #: missing from the selector's LIST was relabeled or lost its finalizer to someone, so the
+    #: activity reads it by name (B23 release); in the steady state every one is listed, at no cost
+    expect: list[str] = Field(default_factory=list)
+
+
+class WriteStatusInput(K8sModel):
+    """Write the controller-owned status, only if the Job is still at ``resource_version``.
+
+    The precondition makes a write computed from an older read (a replayed snapshot after a
+    worker died mid-sync) fail as ``stale`` instead of overwriting newer counts.
+    """
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    status: JobStatusView
+    indexed: bool = False
+
+
+class CreatePodsInput(K8sModel):
+    namespace: str
+    name: str
+    uid: str
+    indexes: list[int | None] = Field(default_factory=list)
+    #: the Pods to create with their per-index counts (I4); when set, ``indexes`` is ignored
+    pods: list[PodToCreate] = Field(default_factory=list)
+
+
+class CreatePodsResult(K8sModel):
+    created: list[str] = Field(default_factory=list)
+    failed: int = 0  # attempts that failed for another reason (5xx, timeouts, …)
+    refused: int = 0  # attempts refused with 422 or 403 (namespace-terminating refusals not included, B19)
+    invalid: str | None = None  # 422: the template is rejected; retrying cannot help
+    forbidden: str | None = None  # 403 (quota-like): back off
+    gone: bool = False
+
+
+class ReleaseInput(K8sModel):
+    namespace: str
+    pods: list[str]
+
+
+class ReleaseUnmatchedInput(K8sModel):
+    """B23: take the Job's ownerReference (and the tracking finalizer) off Pods that stopped matching."""
+
+    namespace: str
+    job_uid: str
+    pods: dict[str, str]  # name -> uid (the patch's uid precondition)
+
+
+class DeletePodsInput(K8sModel):
+    namespace: str
+    pods: list[str]
+    release: bool = False
+
+
+class PodsResult(K8sModel):
+    names: list[str] = Field(default_factory=list)
+    gone: bool = False
+    stale: bool = False  # a status write's resourceVersion precondition failed
+    resource_version: str = ""  # after a successful status write

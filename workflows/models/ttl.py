@@ -1,0 +1,212 @@
+"""TTL-after-finished (docs/ttl.md): what the decision reads, the decision, and its activity contract.
+
+Layer: workflows (pure). ``needs_cleanup`` and ``time_left`` are pure over an observation plus
+``now``, so the workflow, the delete activity's fresh re-check and the bridge share them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from workflows.models.common import INT64_MAX, Job, K8sModel, ObjectRef, Pod
+from workflows.times import plus_seconds
+
+#: Label (Pods) and value of ``spec.managedBy`` (Jobs) that hand an object to batchd.
+POD_TTL_LABEL = "batchd.io/ttl-seconds-after-finished"
+#: batchd's TTL extensions (docs/ttl.md, TTL-HOLD and TTL-OUTCOME): a hold (its value is the
+#: reason) on a Job or TTL-labelled Pod, and per-outcome TTLs on a Job.
+TTL_HOLD_ANNOTATION = "batchd.io/ttl-hold"
+TTL_AFTER_SUCCESS_ANNOTATION = "batchd.io/ttl-seconds-after-success"
+TTL_AFTER_FAILURE_ANNOTATION = "batchd.io/ttl-seconds-after-failure"
+
+
+class TTLObservation(K8sModel):
+    """The part of a Job or Pod the TTL decision reads, as seen at ``resource_version``.
+
+    ``gone`` marks an object that no longer exists (404, or its name now has another uid).
+    ``finished`` with a ``None`` ``finish_time`` is the state upstream treats as an error
+    (A5): the object finished but carries no time to count from.
+    ``problem`` names why the object is outside TTL control although it asks for a TTL (a Pod
+    owned by a Job, a Pod that restarts Always, an unparseable label or per-outcome annotation);
+    the bridge turns it into a Warning Event.
+    ``ttl_seconds`` is the TTL in force: for a finished Job, its outcome's annotation if set
+    (TTL-OUTCOME), else ``spec.ttlSecondsAfterFinished``.
+    ``hold`` is the reason of a ``batchd.io/ttl-hold`` annotation: while set, nothing is deleted
+    (TTL-HOLD).
+    """
+
+    ref: ObjectRef
+    resource_version: str = ""
+    ttl_seconds: int | None = None
+    finished: bool = False
+    finish_time: datetime | None = None
+    deleting: bool = False
+    gone: bool = False
+    problem: str | None = None
+    hold: str | None = None
+
+    @property
+    def held(self) -> bool:
+        """TTL-HOLD: a hold annotation is present (an empty reason holds too)."""
+        return self.hold is not None
+
+    @classmethod
+    def of_job(cls, job: Job) -> TTLObservation:
+        """Observe a Job (A3, A4: the first Complete/Failed=True condition's transition time).
+
+        The TTL in force is the finished outcome's per-outcome annotation, if any, else the spec
+        field (TTL-OUTCOME). A bad per-outcome value, whatever the outcome, is a ``problem`` and no
+        TTL at all: a typo must never delete a Job sooner than its owner meant.
+        """
+        finished = next(
+            (c for c in job.status.conditions if c.type in ("Complete", "Failed") and c.status == "True"),
+            None,
+        )
+        meta = job.metadata
+        ttl = job.spec.ttl_seconds_after_finished
+        problem: str | None = None
+        by_outcome: dict[str, int] = {}
+        for outcome, key in (("Complete", TTL_AFTER_SUCCESS_ANNOTATION), ("Failed", TTL_AFTER_FAILURE_ANNOTATION)):
+            if (raw := meta.annotations.get(key)) is None:
+                continue
+            seconds, problem = parse_ttl(raw, f"annotation {key}")
+            if seconds is None:
+                break
+            by_outcome[outcome] = seconds
+        if problem is not None:
+            ttl = None
+        elif finished is not None and finished.type in by_outcome:
+            ttl = by_outcome[finished.type]
+        return cls(
+            ref=ObjectRef(kind="Job", namespace=meta.namespace, name=meta.name, uid=meta.uid),
+            resource_version=meta.resource_version,
+            ttl_seconds=ttl,
+            finished=finished is not None,
+            finish_time=finished.last_transition_time if finished else None,
+            deleting=meta.deletion_timestamp is not None,
+            problem=problem,
+            hold=meta.annotations.get(TTL_HOLD_ANNOTATION),
+        )
+
+    @classmethod
+    def of_pod(cls, pod: Pod) -> TTLObservation:
+        """Observe a Pod labelled ``batchd.io/ttl-seconds-after-finished`` (the KEP's future work).
+
+        The Pod's finish time is its latest container ``terminated.finishedAt``.
+        """
+        meta = pod.metadata
+        ttl: int | None = None
+        problem: str | None = None
+        raw = meta.labels.get(POD_TTL_LABEL)
+        if raw is not None:
+            ttl, problem = parse_ttl(raw, f"label {POD_TTL_LABEL}")
+        owner = meta.controller_ref()
+        if ttl is not None and owner is not None and owner.kind == "Job":
+            problem = f"Pod is owned by Job {owner.name}; the Job's ttlSecondsAfterFinished governs it"
+        elif ttl is not None and pod.spec.restart_policy not in ("OnFailure", "Never"):
+            problem = f"restartPolicy {pod.spec.restart_policy or 'Always'} Pods never finish; the TTL label needs OnFailure or Never"
+        if problem is not None:
+            ttl = None
+        finished = pod.status.phase in ("Succeeded", "Failed")
+        finish_times = [
+            s.state.terminated.finished_at
+            for s in (*pod.status.container_statuses, *pod.status.init_container_statuses)
+            if s.state.terminated is not None and s.state.terminated.finished_at is not None
+        ]
+        return cls(
+            ref=ObjectRef(kind="Pod", namespace=meta.namespace, name=meta.name, uid=meta.uid),
+            resource_version=meta.resource_version,
+            ttl_seconds=ttl,
+            finished=finished,
+            finish_time=max(finish_times) if finished and finish_times else None,
+            deleting=meta.deletion_timestamp is not None,
+            problem=problem,
+            hold=meta.annotations.get(TTL_HOLD_ANNOTATION),
+        )
+
+    def needs_cleanup(self) -> bool:
+        """Whether TTL cleanup applies at all (A2, A10): a TTL, finished, not being deleted."""
+        return not self.gone and not self.deleting and self.ttl_seconds is not None and self.finished
+
+
+def parse_ttl(raw: str, what: str) -> tuple[int | None, str | None]:
+    """A TTL written as text (a label or an annotation): ``(seconds, None)`` or ``(None, problem)``."""
+    if not (raw.isascii() and raw.isdigit()):
+        return None, f"{what}={raw!r} is not a non-negative integer number of seconds"
+    if int(raw) > INT64_MAX:
+        return None, f"{what}={raw!r} is larger than {INT64_MAX}, the largest TTL batchd takes"
+    return int(raw), None
+
+
+class TimeLeft(K8sModel):
+    """Result of :func:`time_left`: how long until expiry, and the expiry instant.
+
+    Both are None when the expiry is beyond what ``datetime`` holds: it never comes (TIME-1).
+    """
+
+    remaining: timedelta | None
+    expire_at: datetime | None
+    finish_in_future: bool = False
+
+    @property
+    def expired(self) -> bool:
+        """A6: expired when nothing remains."""
+        return self.remaining is not None and self.remaining <= timedelta(0)
+
+
+def expiry(finish_time: datetime, ttl_seconds: int) -> datetime | None:
+    """A6: ``finish_time + ttl_seconds``, or None when that is too far to represent (never)."""
+    return plus_seconds(finish_time, ttl_seconds)
+
+
+def time_left(obs: TTLObservation, now: datetime) -> TimeLeft | None:
+    """Expiry of an object that needs cleanup (A6–A8, A15); ``None`` when it has no finish time (A5).
+
+    A finish time later than ``now`` is clock skew between the API server and the worker: the
+    formula stays the same, which defers cleanup (A8); the flag lets the caller log a warning.
+
+    Raises:
+        ValueError: if ``now`` is naive or the object does not need cleanup.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    if not obs.needs_cleanup() or obs.ttl_seconds is None:
+        raise ValueError(f"{obs.ref.kind} {obs.ref.key()} does not need cleanup")
+    if obs.finish_time is None:
+        return None
+    expire_at = expiry(obs.finish_time, obs.ttl_seconds)
+    return TimeLeft(remaining=None if expire_at is None else expire_at - now, expire_at=expire_at,
+                    finish_in_future=obs.finish_time > now)
+
+
+class TTLInput(K8sModel):
+    """Start argument of the TTL workflow; the bridge's signal carries the same observation."""
+
+    observation: TTLObservation
+
+
+TTLOutcome = Literal["deleted", "gone", "not_needed"]
+
+
+class TTLResult(K8sModel):
+    """How a TTL workflow ended."""
+
+    outcome: TTLOutcome
+    expire_at: datetime | None = None
+    deleted_at: datetime | None = None
+
+
+class DeleteExpiredInput(K8sModel):
+    """Delete ``ref`` if a fresh read still shows it expired (A11, A12)."""
+
+    ref: ObjectRef
+
+
+class DeleteExpiredResult(K8sModel):
+    """What the delete activity found: ``deleted`` (with the fresh expiry), or a fresh observation."""
+
+    deleted: bool
+    observation: TTLObservation
+    expire_at: datetime | None = None
+    deleted_at: datetime | None = None
