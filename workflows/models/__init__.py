@@ -1,0 +1,1 @@
+"""The contract between workflows and activities, one module per controller plus `common`."""
