@@ -1,0 +1,681 @@
+"""The CronJob controller's decisions, pure: state, the observed CronJob and its Jobs, and ``now`` in;
+a plan out.
+
+Layer: workflows (pure; no Temporal API, no I/O, no clock). ``workflows/cronjob.py`` executes the
+plans: it calls the activities a plan names and hands each call's result back to the function
+here that folds it into the state. So every decision of upstream's ``syncCronJob`` (which time is
+due, the concurrency policy, which Events, whether the status needs a write, when to look again)
+is table-tested without a workflow (tests/unit/test_cronplan.py).
+
+One name per instant:
+
+* ``now``: the instant a pass runs as of. For an armed creation it is the schedule time the pass
+  was woken ahead of (CJ-ARMED), else ``workflow.now()``;
+* ``due``: a schedule time the pass acts on;
+* ``wake``: when the next pass runs (None: only on a change).
+
+A function that returns a new :class:`CronJobState` never changes the one it was given. The
+Events a decision asks for come back with it, in order.
+
+``subminute`` is the one input that is not a value: a callable the planner asks, only when a
+schedule time falls in the minute of one already acted on, whether the sub-minute rule
+(CJ-SUBMINUTE) applies. The workflow answers with ``workflow.patched``, which leaves a marker in
+the history the first time it is asked, so it must be asked only where it matters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from workflows import cron
+from workflows.models.common import EventInput, ObjectRef
+from workflows.models.cronjob import (
+    BACKFILL_LIMIT,
+    FAILED_RUNS_ANNOTATION,
+    FAILURES_SINCE_SUCCESS_ANNOTATION,
+    LAST_FAILED_JOB_ANNOTATION,
+    LAST_FAILURE_TIME_ANNOTATION,
+    LEDGER_SIZE,
+    NEXT_SCHEDULE_ANNOTATION,
+    SUCCEEDED_RUNS_ANNOTATION,
+    BackfillInput,
+    BackfillResult,
+    CreateJobInput,
+    CreateJobResult,
+    CronJobObservation,
+    CronJobRun,
+    CronJobState,
+    DeleteJobsResult,
+    JobSummary,
+    LedgerEntry,
+    ObjectReference,
+    RunSource,
+    SetSuspendInput,
+    SyncCronJobInput,
+)
+from workflows.times import plus_seconds
+
+COMPONENT = "batchd-cronjob-controller"
+RECENT_RUNS = 10
+REMEMBERED = 200  # counted Job uids and reported warnings kept for de-duplication
+
+Subminute = Callable[[], bool]
+
+
+class BackfillRefused(ValueError):
+    """A backfill range the workflow refuses (CJ-BACKFILL); nothing is created."""
+
+
+def iso(t: datetime) -> str:
+    """An instant as the API writes ``metav1.Time``: RFC 3339 in UTC, whole seconds."""
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One Job to create: the schedule's (or a backfill's, or a trigger's) for ``due``."""
+
+    name: str
+    due: datetime
+    source: RunSource = "schedule"
+    #: Replace policy (CJ-REPLACE): these active Jobs are deleted first, and nothing is created
+    #: while one of them survives the delete
+    replace: tuple[ObjectReference, ...] = ()
+    manual: bool = False
+
+
+@dataclass(frozen=True)
+class Pass:
+    """The plan of one pass (upstream's ``syncCronJob``), up to the Job creations.
+
+    The workflow deletes ``history`` (:func:`history_deleted`), then takes ``due`` in order: for
+    each, :func:`start` says whether to create and what, and :func:`created` folds the result in;
+    with ``catching_up``, :func:`pass_goes_on` says whether the next time runs in this pass. Then
+    :func:`wake_after` says when to look again.
+    """
+
+    state: CronJobState
+    events: list[EventInput] = field(default_factory=list)
+    #: finished Jobs beyond the history limits, to delete first (CJ-HISTORY)
+    history: list[ObjectReference] = field(default_factory=list)
+    #: schedule times to run, oldest first, with their ledger source: the most recent one due, or
+    #: with catch-up every missed one (CJ-CATCH-UP)
+    due: list[tuple[datetime, RunSource]] = field(default_factory=list)
+    catching_up: bool = False
+    schedule: cron.Schedule | None = None  # None: nothing is scheduled (deleting, bad schedule, suspended)
+    earliest: datetime | None = None
+    latest_due: datetime | None = None  # the most recent schedule time due, if any
+
+
+@dataclass(frozen=True)
+class Start:
+    """What :func:`start` decided for one due time."""
+
+    state: CronJobState
+    events: list[EventInput] = field(default_factory=list)
+    run: Run | None = None  # None: nothing to create for this time
+    #: Forbid held this time back behind an active Job: the pass creates nothing more
+    held: bool = False
+
+
+class _Edit:
+    """A working copy of the state and the Events asked for; the public functions return both."""
+
+    def __init__(self, state: CronJobState) -> None:
+        self.s = state
+        self.events: list[EventInput] = []
+
+    @property
+    def obs(self) -> CronJobObservation:
+        return self.s.observation
+
+    def set(self, **update: Any) -> None:
+        self.s = self.s.model_copy(update=update)
+
+    def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        o = self.obs
+        self.events.append(EventInput(ref=ObjectRef(kind="CronJob", namespace=o.namespace, name=o.name, uid=o.uid),
+                                      type=type_, reason=reason, message=message, component=COMPONENT))
+
+    def warn_once(self, key: str, reason: str, message: str, *,
+                  type_: Literal["Normal", "Warning"] = "Warning") -> None:
+        """One Event per ``key`` (CJ-EVENTS): a pass that meets the same problem again stays quiet."""
+        if key in self.s.reported:
+            return
+        self.set(reported=[*self.s.reported, key][-REMEMBERED:])
+        self.event(type_, reason, message)
+
+    def ledger_add(self, entry: LedgerEntry) -> None:
+        self.set(ledger=[*self.s.ledger, entry][-LEDGER_SIZE:])
+
+    def record_run(self, run: CronJobRun) -> None:
+        self.set(recent=[*self.s.recent, run][-RECENT_RUNS:])
+
+    def gone(self) -> None:
+        self.set(observation=self.obs.model_copy(update={"gone": True}))
+
+
+# -- what the bridge tells: the CronJob and its Jobs -------------------------------------------
+
+def new_state(obs: CronJobObservation) -> CronJobState:
+    """The state of a CronJob object first seen: its own status, no Jobs, no counters."""
+    return CronJobState(observation=obs, active=obs.status.active, last_schedule_time=obs.status.last_schedule_time,
+                        last_successful_time=obs.status.last_successful_time)
+
+
+@dataclass(frozen=True)
+class Observed:
+    state: CronJobState
+    changed: bool  # a pass is due
+    #: the plan may differ: an armed creation's wait is interrupted (repeats of what is known, a
+    #: relist or a second bridge, are not)
+    replan: bool
+    adopted: bool = False  # a recreated namesake: a new CronJob, and the Events queued for the old one are dropped
+
+
+def observe(state: CronJobState, obs: CronJobObservation) -> Observed:
+    """The CronJob changed (spec, annotations, deletion) or was deleted (CJ-2)."""
+    old = state.observation
+    if obs.gone:
+        if obs.uid and obs.uid != old.uid:
+            return Observed(state, changed=False, replan=False)  # the end of a namesake that is not ours
+        gone = old.model_copy(update={"gone": True})
+        return Observed(state.model_copy(update={"observation": gone}), changed=True, replan=True)
+    if obs.uid != old.uid:
+        return Observed(new_state(obs), changed=True, replan=True, adopted=True)
+    return Observed(state.model_copy(update={"observation": obs}), changed=True,
+                    replan=obs.plan_key() != old.plan_key())
+
+
+def job_observed(state: CronJobState, job: JobSummary, now: datetime) -> tuple[CronJobState, list[EventInput], bool]:
+    """One of the CronJob's Jobs finished, or disappeared (CJ-ACTIVE, CJ-LAST-SUCCESS, CJ-COUNTERS).
+
+    Returns the state, the Events, and whether anything changed. ``now`` stands in for the time a
+    failed Job finished when it says none.
+    """
+    e = _Edit(state)
+    if job.owner_uid and job.owner_uid != e.obs.uid:
+        return state, [], False
+    in_active = any(a.uid == job.uid for a in e.s.active)
+    _ledger_result(e, job)
+    if job.gone:
+        e.set(finished=[j for j in e.s.finished if j.uid != job.uid])
+        if not in_active:
+            return e.s, e.events, False
+        e.set(active=[a for a in e.s.active if a.uid != job.uid])
+        e.event("Normal", "MissingJob", f"Active job went missing: {job.name}")
+        e.record_run(CronJobRun(job_name=job.name, outcome="Missing"))
+        return e.s, e.events, True
+    if job.outcome is None:
+        return e.s, e.events, False
+    if in_active:
+        e.set(active=[a for a in e.s.active if a.uid != job.uid])
+        e.event("Normal", "SawCompletedJob", f"Saw completed job: {job.name}, condition: {job.outcome}")
+    e.set(finished=[*(j for j in e.s.finished if j.uid != job.uid), job])
+    if job.outcome == "Complete" and job.completion_time is not None:
+        if e.s.last_successful_time is None or job.completion_time > e.s.last_successful_time:
+            e.set(last_successful_time=job.completion_time)  # never moves backwards
+    if job.uid not in e.s.counted:
+        _count(e, job, now)
+    return e.s, e.events, True
+
+
+def _count(e: _Edit, job: JobSummary, now: datetime) -> None:
+    """CJ-COUNTERS, CJ-LAST-FAILURE: each finished Job is counted once, whatever the bridge repeats."""
+    c = e.s.counters
+    e.set(counted=[*e.s.counted, job.uid][-REMEMBERED:])
+    if job.outcome == "Complete":
+        e.set(counters=c.model_copy(update={"succeeded": c.succeeded + 1, "failures_since_last_success": 0}))
+    else:
+        e.set(counters=c.model_copy(update={"failed": c.failed + 1,
+                                            "failures_since_last_success": c.failures_since_last_success + 1}))
+        failed_at = job.finished_at or job.completion_time or now
+        if e.s.last_failure_time is None or failed_at >= e.s.last_failure_time:
+            e.set(last_failure_time=failed_at, last_failed_job=job.name)
+    e.record_run(CronJobRun(job_name=job.name, outcome=job.outcome or "Failed", finished_at=job.completion_time))
+
+
+# -- one pass ----------------------------------------------------------------------------------
+
+def plan_pass(state: CronJobState, now: datetime, *, armed: bool, subminute: Subminute) -> Pass:
+    """Upstream's ``syncCronJob`` up to the creations: history limits, the schedule, what is due.
+
+    Args:
+        state: the workflow's state.
+        now: the instant the pass runs as of (for an armed pass, the schedule time, CJ-ARMED).
+        armed: the creation is to be handed to the worker, to happen at ``now``.
+        subminute: see the module docstring.
+    """
+    e = _Edit(state)
+    if e.obs.deleting:  # CJ-2: a CronJob being deleted only reconciles its status
+        return Pass(state)
+    history = _beyond_history_limits(e)
+    spec = e.obs.spec
+    try:
+        sched, warnings = cron.parse_schedule(spec.schedule, spec.time_zone)
+    except cron.ScheduleError as err:  # CJ-10, CJ-11: waits for a spec change, no retry storm
+        e.warn_once(f"{err.reason}:{e.obs.generation}", err.reason, err.message)
+        return Pass(e.s, e.events, history)
+    for w in warnings:  # CJ-8
+        e.warn_once(f"{w.reason}:{e.obs.generation}", w.reason, w.message)
+    if e.obs.problem:
+        e.warn_once(f"InvalidAnnotation:{e.obs.problem}", "InvalidAnnotation", e.obs.problem)
+    if spec.suspend:  # CJ-25
+        e.set(suspended_since=e.s.suspended_since or now)
+        return Pass(e.s, e.events, history)
+    earliest = e.s.last_schedule_time or e.obs.creation_timestamp or now
+    try:
+        recent = cron.most_recent_schedule_time(sched, earliest=earliest, now=now,
+                                                starting_deadline_seconds=spec.starting_deadline_seconds)
+    except cron.ScheduleError as err:  # CJ-13: an impossible date
+        e.warn_once(f"{err.reason}:{e.obs.generation}", err.reason, err.message)
+        return Pass(e.s, e.events, history)
+    # CJ-CATCH-UP: an outage is caught up; a suspension is a decision, and only its latest time runs (CJ-25)
+    catch_up = (recent.due is not None and recent.missed != "none" and e.obs.catch_up == "all" and not armed
+                and e.s.suspended_since is None)
+    if e.s.suspended_since is not None:
+        _ledger_suspended(e, sched, since=max(e.s.suspended_since, earliest), until=now, due=recent.due)
+    if recent.missed == "many" and not catch_up:  # CJ-15: warn, and still run the most recent
+        e.warn_once(f"TooManyMissedTimes:{recent.due}", "TooManyMissedTimes",
+                    "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew")
+    due: list[tuple[datetime, RunSource]] = []
+    if catch_up and recent.due is not None:
+        due = _missed(e, sched, earliest=earliest, now=now, latest=recent.due)
+    elif recent.due is not None:
+        due = [(recent.due, "schedule")]
+    return Pass(e.s, e.events, history, due, catch_up, sched, earliest, recent.due)
+
+
+def _missed(e: _Edit, sched: cron.Schedule, *, earliest: datetime, now: datetime,
+            latest: datetime) -> list[tuple[datetime, RunSource]]:
+    """CJ-CATCH-UP: every missed time within the deadline, oldest first, not only the latest.
+
+    What is still to run is derived from ``lastScheduleTime`` and the ledger, so a worker restart
+    loses and repeats none.
+    """
+    missed = cron.missed_times(sched, earliest=earliest, now=now,
+                               starting_deadline_seconds=e.obs.spec.starting_deadline_seconds, keep=LEDGER_SIZE)
+    if missed.dropped:
+        e.warn_once(f"TooManyMissedTimes:{iso(missed.times[0])}", "TooManyMissedTimes",
+                    f"more than {LEDGER_SIZE} missed schedule times since {iso(earliest)}; catch-up runs "
+                    f"the latest {LEDGER_SIZE}, from {iso(missed.times[0])}")
+        known = {entry.scheduled_time for entry in e.s.ledger}
+        for t in missed.dropped:
+            if t not in known:
+                e.ledger_add(LedgerEntry(scheduled_time=t, source="catch-up", outcome="too-many-missed"))
+    return [(t, "schedule" if t == latest else "catch-up") for t in missed.times]
+
+
+def already_processed(state: CronJobState, due: datetime, subminute: Subminute) -> bool:
+    """CJ-12: the Job for ``due`` is active, or ``due`` falls in the last schedule time's minute.
+
+    Upstream compares the instants; within one minute every time names the same Job (CJ-16), so a
+    sub-minute schedule meets it again and acts once a minute (CJ-SUBMINUTE).
+    """
+    name = cron.job_name(state.observation.name, due)
+    last = state.last_schedule_time
+    if last == due or any(a.name == name for a in state.active):
+        return True
+    return last is not None and cron.job_name(state.observation.name, last) == name and subminute()
+
+
+def start(state: CronJobState, due: datetime, source: RunSource, *, subminute: Subminute,
+          catching_up: bool = False) -> Start:
+    """Apply the concurrency policy (CJ-FORBID, CJ-REPLACE) to one due time: what to create.
+
+    Nothing for a time already processed (CJ-12) or, ``catching_up``, one whose Job the ledger
+    shows created.
+    """
+    e = _Edit(state)
+    if already_processed(state, due, subminute) or (catching_up and ran(state, due)):
+        return Start(state)
+    policy = e.obs.spec.concurrency_policy
+    if policy == "Forbid" and e.s.active:
+        e.warn_once(f"JobAlreadyActive:{iso(due)}", "JobAlreadyActive",
+                    "Not starting job because prior execution is running and concurrency policy is Forbid",
+                    type_="Normal")
+        # with catch-up, a time held back runs once the active Job ends: it is not skipped
+        if e.obs.catch_up != "all" and not any(x.scheduled_time == due and x.source == "schedule"
+                                               for x in e.s.ledger):
+            e.ledger_add(LedgerEntry(scheduled_time=due, outcome="skipped-concurrency"))
+        return Start(e.s, e.events, held=True)
+    replace = tuple(e.s.active) if policy == "Replace" else ()
+    return Start(e.s, e.events, Run(cron.job_name(e.obs.name, due), due, source, replace))
+
+
+def replaced(state: CronJobState, res: DeleteJobsResult) -> CronJobState:
+    """Fold the Replace policy's delete in; a Job that survived it blocks the creation (CJ-REPLACE)."""
+    return state.model_copy(update={"active": [a for a in state.active if a.name not in res.deleted]})
+
+
+def create_input(state: CronJobState, run: Run) -> CreateJobInput:
+    """The creation of ``run``'s Job (CJ-JOB: name, owner, labels and annotations)."""
+    o = state.observation
+    annotation = None
+    if not run.manual:
+        try:
+            annotation = cron.scheduled_timestamp_annotation(run.due, o.spec.time_zone)
+        except cron.ScheduleError:
+            pass
+    return CreateJobInput(namespace=o.namespace, cronjob_name=o.name, cronjob_uid=o.uid, job_name=run.name,
+                          scheduled=run.due, manual=run.manual, scheduled_annotation=annotation)
+
+
+def armed_input(state: CronJobState, run: Run, *, at: datetime, wait_seconds: float) -> CreateJobInput:
+    """An armed creation (CJ-ARMED): the worker waits until ``at`` and creates nothing if the spec
+    changed meanwhile (its generation) or the starting deadline passed."""
+    sds = state.observation.spec.starting_deadline_seconds
+    return create_input(state, run).model_copy(update={
+        "not_before": at, "wait_at_most": wait_seconds, "generation": state.observation.generation,
+        "latest": plus_seconds(run.due, sds) if sds is not None else None})
+
+
+def created(state: CronJobState, run: Run, res: CreateJobResult, now: datetime) -> tuple[CronJobState, str | None]:
+    """Fold a creation's result in (CJ-ACTIVE, CJ-LEDGER); returns the state and a line to log, if any.
+
+    ``now``: when the creation returned (the ledger's ``createdAt``).
+    """
+    e = _Edit(state)
+    if res.outcome == "cronjob_gone":
+        e.gone()
+    elif res.job is not None and not res.finished and not any(a.uid == res.job.uid for a in e.s.active):
+        # A finished namesake (two runs in one minute, CJ-16) is not active again: the bridge
+        # already reported its end and would not report it twice.
+        e.set(active=[*e.s.active, res.job])
+    _ledger_created(e, run, res, now)
+    if run.manual or run.source == "backfill":
+        return e.s, None
+    if res.outcome in ("created", "exists"):
+        e.set(last_schedule_time=run.due)
+    elif res.outcome == "not_ours":
+        return e.s, res.message
+    return e.s, None  # "too_late" included: the missed time is dropped silently (CJ-14)
+
+
+def pass_goes_on(state: CronJobState) -> bool:
+    """After a creation in a catch-up list: whether the next time runs in this pass (Forbid: after its end)."""
+    return not state.observation.gone and not (state.observation.spec.concurrency_policy == "Forbid" and state.active)
+
+
+def wake_after(p: Pass, state: CronJobState, now: datetime, subminute: Subminute) -> datetime | None:
+    """When the next pass runs (CJ-NEXT): the next schedule time after the last one acted on, plus jitter."""
+    if p.schedule is None or p.earliest is None:
+        return None
+    sched = p.schedule
+    wake = cron.next_wakeup(sched, earliest=state.last_schedule_time or p.earliest, now=now)
+    if p.latest_due is not None:
+        later = cron.next_in_another_minute(sched, wake, p.latest_due)
+        if later != wake and subminute():
+            wake = later
+    o = state.observation
+    if wake is not None and o.jitter_percent:
+        after = sched.next(wake)
+        if after is not None:
+            wake = plus_seconds(wake, cron.jitter(wake, percent=o.jitter_percent, interval=after - wake,
+                                                  key=f"{o.namespace}/{o.name}").total_seconds())
+    return wake
+
+
+def _beyond_history_limits(e: _Edit) -> list[ObjectReference]:
+    """CJ-HISTORY: the oldest finished Jobs beyond each limit, to delete."""
+    spec = e.obs.spec
+    excess: list[JobSummary] = []
+    for outcome, limit in (("Complete", spec.successful_jobs_history_limit),
+                           ("Failed", spec.failed_jobs_history_limit)):
+        if limit is None:
+            continue
+        jobs = sorted((j for j in e.s.finished if j.outcome == outcome),
+                      key=lambda j: (j.start_time is None, j.start_time or datetime.min.replace(tzinfo=UTC), j.name))
+        excess += jobs[: max(0, len(jobs) - limit)]
+    if spec.successful_jobs_history_limit is None and spec.failed_jobs_history_limit is None:
+        e.set(finished=[])  # nothing to enforce, nothing to remember
+    return [ObjectReference(name=j.name, namespace=e.obs.namespace, uid=j.uid) for j in excess]
+
+
+def history_deleted(state: CronJobState, res: DeleteJobsResult) -> CronJobState:
+    """Fold the history limits' delete in: a deleted Job is neither remembered nor active."""
+    gone = set(res.deleted)
+    return state.model_copy(update={"finished": [j for j in state.finished if j.name not in gone],
+                                    "active": [a for a in state.active if a.name not in gone]})
+
+
+# -- the status write --------------------------------------------------------------------------
+
+def status(state: CronJobState, wake: datetime | None) -> SyncCronJobInput:
+    """The status and batchd's annotations (CJ-STATUS, CJ-COUNTERS, CJ-NEXT-ANNOTATION)."""
+    o, c = state.observation, state.counters
+    return SyncCronJobInput(
+        namespace=o.namespace, name=o.name, uid=o.uid, active=state.active,
+        last_schedule_time=state.last_schedule_time, last_successful_time=state.last_successful_time,
+        annotations={
+            NEXT_SCHEDULE_ANNOTATION: iso(wake) if wake else None,
+            SUCCEEDED_RUNS_ANNOTATION: str(c.succeeded),
+            FAILED_RUNS_ANNOTATION: str(c.failed),
+            FAILURES_SINCE_SUCCESS_ANNOTATION: str(c.failures_since_last_success),
+            LAST_FAILURE_TIME_ANNOTATION: iso(state.last_failure_time) if state.last_failure_time else None,
+            LAST_FAILED_JOB_ANNOTATION: state.last_failed_job,
+        })
+
+
+def status_key(state: CronJobState, wake: datetime | None) -> tuple[Any, ...]:
+    """What the status write depends on: a pass that changes none of it writes nothing."""
+    c = state.counters
+    return (tuple(a.uid for a in state.active), state.last_schedule_time, state.last_successful_time, wake,
+            c.succeeded, c.failed, c.failures_since_last_success, state.last_failure_time)
+
+
+# -- operator controls -------------------------------------------------------------------------
+
+def base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out
+
+
+def trigger(state: CronJobState, now: datetime) -> Run:
+    """CJ-TRIGGER: a Job now, as ``kubectl create job --from=cronjob/NAME`` makes it, under a distinct name."""
+    return Run(f"{state.observation.name[:52]}-m{base36(int(now.timestamp()))}", now, "trigger", manual=True)
+
+
+def suspend_change(state: CronJobState, suspend: bool, reason: str | None, now: datetime) -> SetSuspendInput | None:
+    """CJ-SUSPEND: the patch that sets ``spec.suspend`` and its annotations; None if nothing changes.
+
+    A suspended CronJob given a new reason keeps its ``suspended-at``.
+    """
+    o = state.observation
+    renote = suspend and reason is not None and reason != o.suspend_reason
+    if o.spec.suspend == suspend and not renote:
+        return None
+    at = now.replace(microsecond=0) if suspend and not (o.spec.suspend and o.suspended_at) else None
+    return SetSuspendInput(namespace=o.namespace, name=o.name, uid=o.uid, suspend=suspend, reason=reason, at=at)
+
+
+def suspended(state: CronJobState, patch: SetSuspendInput) -> CronJobState:
+    """Fold a written suspend patch in, before the bridge reports it back."""
+    o = state.observation
+    return state.model_copy(update={"observation": o.model_copy(update={
+        "spec": o.spec.model_copy(update={"suspend": patch.suspend}),
+        "suspend_reason": patch.reason if patch.suspend else None,
+        "suspended_at": iso(patch.at) if patch.at else o.suspended_at if patch.suspend else None})})
+
+
+def backfill_times(state: CronJobState, inp: BackfillInput, now: datetime) -> list[datetime]:
+    """CJ-BACKFILL: the schedule times from ``from`` to ``to``, one per Job name (per minute, CJ-16).
+
+    Raises:
+        BackfillRefused: the range is bad, too long or in the future, or one at a time is still running.
+    """
+    if inp.start.tzinfo is None or inp.to.tzinfo is None:
+        raise BackfillRefused("--from and --to need a time zone offset (RFC 3339, e.g. 2026-01-01T00:00:00Z)")
+    if inp.start > inp.to:
+        raise BackfillRefused(f"--from {iso(inp.start)} is after --to {iso(inp.to)}")
+    if inp.to > now:
+        raise BackfillRefused(f"--to {iso(inp.to)} is in the future; the schedule itself runs those times")
+    if inp.one_at_a_time and state.backfill:
+        raise BackfillRefused(f"a one-at-a-time backfill is still running ({len(state.backfill)} time(s) to go)")
+    o = state.observation
+    try:
+        schedule, _ = cron.parse_schedule(o.spec.schedule, o.spec.time_zone)
+    except cron.ScheduleError as err:
+        raise BackfillRefused(err.message) from None
+    times = cron.schedule_times(schedule, first=inp.start, last=inp.to, limit=BACKFILL_LIMIT)
+    if times is None:
+        raise BackfillRefused(f"more than {BACKFILL_LIMIT} schedule times from {iso(inp.start)} to {iso(inp.to)}; "
+                              "split the range")
+    by_name = {cron.job_name(o.name, t): t for t in reversed(times)}  # the first time of each minute
+    return sorted(by_name.values())
+
+
+def backfill_run(state: CronJobState, due: datetime) -> Run:
+    """The creation for one backfilled time. Skip it if :func:`ran` says its Job was created already:
+    it may be gone by now (history limits), and it is not made twice."""
+    return Run(cron.job_name(state.observation.name, due), due, "backfill")
+
+
+def backfilled(result: BackfillResult, run: Run, res: CreateJobResult | None) -> BackfillResult:
+    """Add one time to a backfill's answer: created, existed (``res`` None: the ledger knew it) or failed."""
+    if res is None or res.outcome == "exists":
+        return result.model_copy(update={"existed": [*result.existed, run.name]})
+    if res.outcome == "created":
+        return result.model_copy(update={"created": [*result.created, run.name]})
+    why = "the CronJob is gone" if res.outcome == "cronjob_gone" else (res.message or res.outcome)
+    return result.model_copy(update={"failed": [*result.failed, f"{run.name}: {why}"]})
+
+
+def next_backfill(state: CronJobState) -> tuple[CronJobState, datetime | None]:
+    """CJ-BACKFILL one at a time: the queue's next time to create, once the Job before it has ended.
+
+    Returns the state (the queue advanced past Jobs that have ended) and the time to create now,
+    if any. After creating it, fold with :func:`backfill_started`.
+    """
+    s = state
+    while s.backfill and not s.observation.gone:
+        t = s.backfill[0]
+        if any(a.name == cron.job_name(s.observation.name, t) for a in s.active):
+            break  # still running: its end (job_observed) wakes the loop
+        if not s.backfilling:
+            return s, t
+        s = s.model_copy(update={"backfill": s.backfill[1:], "backfilling": False})
+    return s, None
+
+
+def backfill_started(state: CronJobState, res: CreateJobResult | None) -> CronJobState:
+    """Fold in the creation of the queue's first time: it runs now, or (finished, failed) it is done."""
+    running = res is not None and res.outcome in ("created", "exists") and not res.finished
+    if running:
+        return state.model_copy(update={"backfilling": True})
+    return state.model_copy(update={"backfill": state.backfill[1:], "backfilling": False})
+
+
+def backfill_queued(state: CronJobState) -> list[str]:
+    """The Jobs a one-at-a-time backfill has still to create, in order."""
+    waiting = state.backfill[1:] if state.backfilling else state.backfill
+    return [cron.job_name(state.observation.name, t) for t in waiting]
+
+
+# -- the run ledger (CJ-LEDGER) --------------------------------------------------------------------
+
+def ran(state: CronJobState, due: datetime) -> bool:
+    """Whether the ledger shows a Job created for the schedule time ``due`` (its minute's Job, CJ-16)."""
+    name = cron.job_name(state.observation.name, due)
+    return any(x.job == name and x.outcome in ("created", "replaced") for x in state.ledger)
+
+
+def _ledger_created(e: _Edit, run: Run, res: CreateJobResult, now: datetime) -> None:
+    """The entry for a creation's outcome; a Job already in the ledger (found again as "exists") adds none."""
+    if res.outcome in ("created", "exists") and res.job is not None:
+        if any(x.job_uid == res.job.uid for x in e.s.ledger):
+            return
+        e.ledger_add(LedgerEntry(
+            scheduled_time=run.due, source=run.source, outcome="replaced" if run.replace else "created",
+            job=res.job.name, job_uid=res.job.uid, created_at=now.replace(microsecond=0),
+            result=None if res.finished else "running"))
+    elif res.outcome == "too_late":
+        e.ledger_add(LedgerEntry(scheduled_time=run.due, source=run.source, outcome="missed-deadline"))
+    elif res.outcome in ("invalid", "not_ours"):
+        e.ledger_add(LedgerEntry(scheduled_time=run.due, source=run.source, outcome="create-failed",
+                                 job=res.job.name if res.job else None))
+
+
+def _ledger_result(e: _Edit, job: JobSummary) -> None:
+    result = "deleted" if job.gone else job.outcome
+    if result is None:
+        return
+    e.set(ledger=[x.model_copy(update={"result": result})
+                  if x.job_uid == job.uid and (result != "deleted" or x.result in (None, "running")) else x
+                  for x in e.s.ledger])
+
+
+def _ledger_suspended(e: _Edit, sched: cron.Schedule, *, since: datetime, until: datetime,
+                      due: datetime | None) -> None:
+    """A pass after a suspension: every schedule time it covered, but the one now due, is "suspended"."""
+    e.set(suspended_since=None)
+    t = sched.next(since)
+    after = sched.next(t) if t is not None else None
+    if t is not None and after is not None and after > t and (until - since) / (after - t) > 2 * LEDGER_SIZE:
+        # a long suspension of a busy schedule: only the last times would be kept, so start near them
+        t = sched.next(until - (after - t) * 2 * LEDGER_SIZE)
+    skipped: list[datetime] = []
+    for _ in range(4 * LEDGER_SIZE):  # bounded for irregular schedules too
+        if t is None or t > until:
+            break
+        if t != due:
+            skipped = [*skipped, t][-LEDGER_SIZE:]
+        t = sched.next(t)
+    for t in skipped:
+        e.ledger_add(LedgerEntry(scheduled_time=t, outcome="suspended"))
+
+
+# -- queries ---------------------------------------------------------------------------------------
+
+def describe(state: CronJobState, now: datetime, *, wake: datetime | None, armed_for: datetime | None) -> dict[str, Any]:
+    """The ``describe`` query: schedule, next times, active Jobs, counters and recent results."""
+    o, spec = state.observation, state.observation.spec
+    upcoming: list[str] = []
+    try:
+        schedule, _ = cron.parse_schedule(spec.schedule, spec.time_zone)
+        t: datetime | None = now
+        for _ in range(5):
+            t = schedule.next(t) if t is not None else None
+            if t is None:
+                break
+            upcoming.append(iso(t))
+    except cron.ScheduleError as err:
+        upcoming = [f"error: {err.reason}"]
+
+    def opt(t: datetime | None) -> str | None:
+        return iso(t) if t else None
+
+    return {
+        "namespace": o.namespace, "name": o.name, "uid": o.uid,
+        "schedule": spec.schedule, "timeZone": spec.time_zone, "suspend": spec.suspend,
+        "suspendReason": o.suspend_reason, "suspendedAt": o.suspended_at,
+        "concurrencyPolicy": spec.concurrency_policy,
+        "startingDeadlineSeconds": spec.starting_deadline_seconds,
+        "nextScheduleTime": opt(wake), "armedFor": opt(armed_for),
+        "upcoming": [] if spec.suspend else upcoming,
+        "active": [a.name for a in state.active],
+        "lastScheduleTime": opt(state.last_schedule_time),
+        "lastSuccessfulTime": opt(state.last_successful_time),
+        "lastFailureTime": opt(state.last_failure_time),
+        "lastFailedJob": state.last_failed_job,
+        "catchUp": o.catch_up,
+        "backfillQueue": [cron.job_name(o.name, t) for t in state.backfill],
+        "counters": state.counters.model_dump(by_alias=True),
+        "recentRuns": [r.model_dump(mode="json", by_alias=True) for r in state.recent],
+        "warnings": state.reported[-10:],
+    }
+
+
+def history(state: CronJobState) -> list[dict[str, Any]]:
+    """The ``history`` query (CJ-LEDGER): the last 100 schedule times, triggers and backfills, oldest first."""
+    return [{"scheduledTime": iso(x.scheduled_time), "source": x.source, "outcome": x.outcome, "job": x.job,
+             "jobUID": x.job_uid, "createdAt": iso(x.created_at) if x.created_at else None, "result": x.result}
+            for x in state.ledger]
