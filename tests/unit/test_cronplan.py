@@ -1,0 +1,332 @@
+"""Tables for the pure CronJob planner (workflows/cronplan.py), no workflow and no server.
+
+The sync rows follow the shape of upstream's ``TestControllerV2SyncCronJob``: a CronJob on the
+hour, whether it ran before and whether that Job is still active, the policy, the deadline and
+``now``; expected are the Jobs created and deleted, the Event reasons, the wake-up and whether the
+status needs a write. :func:`sync` plays the part of the workflow (docs/cronjob.md, the pass),
+against a cluster in which every call succeeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from workflows import cronplan
+from workflows.cron import job_name
+from workflows.models.cronjob import (
+    BackfillInput,
+    BackfillResult,
+    CreateJobResult,
+    CronJobObservation,
+    CronJobSpec,
+    CronJobState,
+    DeleteJobsResult,
+    JobSummary,
+    LedgerEntry,
+    ObjectReference,
+)
+
+T = datetime(2026, 5, 19, 10, 0, tzinfo=UTC)  # the top of the hour
+JUST_BEFORE = T - timedelta(minutes=1)
+JUST_AFTER = T + timedelta(minutes=1)
+WEEK_AFTER = T + timedelta(days=7)
+HOURLY = "0 * * * *"
+
+
+def always() -> bool:
+    return True
+
+
+def never() -> bool:
+    raise AssertionError("the sub-minute rule was asked where it cannot matter")
+
+
+def state(*, schedule: str = HOURLY, policy: str = "Allow", suspend: bool = False, deadline: int | None = None,
+          ran_previously: bool = False, still_active: bool = False, created: datetime = JUST_BEFORE - timedelta(minutes=1),
+          catch_up: str = "latest", deleting: bool = False, **more: Any) -> CronJobState:
+    obs = CronJobObservation(
+        namespace="ns", name="cj", uid="cj-uid", generation=1, creation_timestamp=created, deleting=deleting,
+        spec=CronJobSpec(schedule=schedule, concurrency_policy=policy, suspend=suspend,  # type: ignore[arg-type]
+                         starting_deadline_seconds=deadline),
+        catch_up=catch_up)  # type: ignore[arg-type]
+    last = T - timedelta(hours=1) if ran_previously else None
+    active = [ObjectReference(name=job_name("cj", last or T - timedelta(hours=1)), namespace="ns", uid="old")] \
+        if still_active else []
+    return CronJobState(observation=obs, last_schedule_time=last, active=active).model_copy(update=more)
+
+
+@dataclass
+class Synced:
+    state: CronJobState
+    created: list[str]
+    deleted: list[str]
+    events: list[str]
+    wake: datetime | None
+    status_write: bool
+
+
+def sync(s: CronJobState, now: datetime, *, subminute: Any = always) -> Synced:
+    """One pass as the workflow runs it, every call succeeding."""
+    before = cronplan.status_key(s, None)
+    created: list[str] = []
+    deleted: list[str] = []
+    plan = cronplan.plan_pass(s, now, armed=False, subminute=subminute)
+    s, events = plan.state, list(plan.events)
+    if plan.history:
+        deleted += [r.name for r in plan.history]
+        s = cronplan.history_deleted(s, DeleteJobsResult(deleted=[r.name for r in plan.history]))
+    for due, source in plan.due:
+        start = cronplan.start(s, due, source, subminute=subminute, catching_up=plan.catching_up)
+        s, events = start.state, events + start.events
+        if start.held:
+            break
+        if start.run is None:
+            continue
+        if start.run.replace:
+            deleted += [r.name for r in start.run.replace]
+            s = cronplan.replaced(s, DeleteJobsResult(deleted=[r.name for r in start.run.replace]))
+        job = ObjectReference(name=start.run.name, namespace="ns", uid=f"uid-{start.run.name}")
+        s, _ = cronplan.created(s, start.run, CreateJobResult(outcome="created", job=job), now)
+        created.append(start.run.name)
+        if plan.catching_up and not cronplan.pass_goes_on(s):
+            break
+    wake = cronplan.wake_after(plan, s, now, subminute)
+    return Synced(s, created, deleted, [ev.reason for ev in events], wake,
+                  cronplan.status_key(s, wake) != before)
+
+
+# name, state, now, created (schedule times), deleted, events, wake, status write
+SYNC_ROWS: list[tuple[str, dict[str, Any], datetime, list[datetime], list[datetime], list[str], datetime | None,
+                      bool]] = [
+    ("never ran, not valid schedule", dict(schedule="1 2 3 4 5 6 7"), T, [], [], ["UnparseableSchedule"], None, False),
+    ("never ran, not time, A", {}, JUST_BEFORE, [], [], [], T, True),
+    ("never ran, not time, F", dict(policy="Forbid"), JUST_BEFORE, [], [], [], T, True),
+    ("never ran, not time, R", dict(policy="Replace"), JUST_BEFORE, [], [], [], T, True),
+    ("never ran, is time, A", {}, JUST_AFTER, [T], [], [], T + timedelta(hours=1), True),
+    ("never ran, is time, F", dict(policy="Forbid"), JUST_AFTER, [T], [], [], T + timedelta(hours=1), True),
+    ("never ran, is time, R", dict(policy="Replace"), JUST_AFTER, [T], [], [], T + timedelta(hours=1), True),
+    ("never ran, is time, suspended", dict(suspend=True), JUST_AFTER, [], [], [], None, False),
+    ("never ran, is time, past short deadline", dict(deadline=10), JUST_AFTER, [], [], [], T + timedelta(hours=1),
+     True),
+    ("never ran, is time, not past medium deadline", dict(deadline=600), JUST_AFTER, [T], [], [],
+     T + timedelta(hours=1), True),
+    ("prev ran but done, not time, A", dict(ran_previously=True), JUST_BEFORE, [], [], [], T, True),
+    ("prev ran but done, is time, A", dict(ran_previously=True), JUST_AFTER, [T], [], [], T + timedelta(hours=1), True),
+    ("prev ran but done, is time, F", dict(ran_previously=True, policy="Forbid"), JUST_AFTER, [T], [], [],
+     T + timedelta(hours=1), True),
+    ("prev ran but done, is time, R", dict(ran_previously=True, policy="Replace"), JUST_AFTER, [T], [], [],
+     T + timedelta(hours=1), True),
+    ("prev ran but done, is time, suspended", dict(ran_previously=True, suspend=True), JUST_AFTER, [], [], [], None,
+     False),
+    ("still active, not time, A", dict(ran_previously=True, still_active=True), JUST_BEFORE, [], [], [], T, True),
+    ("still active, is time, A", dict(ran_previously=True, still_active=True), JUST_AFTER, [T], [], [],
+     T + timedelta(hours=1), True),
+    ("still active, is time, F", dict(ran_previously=True, still_active=True, policy="Forbid"), JUST_AFTER, [], [],
+     ["JobAlreadyActive"], T + timedelta(hours=1), True),
+    ("still active, is time, R", dict(ran_previously=True, still_active=True, policy="Replace"), JUST_AFTER, [T],
+     [T - timedelta(hours=1)], [], T + timedelta(hours=1), True),
+    ("prev ran but done, long overdue, not past deadline, A", dict(ran_previously=True, deadline=7 * 86400 + 60),
+     WEEK_AFTER, [WEEK_AFTER], [], ["TooManyMissedTimes"], WEEK_AFTER + timedelta(hours=1), True),
+    ("prev ran but done, long overdue, past short deadline", dict(ran_previously=True, deadline=10),
+     WEEK_AFTER + timedelta(minutes=1), [], [], [], WEEK_AFTER + timedelta(hours=1), True),
+    ("prev ran but done, long overdue, no deadline: too many missed, the latest runs", dict(ran_previously=True),
+     WEEK_AFTER + timedelta(minutes=1), [WEEK_AFTER], [], ["TooManyMissedTimes"], WEEK_AFTER + timedelta(hours=1),
+     True),
+    ("being deleted: nothing is scheduled", dict(deleting=True), JUST_AFTER, [], [], [], None, False),
+    ("catch-up: every missed hour, oldest first", dict(ran_previously=True, catch_up="all"),
+     T + timedelta(hours=2, minutes=1), [T, T + timedelta(hours=1), T + timedelta(hours=2)], [], [],
+     T + timedelta(hours=3), True),
+    ("catch-up, F: one at a time", dict(ran_previously=True, catch_up="all", policy="Forbid"),
+     T + timedelta(hours=2, minutes=1), [T], [], [], T + timedelta(hours=3), True),
+    ("catch-up, R: each replaces the one before", dict(ran_previously=True, catch_up="all", policy="Replace"),
+     T + timedelta(hours=1, minutes=1), [T, T + timedelta(hours=1)], [T - timedelta(hours=1) + timedelta(hours=1)], [],
+     T + timedelta(hours=2), True),
+    ("catch-up within the deadline only", dict(ran_previously=True, catch_up="all", deadline=3720),
+     T + timedelta(hours=2, minutes=1), [T + timedelta(hours=1), T + timedelta(hours=2)], [], [],
+     T + timedelta(hours=3), True),
+]
+
+
+@pytest.mark.parametrize(("name", "given", "now", "created", "deleted", "events", "wake", "write"), SYNC_ROWS,
+                         ids=[r[0] for r in SYNC_ROWS])
+def test_sync(name: str, given: dict[str, Any], now: datetime, created: list[datetime], deleted: list[datetime],
+              events: list[str], wake: datetime | None, write: bool) -> None:
+    out = sync(state(**given), now)
+    assert out.created == [job_name("cj", t) for t in created]
+    assert out.deleted == [job_name("cj", t) for t in deleted]
+    assert out.events == events
+    assert out.wake == wake
+    assert out.status_write == write
+    if created and not given.get("catch_up"):
+        assert out.state.last_schedule_time == created[-1]
+
+
+def test_a_pass_is_idempotent() -> None:
+    """A second pass at the same instant finds the time processed: nothing twice, no write (CJ-12)."""
+    first = sync(state(), JUST_AFTER)
+    again = sync(first.state, JUST_AFTER)
+    assert again.created == [] and again.events == []
+    assert cronplan.status_key(again.state, again.wake) == cronplan.status_key(first.state, first.wake)
+
+
+def test_a_warning_is_sent_once_per_generation() -> None:
+    first = sync(state(schedule="not a schedule"), T)
+    assert first.events == ["UnparseableSchedule"]
+    assert sync(first.state, T + timedelta(minutes=5)).events == []
+    changed = first.state.model_copy(update={"observation": first.state.observation.model_copy(update={"generation": 2})})
+    assert sync(changed, T + timedelta(minutes=5)).events == ["UnparseableSchedule"]
+
+
+def test_forbid_records_the_skipped_time_in_the_ledger() -> None:
+    out = sync(state(ran_previously=True, still_active=True, policy="Forbid"), JUST_AFTER)
+    assert [(e.scheduled_time, e.outcome) for e in out.state.ledger] == [(T, "skipped-concurrency")]
+
+
+def test_history_limits_delete_the_oldest_finished_jobs() -> None:
+    finished = [JobSummary(name=f"j{i}", uid=f"u{i}", owner_uid="cj-uid", outcome="Complete",
+                           start_time=T - timedelta(hours=10 - i)) for i in range(5)]
+    out = sync(state(finished=finished), JUST_BEFORE)
+    assert out.deleted == ["j0", "j1"]  # the default successfulJobsHistoryLimit is 3
+    assert [j.name for j in out.state.finished] == ["j2", "j3", "j4"]
+
+
+def test_sub_minute_schedule_acts_once_a_minute() -> None:
+    """CJ-SUBMINUTE: ``@every 20s`` names one Job a minute; the rule is asked only when it matters."""
+    first = sync(state(schedule="@every 20s", created=T), T + timedelta(seconds=21))
+    assert first.created == [job_name("cj", T + timedelta(seconds=20))]
+    assert first.wake == T + timedelta(minutes=1)  # not 40 s: that time names the same Job
+    ended, _, _ = cronplan.job_observed(
+        first.state, JobSummary(name=first.created[0], uid=f"uid-{first.created[0]}", outcome="Complete"), T)
+    assert sync(ended, T + timedelta(seconds=41)).created == []
+    legacy = sync(ended, T + timedelta(seconds=41), subminute=lambda: False)
+    assert legacy.created == [job_name("cj", T + timedelta(seconds=40))]  # an old history's behaviour
+    assert sync(state(), JUST_AFTER, subminute=never).created == [job_name("cj", T)]
+
+
+def test_suspension_is_not_caught_up() -> None:
+    """CJ-25: on resume only the latest time runs; the ones the suspension covered are "suspended"."""
+    s = state(ran_previously=True, catch_up="all", suspended_since=T - timedelta(minutes=30))
+    out = sync(s, T + timedelta(hours=2, minutes=1))
+    assert out.created == [job_name("cj", T + timedelta(hours=2))]
+    assert [(e.scheduled_time, e.outcome) for e in out.state.ledger][:2] == [
+        (T, "suspended"), (T + timedelta(hours=1), "suspended")]
+
+
+# -- the bridge's reports --------------------------------------------------------------------
+
+def test_a_finished_job_leaves_active_and_is_counted_once() -> None:
+    s = state(ran_previously=True, still_active=True)
+    done = JobSummary(name=s.active[0].name, uid="old", owner_uid="cj-uid", outcome="Failed",
+                      finished_at=T - timedelta(minutes=10))
+    s, events, changed = cronplan.job_observed(s, done, T)
+    assert changed and [e.reason for e in events] == ["SawCompletedJob"]
+    assert s.active == [] and s.counters.failed == 1 and s.counters.failures_since_last_success == 1
+    assert (s.last_failure_time, s.last_failed_job) == (T - timedelta(minutes=10), done.name)
+    s, events, _ = cronplan.job_observed(s, done, T)  # a relist repeats it
+    assert events == [] and s.counters.failed == 1
+    ok = JobSummary(name="j2", uid="u2", owner_uid="cj-uid", outcome="Complete", completion_time=T)
+    s, _, _ = cronplan.job_observed(s, ok, T)
+    assert (s.counters.succeeded, s.counters.failures_since_last_success, s.last_successful_time) == (1, 0, T)
+
+
+def test_an_active_job_that_disappears_is_missing() -> None:
+    s = state(ran_previously=True, still_active=True)
+    s, events, changed = cronplan.job_observed(s, JobSummary(name=s.active[0].name, uid="old", gone=True), T)
+    assert changed and [e.reason for e in events] == ["MissingJob"] and s.active == []
+    assert s.recent[-1].outcome == "Missing"
+
+
+def test_another_cronjobs_job_is_ignored() -> None:
+    s = state(ran_previously=True, still_active=True)
+    assert cronplan.job_observed(s, JobSummary(name="x", uid="old", owner_uid="other", outcome="Complete"), T) == (
+        s, [], False)
+
+
+def test_observe_adopts_a_recreated_namesake_and_ignores_repeats() -> None:
+    s = state(ran_previously=True)
+    same = cronplan.observe(s, s.observation)
+    assert same.changed and not same.replan
+    new = cronplan.observe(s, s.observation.model_copy(update={"uid": "new-uid"}))
+    assert new.adopted and new.replan and new.state.last_schedule_time is None
+    other_gone = cronplan.observe(s, CronJobObservation(namespace="ns", name="cj", uid="other", gone=True))
+    assert not other_gone.changed and not other_gone.state.observation.gone
+    assert cronplan.observe(s, CronJobObservation(namespace="ns", name="cj", gone=True)).state.observation.gone
+
+
+# -- operator controls --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("suspended", "reason_then", "suspend", "reason", "changes", "stamps"), [
+    (False, None, True, "maintenance", True, True),
+    (True, "maintenance", True, "maintenance", False, False),
+    (True, "maintenance", True, "another", True, False),  # a new reason keeps suspended-at
+    (True, "maintenance", False, None, True, False),
+    (False, None, False, None, False, False),
+])
+def test_suspend_change(suspended: bool, reason_then: str | None, suspend: bool, reason: str | None, changes: bool,
+                        stamps: bool) -> None:
+    s = state(suspend=suspended)
+    s = s.model_copy(update={"observation": s.observation.model_copy(update={
+        "suspend_reason": reason_then, "suspended_at": "2026-05-19T09:00:00Z" if suspended else None})})
+    patch = cronplan.suspend_change(s, suspend, reason, T + timedelta(microseconds=5))
+    assert (patch is not None) == changes
+    if patch is not None:
+        assert (patch.at == T) == stamps
+        after = cronplan.suspended(s, patch).observation
+        assert after.spec.suspend == suspend and after.suspend_reason == (reason if suspend else None)
+
+
+@pytest.mark.parametrize(("start", "to", "one", "refusal"), [
+    (T + timedelta(hours=1), T, False, "is after"),
+    (T, T + timedelta(days=1), False, "in the future"),
+    (T - timedelta(days=42), T, False, "more than 1000"),
+    (T.replace(tzinfo=None), T, False, "time zone offset"),
+])
+def test_backfill_refusals(start: datetime, to: datetime, one: bool, refusal: str) -> None:
+    with pytest.raises(cronplan.BackfillRefused, match=refusal):
+        cronplan.backfill_times(state(), BackfillInput(start=start, to=to, one_at_a_time=one), T)
+
+
+def test_backfill_one_at_a_time_advances_as_each_job_ends() -> None:
+    times = cronplan.backfill_times(state(), BackfillInput(start=T - timedelta(hours=2), to=T), T)
+    assert times == [T - timedelta(hours=2), T - timedelta(hours=1), T]
+    s = state().model_copy(update={"backfill": times})
+    s, due = cronplan.next_backfill(s)
+    assert due == times[0]
+    run = cronplan.backfill_run(s, due)
+    res = CreateJobResult(outcome="created", job=ObjectReference(name=run.name, namespace="ns", uid="b0"))
+    s, _ = cronplan.created(s, run, res, T)
+    s = cronplan.backfill_started(s, res)
+    assert cronplan.next_backfill(s) == (s, None)  # its Job is active
+    assert cronplan.backfill_queued(s) == [job_name("cj", t) for t in times[1:]]
+    assert s.last_schedule_time is None  # a backfill is not the schedule's run
+    s, _, _ = cronplan.job_observed(s, JobSummary(name=run.name, uid="b0", outcome="Complete"), T)
+    s, due = cronplan.next_backfill(s)
+    assert due == times[1] and s.backfill == times[1:]
+    assert cronplan.ran(s, times[0]) and not cronplan.ran(s, times[1])
+    assert cronplan.backfilled(BackfillResult(times=3), run, None).existed == [run.name]
+
+
+def test_a_created_job_found_finished_is_not_active_again() -> None:
+    """CJ-16: two runs in one minute name one Job; the finished namesake stays out of ``active``."""
+    s = state()
+    run = cronplan.Run(job_name("cj", T), T)
+    res = CreateJobResult(outcome="exists", finished=True, job=ObjectReference(name=run.name, namespace="ns", uid="u"))
+    s, _ = cronplan.created(s, run, res, T)
+    assert s.active == [] and s.last_schedule_time == T
+    assert [e.outcome for e in s.ledger] == ["created"]
+
+
+def test_outcomes_of_a_creation_in_the_ledger() -> None:
+    run = cronplan.Run(job_name("cj", T), T)
+    s, problem = cronplan.created(state(), run, CreateJobResult(outcome="too_late"), T)
+    assert (s.ledger[-1].outcome, s.last_schedule_time, problem) == ("missed-deadline", None, None)
+    s, problem = cronplan.created(state(), run, CreateJobResult(outcome="not_ours", message="owned by x"), T)
+    assert (s.ledger[-1].outcome, problem) == ("create-failed", "owned by x")
+    s, _ = cronplan.created(state(), run, CreateJobResult(outcome="cronjob_gone"), T)
+    assert s.observation.gone
+    held = state(ledger=[LedgerEntry(scheduled_time=T, outcome="created", job=run.name, job_uid="u")])
+    assert cronplan.ran(held, T + timedelta(seconds=30))  # the same minute's Job
