@@ -16,7 +16,7 @@ durable timer to the next schedule time:
 5. sleep until the next schedule time (plus the optional jitter), or until a signal or an update
    changes something.
 
-Armed creation (CJ-ARMED; ``lead_seconds`` > 0, policy Allow): the timer fires ``lead`` before
+Armed creation (CJ-52; ``lead_seconds`` > 0, policy Allow): the timer fires ``lead`` before
 the time, and that pass runs as of the time itself, handing the creation to
 ``create_cronjob_job_at`` on the worker's timed queue. The activity waits in the worker and
 creates the Job on the second, so a burst of CronJobs sharing a schedule needs no server round

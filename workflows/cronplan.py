@@ -10,7 +10,7 @@ is table-tested without a workflow (tests/unit/test_cronplan.py).
 One name per instant:
 
 * ``now``: the instant a pass runs as of. For an armed creation it is the schedule time the pass
-  was woken ahead of (CJ-ARMED), else ``workflow.now()``;
+  was woken ahead of (CJ-52), else ``workflow.now()``;
 * ``due``: a schedule time the pass acts on;
 * ``wake``: when the next pass runs (None: only on a change).
 
@@ -81,7 +81,7 @@ class Run:
     name: str
     due: datetime
     source: RunSource = "schedule"
-    #: Replace policy (CJ-REPLACE): these active Jobs are deleted first, and nothing is created
+    #: Replace policy (CJ-29): these active Jobs are deleted first, and nothing is created
     #: while one of them survives the delete
     replace: tuple[ObjectReference, ...] = ()
     manual: bool = False
@@ -99,7 +99,7 @@ class Pass:
 
     state: CronJobState
     events: list[EventInput] = field(default_factory=list)
-    #: finished Jobs beyond the history limits, to delete first (CJ-HISTORY)
+    #: finished Jobs beyond the history limits, to delete first (CJ-47 to CJ-50)
     history: list[ObjectReference] = field(default_factory=list)
     #: schedule times to run, oldest first, with their ledger source: the most recent one due, or
     #: with catch-up every missed one (CJ-CATCH-UP)
@@ -142,7 +142,7 @@ class _Edit:
 
     def warn_once(self, key: str, reason: str, message: str, *,
                   type_: Literal["Normal", "Warning"] = "Warning") -> None:
-        """One Event per ``key`` (CJ-EVENTS): a pass that meets the same problem again stays quiet."""
+        """One Event per ``key`` (CJ-51): a pass that meets the same problem again stays quiet."""
         if key in self.s.reported:
             return
         self.set(reported=[*self.s.reported, key][-REMEMBERED:])
@@ -191,7 +191,7 @@ def observe(state: CronJobState, obs: CronJobObservation) -> Observed:
 
 
 def job_observed(state: CronJobState, job: JobSummary, now: datetime) -> tuple[CronJobState, list[EventInput], bool]:
-    """One of the CronJob's Jobs finished, or disappeared (CJ-ACTIVE, CJ-LAST-SUCCESS, CJ-COUNTERS).
+    """One of the CronJob's Jobs finished, or disappeared (CJ-40, CJ-41, CJ-42, CJ-59).
 
     Returns the state, the Events, and whether anything changed. ``now`` stands in for the time a
     failed Job finished when it says none.
@@ -224,7 +224,7 @@ def job_observed(state: CronJobState, job: JobSummary, now: datetime) -> tuple[C
 
 
 def _count(e: _Edit, job: JobSummary, now: datetime) -> None:
-    """CJ-COUNTERS, CJ-LAST-FAILURE: each finished Job is counted once, whatever the bridge repeats."""
+    """CJ-59, CJ-LAST-FAILURE: each finished Job is counted once, whatever the bridge repeats."""
     c = e.s.counters
     e.set(counted=[*e.s.counted, job.uid][-REMEMBERED:])
     if job.outcome == "Complete":
@@ -245,12 +245,12 @@ def plan_pass(state: CronJobState, now: datetime, *, armed: bool, subminute: Sub
 
     Args:
         state: the workflow's state.
-        now: the instant the pass runs as of (for an armed pass, the schedule time, CJ-ARMED).
+        now: the instant the pass runs as of (for an armed pass, the schedule time, CJ-52).
         armed: the creation is to be handed to the worker, to happen at ``now``.
         subminute: see the module docstring.
     """
     e = _Edit(state)
-    if e.obs.deleting:  # CJ-2: a CronJob being deleted only reconciles its status
+    if e.obs.deleting:  # CJ-24: a CronJob being deleted only reconciles its status
         return Pass(state)
     history = _beyond_history_limits(e)
     spec = e.obs.spec
@@ -270,7 +270,7 @@ def plan_pass(state: CronJobState, now: datetime, *, armed: bool, subminute: Sub
     try:
         recent = cron.most_recent_schedule_time(sched, earliest=earliest, now=now,
                                                 starting_deadline_seconds=spec.starting_deadline_seconds)
-    except cron.ScheduleError as err:  # CJ-13: an impossible date
+    except cron.ScheduleError as err:  # CJ-15: an impossible date
         e.warn_once(f"{err.reason}:{e.obs.generation}", err.reason, err.message)
         return Pass(e.s, e.events, history)
     # CJ-CATCH-UP: an outage is caught up; a suspension is a decision, and only its latest time runs (CJ-25)
@@ -278,7 +278,7 @@ def plan_pass(state: CronJobState, now: datetime, *, armed: bool, subminute: Sub
                 and e.s.suspended_since is None)
     if e.s.suspended_since is not None:
         _ledger_suspended(e, sched, since=max(e.s.suspended_since, earliest), until=now, due=recent.due)
-    if recent.missed == "many" and not catch_up:  # CJ-15: warn, and still run the most recent
+    if recent.missed == "many" and not catch_up:  # CJ-18: warn, and still run the most recent
         e.warn_once(f"TooManyMissedTimes:{recent.due}", "TooManyMissedTimes",
                     "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew")
     due: list[tuple[datetime, RunSource]] = []
@@ -310,9 +310,9 @@ def _missed(e: _Edit, sched: cron.Schedule, *, earliest: datetime, now: datetime
 
 
 def already_processed(state: CronJobState, due: datetime, subminute: Subminute) -> bool:
-    """CJ-12: the Job for ``due`` is active, or ``due`` falls in the last schedule time's minute.
+    """CJ-26: the Job for ``due`` is active, or ``due`` falls in the last schedule time's minute.
 
-    Upstream compares the instants; within one minute every time names the same Job (CJ-16), so a
+    Upstream compares the instants; within one minute every time names the same Job (CJ-31), so a
     sub-minute schedule meets it again and acts once a minute (CJ-SUBMINUTE).
     """
     name = cron.job_name(state.observation.name, due)
@@ -324,9 +324,9 @@ def already_processed(state: CronJobState, due: datetime, subminute: Subminute) 
 
 def start(state: CronJobState, due: datetime, source: RunSource, *, subminute: Subminute,
           catching_up: bool = False) -> Start:
-    """Apply the concurrency policy (CJ-FORBID, CJ-REPLACE) to one due time: what to create.
+    """Apply the concurrency policy (CJ-28, CJ-29) to one due time: what to create.
 
-    Nothing for a time already processed (CJ-12) or, ``catching_up``, one whose Job the ledger
+    Nothing for a time already processed (CJ-26) or, ``catching_up``, one whose Job the ledger
     shows created.
     """
     e = _Edit(state)
@@ -347,12 +347,12 @@ def start(state: CronJobState, due: datetime, source: RunSource, *, subminute: S
 
 
 def replaced(state: CronJobState, res: DeleteJobsResult) -> CronJobState:
-    """Fold the Replace policy's delete in; a Job that survived it blocks the creation (CJ-REPLACE)."""
+    """Fold the Replace policy's delete in; a Job that survived it blocks the creation (CJ-29)."""
     return state.model_copy(update={"active": [a for a in state.active if a.name not in res.deleted]})
 
 
 def create_input(state: CronJobState, run: Run) -> CreateJobInput:
-    """The creation of ``run``'s Job (CJ-JOB: name, owner, labels and annotations)."""
+    """The creation of ``run``'s Job (CJ-30, CJ-32 to CJ-35: name, labels, annotations, owner)."""
     o = state.observation
     annotation = None
     if not run.manual:
@@ -365,7 +365,7 @@ def create_input(state: CronJobState, run: Run) -> CreateJobInput:
 
 
 def armed_input(state: CronJobState, run: Run, *, at: datetime, wait_seconds: float) -> CreateJobInput:
-    """An armed creation (CJ-ARMED): the worker waits until ``at`` and creates nothing if the spec
+    """An armed creation (CJ-52): the worker waits until ``at`` and creates nothing if the spec
     changed meanwhile (its generation) or the starting deadline passed."""
     sds = state.observation.spec.starting_deadline_seconds
     return create_input(state, run).model_copy(update={
@@ -374,7 +374,7 @@ def armed_input(state: CronJobState, run: Run, *, at: datetime, wait_seconds: fl
 
 
 def created(state: CronJobState, run: Run, res: CreateJobResult, now: datetime) -> tuple[CronJobState, str | None]:
-    """Fold a creation's result in (CJ-ACTIVE, CJ-LEDGER); returns the state and a line to log, if any.
+    """Fold a creation's result in (CJ-39, CJ-44, CJ-LEDGER); returns the state and a line to log, if any.
 
     ``now``: when the creation returned (the ledger's ``createdAt``).
     """
@@ -382,7 +382,7 @@ def created(state: CronJobState, run: Run, res: CreateJobResult, now: datetime) 
     if res.outcome == "cronjob_gone":
         e.gone()
     elif res.job is not None and not res.finished and not any(a.uid == res.job.uid for a in e.s.active):
-        # A finished namesake (two runs in one minute, CJ-16) is not active again: the bridge
+        # A finished namesake (two runs in one minute, CJ-31) is not active again: the bridge
         # already reported its end and would not report it twice.
         e.set(active=[*e.s.active, res.job])
     _ledger_created(e, run, res, now)
@@ -392,7 +392,7 @@ def created(state: CronJobState, run: Run, res: CreateJobResult, now: datetime) 
         e.set(last_schedule_time=run.due)
     elif res.outcome == "not_ours":
         return e.s, res.message
-    return e.s, None  # "too_late" included: the missed time is dropped silently (CJ-14)
+    return e.s, None  # "too_late" included: the missed time is dropped silently (CJ-20)
 
 
 def pass_goes_on(state: CronJobState) -> bool:
@@ -401,7 +401,7 @@ def pass_goes_on(state: CronJobState) -> bool:
 
 
 def wake_after(p: Pass, state: CronJobState, now: datetime, subminute: Subminute) -> datetime | None:
-    """When the next pass runs (CJ-NEXT): the next schedule time after the last one acted on, plus jitter."""
+    """When the next pass runs (CJ-21, CJ-60): the next schedule time after the last one acted on, plus jitter."""
     if p.schedule is None or p.earliest is None:
         return None
     sched = p.schedule
@@ -420,7 +420,7 @@ def wake_after(p: Pass, state: CronJobState, now: datetime, subminute: Subminute
 
 
 def _beyond_history_limits(e: _Edit) -> list[ObjectReference]:
-    """CJ-HISTORY: the oldest finished Jobs beyond each limit, to delete."""
+    """CJ-47 to CJ-50: the oldest finished Jobs beyond each limit, to delete."""
     spec = e.obs.spec
     excess: list[JobSummary] = []
     for outcome, limit in (("Complete", spec.successful_jobs_history_limit),
@@ -445,7 +445,7 @@ def history_deleted(state: CronJobState, res: DeleteJobsResult) -> CronJobState:
 # -- the status write --------------------------------------------------------------------------
 
 def status(state: CronJobState, wake: datetime | None) -> SyncCronJobInput:
-    """The status and batchd's annotations (CJ-STATUS, CJ-COUNTERS, CJ-NEXT-ANNOTATION)."""
+    """The status and batchd's annotations (CJ-45, CJ-58, CJ-59)."""
     o, c = state.observation, state.counters
     return SyncCronJobInput(
         namespace=o.namespace, name=o.name, uid=o.uid, active=state.active,
@@ -480,7 +480,7 @@ def base36(n: int) -> str:
 
 
 def trigger(state: CronJobState, now: datetime) -> Run:
-    """CJ-TRIGGER: a Job now, as ``kubectl create job --from=cronjob/NAME`` makes it, under a distinct name."""
+    """CJ-61: a Job now, as ``kubectl create job --from=cronjob/NAME`` makes it, under a distinct name."""
     return Run(f"{state.observation.name[:52]}-m{base36(int(now.timestamp()))}", now, "trigger", manual=True)
 
 
@@ -507,7 +507,7 @@ def suspended(state: CronJobState, patch: SetSuspendInput) -> CronJobState:
 
 
 def backfill_times(state: CronJobState, inp: BackfillInput, now: datetime) -> list[datetime]:
-    """CJ-BACKFILL: the schedule times from ``from`` to ``to``, one per Job name (per minute, CJ-16).
+    """CJ-BACKFILL: the schedule times from ``from`` to ``to``, one per Job name (per minute, CJ-31).
 
     Raises:
         BackfillRefused: the range is bad, too long or in the future, or one at a time is still running.
@@ -583,7 +583,7 @@ def backfill_queued(state: CronJobState) -> list[str]:
 # -- the run ledger (CJ-LEDGER) --------------------------------------------------------------------
 
 def ran(state: CronJobState, due: datetime) -> bool:
-    """Whether the ledger shows a Job created for the schedule time ``due`` (its minute's Job, CJ-16)."""
+    """Whether the ledger shows a Job created for the schedule time ``due`` (its minute's Job, CJ-31)."""
     name = cron.job_name(state.observation.name, due)
     return any(x.job == name and x.outcome in ("created", "replaced") for x in state.ledger)
 

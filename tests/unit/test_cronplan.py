@@ -166,7 +166,7 @@ def test_sync(name: str, given: dict[str, Any], now: datetime, created: list[dat
 
 
 def test_a_pass_is_idempotent() -> None:
-    """A second pass at the same instant finds the time processed: nothing twice, no write (CJ-12)."""
+    """A second pass at the same instant finds the time processed: nothing twice, no write (CJ-26)."""
     first = sync(state(), JUST_AFTER)
     again = sync(first.state, JUST_AFTER)
     assert again.created == [] and again.events == []
@@ -311,7 +311,7 @@ def test_backfill_one_at_a_time_advances_as_each_job_ends() -> None:
 
 
 def test_a_created_job_found_finished_is_not_active_again() -> None:
-    """CJ-16: two runs in one minute name one Job; the finished namesake stays out of ``active``."""
+    """CJ-31: two runs in one minute name one Job; the finished namesake stays out of ``active``."""
     s = state()
     run = cronplan.Run(job_name("cj", T), T)
     res = CreateJobResult(outcome="exists", finished=True, job=ObjectReference(name=run.name, namespace="ns", uid="u"))
