@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -362,11 +362,11 @@ class CronJobWorkflow:
                                               timeout=STALE_WAIT, timeout_summary="wait for the CronJob's new spec")
         return res
 
-    async def _delete(self, refs: list[ObjectReference], purpose: str) -> DeleteJobsResult:
+    async def _delete(self, refs: list[ObjectReference], purpose: Literal["replace", "history"]) -> DeleteJobsResult:
         res: DeleteJobsResult = await workflow.execute_local_activity(
             "delete_cronjob_jobs",
             DeleteJobsInput(namespace=self.obs.namespace, cronjob_name=self.obs.name, cronjob_uid=self.obs.uid,
-                            jobs=refs, purpose=purpose),  # type: ignore[arg-type]
+                            jobs=refs, purpose=purpose),
             result_type=DeleteJobsResult, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
             summary=f"delete {len(refs)} Job(s) ({purpose})")
         return res
