@@ -11,8 +11,9 @@ Semantics are those of robfig/cron v3.0.1, the version Kubernetes vendors: ``Par
 the standard five fields with descriptors (parser.go), ``SpecSchedule.Next`` (spec.go) and
 ``ConstantDelaySchedule`` (constantdelay.go), on Go's ``time`` arithmetic, with the parts of Go's
 ``time.ParseDuration``, ``time.LoadLocation`` and ``strconv`` that the results and the error texts
-depend on. Parser and ``Next`` were checked against robfig/cron v3.0.1 itself (Debian
-golang-github-robfig-cron-dev) on 28,000 random schedules, zones and start times.
+depend on. What the parser accepts and what ``Next`` returns were checked against robfig/cron
+v3.0.1 itself (Debian golang-github-robfig-cron-dev) on 28,000 random schedules, zones and start
+times; the error texts follow v3.0.1's parser.go and Go's strconv and time sources.
 
 croniter is deliberately not used: it disagrees with robfig on the grammar (accepts ``7``, 6 or 7
 fields, ``L``/``W``/``#``, no ``@every``, no ``TZ=``), on ``*/1`` in a day field (croniter ORs the
@@ -22,8 +23,8 @@ robfig skips that day).
 Where this differs from robfig on purpose:
 - A schedule without ``TZ=`` is evaluated in UTC, not in the process's local zone; ``Local`` is
   UTC too.
-- ``TZ=<zone>`` with nothing after it makes v3.0.1 slice out of bounds and panic (the API server
-  turns that into a 500); here it is a :class:`ParseError`.
+- ``TZ=<zone>`` with nothing after it makes v3.0.1 slice out of bounds and panic; here it is a
+  :class:`ParseError`.
 - A schedule that can never match (an empty field such as ``,``) has no next activation at once,
   where robfig searches five years minute by minute to find none.
 """
@@ -307,7 +308,8 @@ def load_location(name: str) -> tzinfo:
         The zone.
 
     Raises:
-        LookupError: the zone cannot be loaded; the message is Go's (``unknown time zone X``).
+        LookupError: the zone cannot be loaded; the message is Go's (``unknown time zone X``), but
+            for a name that exists and is no zone (``America``), where Go names the read error.
     """
     if name in ("", "UTC", "Local"):
         return UTC

@@ -122,11 +122,17 @@ def test_accepted(schedule: str) -> None:
 
 
 def cronjob(schedule: str) -> dict[str, Any]:
-    template = {"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox"}]}}
+    template = {
+        "spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox"}]}
+    }
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": {"name": "hello", "namespace": "default", "uid": "0b1c2d3e-0000-4000-8000-000000000001"},
+        "metadata": {
+            "name": "hello",
+            "namespace": "default",
+            "uid": "0b1c2d3e-0000-4000-8000-000000000001",
+        },
         "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": template}}},
     }
 
@@ -136,12 +142,18 @@ def kubesim_schedule_causes(schedule: str) -> list[str]:
     try:
         strategy.prepare_create("batch", "cronjobs", cronjob(schedule), now=START)
     except ApiError as err:
-        return [c.message for c in err.causes if c.field == "spec.schedule" and "TZ or CRON_TZ" not in c.message]
+        return [
+            c.message
+            for c in err.causes
+            if c.field == "spec.schedule" and "TZ or CRON_TZ" not in c.message
+        ]
     return []
 
 
 @pytest.mark.parametrize(
-    "schedule", [c[1] for c in REFUSED if c[1]] + ACCEPTED, ids=[c[0] for c in REFUSED if c[1]] + ACCEPTED
+    "schedule",
+    [c[1] for c in REFUSED if c[1]] + ACCEPTED,
+    ids=[c[0] for c in REFUSED if c[1]] + ACCEPTED,
 )
 def test_kubesim_refuses_exactly_what_batchd_cannot_parse(schedule: str) -> None:
     # API-51 and CJ-11 over one table. The empty schedule is left out: the API server reports it
@@ -209,7 +221,13 @@ def test_go_duration_errors(text: str, message: str) -> None:
 
 @pytest.mark.parametrize(
     ("schedule", "seconds"),
-    [("@every 0", 1), ("@every -5m", 1), ("@every 500ms", 1), ("@every 1.5s", 1), ("@every 1.9999999999999999999s", 2)],
+    [
+        ("@every 0", 1),
+        ("@every -5m", 1),
+        ("@every 500ms", 1),
+        ("@every 1.5s", 1),
+        ("@every 1.9999999999999999999s", 2),
+    ],
 )
 def test_every_is_whole_seconds_and_at_least_one(schedule: str, seconds: int) -> None:
     # CJ-5: robfig's Every raises a delay under 1 s to 1 s and truncates the rest.
