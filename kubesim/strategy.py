@@ -1,7 +1,8 @@
 """Registry strategies: what kube-apiserver does to an object between decoding and storing it.
 
-Layer: kubesim (imports nothing from batchd). Called by the kubesim server on every create and
-update (main resource and ``/status``) after it assigned the server-owned metadata (uid, name,
+Layer: kubesim (imports nothing from batchd; CronJob schedules are parsed by the standalone
+``cronexpr``, batchd's parser too). Called by the kubesim server on every create and update (main
+resource and ``/status``) after it assigned the server-owned metadata (uid, name,
 namespace, creationTimestamp) and before it stores the object. Objects are plain JSON dicts as
 received over HTTP; every function returns a new dict and never mutates its arguments.
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import zoneinfo
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,6 +26,7 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any
 
+import cronexpr
 from kubesim import schema
 from kubesim.codec import clone
 from kubesim.errors import ApiError, Cause, invalid
@@ -35,9 +36,6 @@ Obj = dict[str, Any]
 __all__ = [
     "prepare_create",
     "prepare_update",
-    "parse_cron_standard",
-    "parse_go_duration",
-    "CronParseError",
 ]
 
 # --------------------------------------------------------------------------------------------
@@ -1453,198 +1451,6 @@ def _bump_generation(new: Obj, old: Obj) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# CronJob schedules: robfig/cron v3 ParseStandard (spec B1–B3)
-# --------------------------------------------------------------------------------------------
-
-
-class CronParseError(ValueError):
-    """The parser's error; its text is what the apiserver reports for spec.schedule."""
-
-
-@dataclass(frozen=True)
-class _Bounds:
-    lo: int
-    hi: int
-    names: dict[str, int] | None = None
-
-
-_MONTH_NAMES = {
-    n: i + 1 for i, n in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())
-}
-_DOW_NAMES = {n: i for i, n in enumerate("sun mon tue wed thu fri sat".split())}
-_FIELD_BOUNDS = (
-    _Bounds(0, 59),  # minute
-    _Bounds(0, 23),  # hour
-    _Bounds(1, 31),  # day of month
-    _Bounds(1, 12, _MONTH_NAMES),  # month
-    _Bounds(0, 6, _DOW_NAMES),  # day of week: 7 is NOT Sunday in cron v3
-)
-_DESCRIPTORS = frozenset(
-    {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
-)
-
-
-def _go_atoi(text: str) -> int:
-    if not re.fullmatch(r"[+-]?[0-9]+", text):
-        raise CronParseError(
-            f'failed to parse int from {text}: strconv.Atoi: parsing "{text}": invalid syntax'
-        )
-    value = int(text)
-    if not -(2**63) <= value < 2**63:
-        raise CronParseError(
-            f'failed to parse int from {text}: strconv.Atoi: parsing "{text}": value out of range'
-        )
-    return value
-
-
-def _must_parse_int(text: str) -> int:
-    value = _go_atoi(text)
-    if value < 0:
-        raise CronParseError(f"negative number ({value}) not allowed: {text}")
-    return value
-
-
-def _parse_int_or_name(text: str, names: dict[str, int] | None) -> int:
-    if names is not None and text.lower() in names:
-        return names[text.lower()]
-    return _must_parse_int(text)
-
-
-def _cron_range(expr: str, b: _Bounds) -> set[int]:
-    range_and_step = expr.split("/")
-    low_and_high = range_and_step[0].split("-")
-    single = len(low_and_high) == 1
-    if low_and_high[0] in ("*", "?"):
-        start, end = b.lo, b.hi
-    else:
-        start = _parse_int_or_name(low_and_high[0], b.names)
-        if len(low_and_high) == 1:
-            end = start
-        elif len(low_and_high) == 2:
-            end = _parse_int_or_name(low_and_high[1], b.names)
-        else:
-            raise CronParseError(f"too many hyphens: {expr}")
-    if len(range_and_step) == 1:
-        step = 1
-    elif len(range_and_step) == 2:
-        step = _must_parse_int(range_and_step[1])
-        if single:  # "N/step" means N..max by step (spec B2)
-            end = b.hi
-    else:
-        raise CronParseError(f"too many slashes: {expr}")
-    if start < b.lo:
-        raise CronParseError(f"beginning of range ({start}) below minimum ({b.lo}): {expr}")
-    if end > b.hi:
-        raise CronParseError(f"end of range ({end}) above maximum ({b.hi}): {expr}")
-    if start > end:
-        raise CronParseError(f"beginning of range ({start}) beyond end of range ({end}): {expr}")
-    if step == 0:
-        raise CronParseError(f"step of range should be a positive number: {expr}")
-    return set(range(start, end + 1, step))
-
-
-def _cron_field(text: str, b: _Bounds) -> set[int]:
-    values: set[int] = set()
-    for expr in (p for p in text.split(",") if p):  # strings.FieldsFunc drops empty parts
-        values |= _cron_range(expr, b)
-    return values
-
-
-def _load_zone(name: str) -> zoneinfo.ZoneInfo:
-    """time.LoadLocation over the system zone database, falling back to the tzdata package."""
-    if name in ("", "UTC"):
-        return zoneinfo.ZoneInfo("UTC")
-    try:
-        return zoneinfo.ZoneInfo(name)
-    except Exception as e:  # ZoneInfoNotFoundError, ValueError, IsADirectoryError, ...
-        raise LookupError(f"unknown time zone {name}") from e
-
-
-def parse_cron_standard(spec: str) -> None:
-    """Validate ``spec`` as cron v3 ``ParseStandard`` would; raise :class:`CronParseError`.
-
-    The returned schedule itself is not needed here: kubesim only validates (batchd computes
-    times in its own module).
-    """
-    if not spec:
-        raise CronParseError("empty spec string")
-    if spec.startswith("TZ=") or spec.startswith("CRON_TZ="):
-        i = spec.find(" ")
-        eq = spec.find("=")
-        zone = spec[eq + 1 : i] if i >= 0 else spec[eq + 1 :]
-        try:
-            _load_zone(zone)
-        except LookupError as e:
-            raise CronParseError(f"provided bad location {zone}: {e}") from None
-        spec = spec[i:].strip() if i >= 0 else ""
-    if spec.startswith("@"):
-        if spec in _DESCRIPTORS:
-            return
-        if spec.startswith("@every "):
-            try:
-                parse_go_duration(spec[len("@every ") :])
-            except ValueError as e:
-                raise CronParseError(f"failed to parse duration {spec}: {e}") from None
-            return
-        raise CronParseError(f"unrecognized descriptor: {spec}")
-    fields = spec.split()
-    if len(fields) != 5:
-        shown = (
-            "[" + " ".join(["0", *fields]) + "]"
-        )  # the parser prepends the implicit seconds field
-        raise CronParseError(f"expected exactly 5 fields, found {len(fields)}: {shown}")
-    for text, b in zip(fields, _FIELD_BOUNDS, strict=True):
-        _cron_field(text, b)
-
-
-_DURATION_UNITS = {
-    "ns": 1,
-    "us": 1_000,
-    "µs": 1_000,  # U+00B5
-    "μs": 1_000,  # U+03BC
-    "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60_000_000_000,
-    "h": 3_600_000_000_000,
-}
-
-
-def parse_go_duration(text: str) -> int:
-    """Go's ``time.ParseDuration``: nanoseconds, or ValueError with Go's message."""
-    orig = text
-    quoted = '"' + orig + '"'
-    neg = False
-    if text and text[0] in "+-":
-        neg = text[0] == "-"
-        text = text[1:]
-    if text == "0":
-        return 0
-    if not text:
-        raise ValueError("time: invalid duration " + quoted)
-    total = Decimal(0)
-    while text:
-        m = re.match(r"([0-9]*)(\.[0-9]*)?", text)
-        assert m is not None
-        whole, frac = m.group(1), m.group(2) or ""
-        if not whole and frac in ("", "."):
-            raise ValueError("time: invalid duration " + quoted)
-        text = text[m.end() :]
-        u = re.match(r"[^0-9.]*", text)
-        assert u is not None
-        unit = u.group(0)
-        if not unit:
-            raise ValueError("time: missing unit in duration " + quoted)
-        if unit not in _DURATION_UNITS:
-            raise ValueError(f'time: unknown unit "{unit}" in duration {quoted}')
-        text = text[u.end() :]
-        total += Decimal((whole or "0") + (frac if frac != "." else "")) * _DURATION_UNITS[unit]
-    if total > 2**63 - 1 + (1 if neg else 0):
-        raise ValueError("time: invalid duration " + quoted)
-    nanos = int(total)
-    return -nanos if neg else nanos
-
-
-# --------------------------------------------------------------------------------------------
 # CronJobs: defaults (D1), validation (D3–D11, B8, B9)
 # --------------------------------------------------------------------------------------------
 
@@ -1668,7 +1474,7 @@ def _default_cronjob(cj: Obj) -> None:
 
 
 def _validate_time_zone(tz: Any, path: str, errs: _Errs) -> None:
-    """spec B9."""
+    """API-53."""
     if tz is None:
         return
     if tz == "":
@@ -1685,7 +1491,7 @@ def _validate_time_zone(tz: Any, path: str, errs: _Errs) -> None:
             "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
         )
     try:
-        _load_zone(tz)
+        cronexpr.load_location(tz)
     except LookupError as e:
         if tz.lower() != "local":
             errs.invalid(path, tz, str(e))
@@ -1694,14 +1500,14 @@ def _validate_time_zone(tz: Any, path: str, errs: _Errs) -> None:
 def _validate_cronjob_spec(spec: Obj, old_spec: Obj | None, errs: _Errs) -> None:
     schedule = spec.get("schedule") or ""
     if not schedule:
-        errs.required("spec.schedule")  # spec D4
+        errs.required("spec.schedule")  # API-51
     else:
-        try:
-            parse_cron_standard(schedule)
-        except CronParseError as e:
+        try:  # the parser batchd evaluates schedules with, in robfig's words (API-51)
+            cronexpr.parse_standard(schedule)
+        except cronexpr.ParseError as e:
             errs.invalid("spec.schedule", schedule, str(e))
         allow_tz = old_spec is not None and "TZ" in (old_spec.get("schedule") or "")
-        if allow_tz and "TZ" in schedule and spec.get("timeZone") is not None:  # spec B8
+        if allow_tz and "TZ" in schedule and spec.get("timeZone") is not None:  # API-57
             errs.invalid(
                 "spec.schedule",
                 schedule,

@@ -1210,7 +1210,7 @@ INVALID_SCHEDULES = [
     (
         "six fields (seconds) are rejected",
         "0 0 0 * * *",
-        "expected exactly 5 fields, found 6: [0 0 0 0 * * *]",
+        "expected exactly 5 fields, found 6: [0 0 0 * * *]",
     ),
     ("four fields are rejected", "* * * *", "expected exactly 5 fields, found 4"),
     ("minute 60 is out of range", "60 * * * *", "end of range (60) above maximum (59): 60"),
@@ -1258,11 +1258,6 @@ def test_empty_schedule_is_required() -> None:
     assert ("spec.schedule", "FieldValueRequired", "Required value") in rejected(
         "batch", "cronjobs", cronjob(schedule="")
     )
-
-
-def test_parser_rejects_empty_spec() -> None:
-    with pytest.raises(strategy.CronParseError, match="empty spec string"):
-        strategy.parse_cron_standard("")
 
 
 def test_tz_in_schedule_is_rejected_on_create() -> None:
@@ -1665,12 +1660,3 @@ def test_wrong_json_type_is_a_bad_request() -> None:
         'Job in version "v1" cannot be handled as a Job: json: cannot unmarshal string into Go struct '
         "field JobSpec.spec.ttlSecondsAfterFinished of type int32"
     )
-
-
-def test_go_duration_parser() -> None:
-    assert strategy.parse_go_duration("1h30m") == 5400 * 10**9
-    assert strategy.parse_go_duration("1.5s") == 1_500_000_000
-    assert strategy.parse_go_duration("-2m") == -120 * 10**9
-    assert strategy.parse_go_duration("0") == 0
-    with pytest.raises(ValueError, match='time: invalid duration ""'):
-        strategy.parse_go_duration("")

@@ -1,5 +1,6 @@
-"""Tier-1 tables for workflows/cron.py: robfig/cron v3 schedule semantics as the CronJob
-controller uses them (spec/cronjob-and-ttl.md B1-B24, C15, C16, C18).
+"""Tier-1 tables for workflows/cron.py: robfig/cron v3 schedule semantics (parsed and evaluated by
+cronexpr) as the CronJob controller uses them (docs/cronjob.md CJ-3 to CJ-21, CJ-30, CJ-31,
+CJ-33). cronexpr's own error texts and its agreement with kubesim are in test_cronexpr.py.
 
 Expected values were checked against robfig/cron v3.0.1 itself (a throwaway Go program over
 Debian's golang-github-robfig-cron-dev, not part of this repo). Every ``now`` is a fixed
@@ -58,7 +59,7 @@ def parse(schedule: str, zone: str | None = None) -> Schedule:
     return parsed
 
 
-# --- Next: grammar, descriptors, day rules, calendars, DST (B1-B5, B7) -------------------------
+# --- Next: grammar, descriptors, day rules, calendars, DST (CJ-3 to CJ-7, CJ-9) ----------------
 
 NEXT_CASES = [
     # (id, schedule, spec.timeZone, start, expected activations)
@@ -101,7 +102,7 @@ NEXT_CASES = [
      ["2026-01-01T06:00:00Z", "2026-01-01T12:00:00Z", "2026-01-02T00:00:00Z"]),
     ("comma list of values and ranges", "0 0 1,15-16 * *", None, "2026-01-01T00:00:00Z",
      ["2026-01-15T00:00:00Z", "2026-01-16T00:00:00Z", "2026-02-01T00:00:00Z"]),
-    # spec B4: both day fields restricted -> either matches (1 Feb 2026 is a Sunday).
+    # CJ-6: both day fields restricted -> either matches (1 Feb 2026 is a Sunday).
     ("day-of-month and day-of-week both restricted: either matches", "0 0 1 * 1", None,
      "2026-01-26T00:00:00Z", ["2026-02-01T00:00:00Z", "2026-02-02T00:00:00Z",
                               "2026-02-09T00:00:00Z"]),
@@ -159,7 +160,7 @@ def test_next_activations(
 
 
 def test_next_returns_whole_second_utc() -> None:
-    # spec B5
+    # CJ-7
     result = parse("@every 1s").next(at("2026-01-01T00:00:00.999999+05:30"))
     assert result == at("2025-12-31T18:30:01Z")
     assert result is not None and result.tzinfo is UTC and result.microsecond == 0
@@ -181,7 +182,7 @@ def test_agrees_with_croniter_in_utc(schedule: str) -> None:
     assert nexts(parse(schedule), start, 12) == expected
 
 
-# --- Parse errors, zones and warnings (B1-B3, B6, B7, B10, B11) --------------------------------
+# --- Parse errors, zones and warnings (CJ-3 to CJ-5, CJ-8 to CJ-11) ----------------------------
 
 UNPARSEABLE = [
     ("empty schedule", ""),
@@ -218,7 +219,7 @@ UNPARSEABLE = [
 
 @pytest.mark.parametrize("schedule", [c[1] for c in UNPARSEABLE], ids=[c[0] for c in UNPARSEABLE])
 def test_unparseable_schedule(schedule: str) -> None:
-    # spec B1-B3, B11
+    # CJ-3 to CJ-5, CJ-11
     with pytest.raises(ScheduleError) as caught:
         parse_schedule(schedule, None)
     assert caught.value.reason == "UnparseableSchedule"
@@ -237,7 +238,7 @@ UNKNOWN_ZONES = [
     ("schedule", "zone"), [c[1:] for c in UNKNOWN_ZONES], ids=[c[0] for c in UNKNOWN_ZONES]
 )
 def test_unknown_time_zone(schedule: str, zone: str) -> None:
-    # spec B10, C9
+    # CJ-10, CJ-23
     with pytest.raises(ScheduleError) as caught:
         parse_schedule(schedule, zone)
     assert caught.value.reason == "UnknownTimeZone"
@@ -255,7 +256,7 @@ def test_unknown_time_zone(schedule: str, zone: str) -> None:
 def test_tz_in_schedule_warns_and_ignores_time_zone(
     schedule: str, zone: str | None, first: str
 ) -> None:
-    # spec B6
+    # CJ-8
     parsed, warnings = parse_schedule(schedule, zone)
     assert [w.reason for w in warnings] == ["UnsupportedSchedule"]
     assert iso(parsed.next(at("2025-12-31T12:00:00Z"))) == first
@@ -271,7 +272,7 @@ def test_warning_is_a_value() -> None:
     assert '"TZ=UTC 0 0 * * *"' in warning.message
 
 
-# --- Catch-up math: mostRecentScheduleTime (B12-B17, B22) --------------------------------------
+# --- Catch-up math: mostRecentScheduleTime (CJ-12 to CJ-17, CJ-20) -----------------------------
 
 HOURLY, MINUTELY = "0 * * * *", "* * * * *"
 MOST_RECENT = [
@@ -360,7 +361,7 @@ MISSED = [
                          [c[1:] for c in MISSED], ids=[c[0] for c in MISSED])
 def test_missed_times(schedule: str, earliest: str, now: str, sds: int | None, keep: int, first: str | None,
                       count: int, dropped: str | None, n_dropped: int) -> None:
-    # CJ-CATCH-UP: every missed time in the window (B12, B13), the latest ``keep``; the work is bounded
+    # CJ-CATCH-UP: every missed time in the window (CJ-12, CJ-13), the latest ``keep``; the work is bounded
     sched = parse(schedule)
     result = missed_times(sched, earliest=at(earliest), now=at(now), starting_deadline_seconds=sds, keep=keep)
     assert (len(result.times), len(result.dropped)) == (count, n_dropped)
@@ -395,7 +396,7 @@ def test_schedule_times_over_the_limit_is_none() -> None:
 
 @pytest.mark.parametrize("schedule", ["0 0 31 2 *", "0 0 30 2 *"])
 def test_impossible_date_is_invalid_schedule(schedule: str) -> None:
-    # spec B15, B18
+    # CJ-15
     with pytest.raises(ScheduleError) as caught:
         most_recent_schedule_time(
             parse(schedule),
@@ -407,7 +408,7 @@ def test_impossible_date_is_invalid_schedule(schedule: str) -> None:
     assert "less than 1 second" in caught.value.message
 
 
-# --- Wake-up: nextScheduleTimeDuration (B24) ----------------------------------------------------
+# --- Wake-up: nextScheduleTimeDuration (CJ-21) -------------------------------------------------
 
 WAKEUPS = [
     # (id, schedule, earliest, now, expected wake-up)
@@ -436,7 +437,7 @@ def test_next_wakeup(schedule: str, earliest: str, now: str, expected: str | Non
 
 
 def test_next_wakeup_ignores_the_deadline_clamp() -> None:
-    # spec B13, B24: a CronJob whose misses are all too late still wakes at its next slot.
+    # CJ-13, CJ-21: a CronJob whose misses are all too late still wakes at its next slot.
     schedule = parse(HOURLY)
     earliest, now = at("2026-01-01T00:00:00Z"), at("2026-01-03T13:30:00Z")
     assert most_recent_schedule_time(
@@ -446,7 +447,7 @@ def test_next_wakeup_ignores_the_deadline_clamp() -> None:
 
 
 def test_next_wakeup_pad_is_upstreams_100ms_when_asked() -> None:
-    # spec B25
+    # CJ-21
     woke = next_wakeup(
         parse(HOURLY),
         earliest=at("2026-01-01T10:00:00Z"),
@@ -456,7 +457,7 @@ def test_next_wakeup_pad_is_upstreams_100ms_when_asked() -> None:
     assert woke == at("2026-01-01T11:00:00.100000Z")
 
 
-# --- Job name and scheduled-timestamp annotation (C15, C16, C18) -------------------------------
+# --- Job name and scheduled-timestamp annotation (CJ-30, CJ-31, CJ-33) -------------------------
 
 JOB_NAMES = [
     ("minutes since the epoch", "hello", "2026-01-15T10:00:00Z", "hello-29474520"),
@@ -475,7 +476,7 @@ def test_job_name(name: str, scheduled: str, expected: str) -> None:
 
 
 def test_two_activations_in_one_minute_share_a_job_name() -> None:
-    # spec C16: the second one takes the AlreadyExists path.
+    # CJ-31: the second one takes the AlreadyExists path.
     first, second, third = (
         at(str(t)) for t in nexts(parse("@every 30s"), at("2026-01-15T09:59:30Z"), 3)
     )
@@ -511,7 +512,7 @@ def test_scheduled_timestamp_annotation(zone: str | None, scheduled: str, expect
 
 
 def test_annotation_with_unknown_zone_is_an_error() -> None:
-    # spec C18: no Job is made.
+    # CJ-33; an unknown zone makes no Job (CJ-10).
     with pytest.raises(ScheduleError) as caught:
         scheduled_timestamp_annotation(at("2026-01-15T10:00:00Z"), "Nowhere/City")
     assert caught.value.reason == "UnknownTimeZone"
