@@ -37,6 +37,7 @@ from temporalio import activity
 
 from activities.errors import KubeError, NotFound, Unreachable, from_response, temporal_errors
 from workflows.models.common import EventInput, ObjectRef
+from workflows.times import rfc3339
 
 _tracer = trace.get_tracer("batchd.kube")
 
@@ -384,7 +385,7 @@ class Kube:
         """
         digest = hashlib.sha256(f"{ref.uid}|{type}|{reason}|{message}".encode()).hexdigest()[:16]
         name = f"{ref.name}.{digest}"
-        stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339(now)
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": name, "namespace": ref.namespace},
