@@ -30,7 +30,7 @@ from activities.errors import (
     temporal_errors,
 )
 from activities.kube import Clock, Kube, SystemClock, prestarted_pool
-from workflows.models.common import ObjectRef
+from workflows.models.common import JobStatus, ObjectRef, finished_condition
 from workflows.models.cronjob import (
     MANUAL_INSTANTIATE_ANNOTATION,
     SCHEDULED_TIMESTAMP_ANNOTATION,
@@ -223,8 +223,7 @@ class CronJobActivities:
             if owner.get("uid") != inp.cronjob_uid:
                 return CreateJobResult(outcome="not_ours", message=f"Job {inp.job_name} exists and is not controlled by this CronJob")
             activity.logger.info("Job %s/%s already exists", inp.namespace, inp.job_name)
-            finished = any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-                           for c in (existing.get("status") or {}).get("conditions") or [])
+            finished = finished_condition(JobStatus.model_validate(existing.get("status") or {}).conditions) is not None
             return CreateJobResult(outcome="exists", job=_ref(existing), finished=finished)
         except (Invalid, Forbidden) as err:
             if namespace_terminating(err):
