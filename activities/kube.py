@@ -1,7 +1,7 @@
 """A small generic Kubernetes client: JSON over HTTP/1.1 keep-alive connections.
 
 Layer: activities. Used by the activities (activities/ttl.py, ...) and by the bridge's informers
-(worker/bridge.py). It speaks plain JSON dicts (parsed into the subset models of
+(worker/informer.py). It speaks plain JSON dicts (parsed into the subset models of
 workflows/models/ by callers), puts a timeout on every request, and raises only the
 :mod:`activities.errors` taxonomy.
 

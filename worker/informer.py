@@ -145,9 +145,9 @@ class Informer:
                 log.exception("informer %s: observer failed", self._thread.name)
 
 
-# What the bridge reads of each kind: the fields of the subset models (workflows/models/
+# What the routers (worker/routes.py) read of each kind: the fields of the subset models (workflows/models/
 # ObjectMeta, Job, Pod, CronJob) plus the raw Job status times JobSummary.of takes. A field
-# the bridge starts to read must be added here; tests/unit/test_bridge_view.py compares the
+# a router starts to read must be added here; tests/unit/test_bridge_view.py compares the
 # models parsed from a full object and from its view.
 _META = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
          "labels", "annotations", "ownerReferences", "finalizers")

@@ -1,6 +1,6 @@
 """The Job controller as one durable workflow per Job (finalizer-based Pod tracking, KEP-3939).
 
-Layer: workflows (deterministic). Started and poked by the bridge (worker/bridge.py) on
+Layer: workflows (deterministic). Started and poked by the bridge's Job router (worker/routes.py) on
 ``job/{ns}/{name}/{uid}`` for Jobs whose ``spec.managedBy`` is ``batchd.io/job-controller``.
 Activities (activities/job.py) are called by name; the decisions are pure (workflows/jobsync.py).
 
