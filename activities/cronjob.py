@@ -30,7 +30,7 @@ from activities.errors import (
     temporal_errors,
 )
 from activities.kube import Clock, Kube, SystemClock, prestarted_pool
-from workflows.models.common import ObjectRef
+from workflows.models.common import JobStatus, ObjectRef, finished_condition
 from workflows.models.cronjob import (
     MANUAL_INSTANTIATE_ANNOTATION,
     SCHEDULED_TIMESTAMP_ANNOTATION,
@@ -46,6 +46,7 @@ from workflows.models.cronjob import (
     SyncCronJobResult,
 )
 from workflows.models.job import JOB_MANAGED_BY
+from workflows.times import rfc3339
 
 T = TypeVar("T")
 COMPONENT = "batchd-cronjob-controller"
@@ -62,10 +63,6 @@ CREATION_SKEW = _meter.create_histogram(
     description="Time from a Job's scheduled time to its creation by the CronJob workflow",
     explicit_bucket_boundaries_advisory=[0.05, 0.1, 0.25, 0.5] + [float(2**k) for k in range(10)],
 )
-
-
-def _stamp(t: datetime | None) -> str | None:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
 
 
 def _ref(job: dict[str, Any]) -> ObjectReference:
@@ -212,7 +209,7 @@ class CronJobActivities:
             return CreateJobResult(outcome="stale", generation=generation)
         if inp.latest is not None and self.clock.now() > inp.latest:
             activity.logger.info("CronJob %s/%s: the run of %s is past its starting deadline", inp.namespace,
-                                 inp.cronjob_name, _stamp(inp.scheduled))
+                                 inp.cronjob_name, rfc3339(inp.scheduled))
             return CreateJobResult(outcome="too_late")
         body = build_job(cj, inp)
         try:
@@ -226,8 +223,7 @@ class CronJobActivities:
             if owner.get("uid") != inp.cronjob_uid:
                 return CreateJobResult(outcome="not_ours", message=f"Job {inp.job_name} exists and is not controlled by this CronJob")
             activity.logger.info("Job %s/%s already exists", inp.namespace, inp.job_name)
-            finished = any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-                           for c in (existing.get("status") or {}).get("conditions") or [])
+            finished = finished_condition(JobStatus.model_validate(existing.get("status") or {}).conditions) is not None
             return CreateJobResult(outcome="exists", job=_ref(existing), finished=finished)
         except (Invalid, Forbidden) as err:
             if namespace_terminating(err):
@@ -241,7 +237,7 @@ class CronJobActivities:
         if not inp.manual:
             CREATION_SKEW.record(max(0.0, (self.clock.now() - inp.scheduled).total_seconds()))
         activity.logger.info("created Job %s/%s for %s (created %s)", inp.namespace, inp.job_name,
-                             _stamp(inp.scheduled), _stamp(created))
+                             rfc3339(inp.scheduled), rfc3339(created))
         return CreateJobResult(outcome="created", job=_ref(job))
 
     # A worker that dies holding an armed creation is noticed by its missing heartbeats, within
@@ -318,8 +314,8 @@ class CronJobActivities:
             return SyncCronJobResult(gone=True)
         status = {
             "active": [a.model_dump(mode="json", by_alias=True, exclude_none=True) for a in inp.active] or None,
-            "lastScheduleTime": _stamp(inp.last_schedule_time),
-            "lastSuccessfulTime": _stamp(inp.last_successful_time),
+            "lastScheduleTime": rfc3339(inp.last_schedule_time),
+            "lastSuccessfulTime": rfc3339(inp.last_successful_time),
         }
         current = cj.get("status") or {}
         if any(current.get(k) != v for k, v in status.items()):
@@ -340,7 +336,7 @@ class CronJobActivities:
             return SyncCronJobResult(gone=True)
         notes: dict[str, str | None] = {SUSPEND_REASON_ANNOTATION: inp.reason if inp.suspend else None}
         if inp.at is not None or not inp.suspend:
-            notes[SUSPENDED_AT_ANNOTATION] = _stamp(inp.at) if inp.suspend else None
+            notes[SUSPENDED_AT_ANNOTATION] = rfc3339(inp.at) if inp.suspend else None
         self.kube.patch("CronJob", inp.namespace, inp.name,
                         {"metadata": {"annotations": notes}, "spec": {"suspend": inp.suspend}})
         return SyncCronJobResult()

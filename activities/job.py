@@ -47,14 +47,11 @@ from workflows.models.job import (
     WriteStatusInput,
     job_snapshot,
 )
+from workflows.times import rfc3339
 
 MAX_PARALLEL = 16  # concurrent Pod requests within one activity
 #: Strategic merge patch that removes only the tracking finalizer (as upstream does, C5).
 _RELEASE = {"metadata": {"$deleteFromPrimitiveList/finalizers": [JOB_TRACKING_FINALIZER]}}
-
-
-def _stamp(t: Any) -> str | None:
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
 
 
 def status_body(s: JobStatusView, indexed: bool) -> dict[str, Any]:
@@ -63,10 +60,10 @@ def status_body(s: JobStatusView, indexed: bool) -> dict[str, Any]:
         "active": s.active, "ready": s.ready, "terminating": s.terminating,
         "succeeded": s.succeeded, "failed": s.failed,
         "uncountedTerminatedPods": {"succeeded": s.uncounted_succeeded, "failed": s.uncounted_failed},
-        "startTime": _stamp(s.start_time), "completionTime": _stamp(s.completion_time),
+        "startTime": rfc3339(s.start_time), "completionTime": rfc3339(s.completion_time),
         "conditions": [
             {"type": c.type, "status": c.status, "reason": c.reason or "", "message": c.message or "",
-             "lastTransitionTime": _stamp(c.last_transition_time), "lastProbeTime": _stamp(c.last_transition_time)}
+             "lastTransitionTime": rfc3339(c.last_transition_time), "lastProbeTime": rfc3339(c.last_transition_time)}
             for c in s.conditions
         ] or None,
     }

@@ -1,7 +1,7 @@
 """A small generic Kubernetes client: JSON over HTTP/1.1 keep-alive connections.
 
 Layer: activities. Used by the activities (activities/ttl.py, ...) and by the bridge's informers
-(worker/bridge.py). It speaks plain JSON dicts (parsed into the subset models of
+(worker/informer.py). It speaks plain JSON dicts (parsed into the subset models of
 workflows/models/ by callers), puts a timeout on every request, and raises only the
 :mod:`activities.errors` taxonomy.
 
@@ -37,6 +37,7 @@ from temporalio import activity
 
 from activities.errors import KubeError, NotFound, Unreachable, from_response, temporal_errors
 from workflows.models.common import EventInput, ObjectRef
+from workflows.times import rfc3339
 
 _tracer = trace.get_tracer("batchd.kube")
 
@@ -384,7 +385,7 @@ class Kube:
         """
         digest = hashlib.sha256(f"{ref.uid}|{type}|{reason}|{message}".encode()).hexdigest()[:16]
         name = f"{ref.name}.{digest}"
-        stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = rfc3339(now)
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": name, "namespace": ref.namespace},

@@ -37,7 +37,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.errors import Conflict, KubeError, NotFound
 from activities.kube import Kube
-from workflows import times
 from workflows.identity import (
     EXPIRES_AT,
     K8S_KIND,
@@ -56,7 +55,7 @@ from workflows.models.ttl import (
     TTL_HOLD_ANNOTATION,
     parse_ttl,
 )
-from workflows.times import NEVER
+from workflows.times import NEVER, iso
 
 #: Exit codes (the CLI's contract; click itself exits 2 on usage errors).
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
@@ -506,11 +505,6 @@ def _cause(err: BaseException) -> str:
 
 
 # -- formatting ----------------------------------------------------------------------------
-
-
-def iso(t: datetime | None) -> str | None:
-    """``2026-11-22T10:00:00Z`` (UTC, whole seconds), ``never`` for an expiry that never comes, or None."""
-    return None if t is None else times.iso(t.replace(microsecond=0))
 
 
 def _until(t: datetime | None, now: datetime) -> str:

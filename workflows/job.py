@@ -1,6 +1,6 @@
 """The Job controller as one durable workflow per Job (finalizer-based Pod tracking, KEP-3939).
 
-Layer: workflows (deterministic). Started and poked by the bridge (worker/bridge.py) on
+Layer: workflows (deterministic). Started and poked by the bridge's Job router (worker/routes.py) on
 ``job/{ns}/{name}/{uid}`` for Jobs whose ``spec.managedBy`` is ``batchd.io/job-controller``.
 Activities (activities/job.py) are called by name; the decisions are pure (workflows/jobsync.py).
 
@@ -41,7 +41,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import jobmetrics, jobsync
-    from workflows.models.common import Condition, EventInput, ObjectRef
+    from workflows.models.common import Condition, EventInput, ObjectRef, finished_condition
     from workflows.models.job import (
         CreatePodsInput,
         CreatePodsResult,
@@ -69,10 +69,6 @@ CREATE_BACKOFF_MAX = timedelta(minutes=5)
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 #: B23 release: a new activity, only ever scheduled for Pods that stopped matching their selector
 RELEASE_UNMATCHED_PATCH = "release-unmatched-pods"
-
-
-def _finished(status: JobStatusView) -> bool:
-    return any(c.type in ("Complete", "Failed") and c.status == "True" for c in status.conditions)
 
 
 class JobMetrics:
@@ -193,7 +189,7 @@ class JobWorkflow:
         self.syncs += 1
         last = self._last
         self._errored = False
-        self._sample = (None if last is None or last.gone or _finished(last.status)
+        self._sample = (None if last is None or last.gone or finished_condition(last.status.conditions) is not None
                         else (jobmetrics.completion_mode(last.spec), "reconciling"))  # if the read fails
         snap: JobSnapshot = await self._call(
             "observe_job", ObserveJobInput(namespace=self.ns, name=self.name, uid=self.uid, expect=self._expect),
@@ -237,14 +233,14 @@ class JobWorkflow:
         released = set(self.memory.finalizers_removed)
         holding = [p for p in [*snap.pods, *snap.unmatched]
                    if p.has_finalizer and p.uid not in released and p.name not in released_unmatched]
-        if (snap.gone or _finished(folded)) and not holding:
+        finished = finished_condition(folded.conditions)
+        if (snap.gone or finished is not None) and not holding:
             workflow.logger.info("Job %s/%s %s; no Pod holds the tracking finalizer", self.ns, self.name,
                                  "is gone" if snap.gone else "finished")
-            return ("gone" if snap.gone else next(c.type for c in folded.conditions
-                                                  if c.type in ("Complete", "Failed") and c.status == "True")), None
+            return ("gone" if snap.gone or finished is None else finished.type), None
         if create_backoff is not None:
             return None, create_backoff  # refused (quota-like): wait, however much else is pending
-        if snap.gone or _finished(folded) or plan.create or plan.release or plan.record:
+        if snap.gone or finished is not None or plan.create or plan.release or plan.record:
             requeue = min(requeue or timedelta(seconds=1), timedelta(seconds=1))  # follow through promptly
         return None, requeue
 
@@ -292,7 +288,7 @@ class JobWorkflow:
     async def _fail(self, reason: str, message: str) -> None:
         """Mark the Job failing (FailureTarget); the next syncs finish it as upstream would (F18)."""
         snap = self._last
-        if snap is None or snap.gone or _finished(snap.status):
+        if snap is None or snap.gone or finished_condition(snap.status.conditions) is not None:
             return
         now = workflow.now()
         conditions = [c for c in snap.status.conditions if c.type != "FailureTarget"] + [

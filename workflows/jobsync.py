@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from workflows.models.common import Condition
+from workflows.models.common import COMPLETE, FAILED, Condition, finished_condition
 from workflows.models.job import (
     BackoffRecord,
     ContainerExit,
@@ -68,7 +68,6 @@ MIN_REQUEUE = timedelta(seconds=1)
 #: The longest planned wake-up; a farther deadline is re-examined then (issue 14: totality).
 MAX_REQUEUE = timedelta(days=1)
 
-COMPLETE, FAILED = "Complete", "Failed"
 FAILURE_TARGET, SUCCESS_CRITERIA_MET = "FailureTarget", "SuccessCriteriaMet"
 SUSPENDED = "Suspended"
 #: F3, F5, F21 (newer): reasons and messages, worded as upstream.
@@ -509,7 +508,7 @@ def _enact_job_finished(
     status: JobStatusView, pods: list[PodInfo], removed: set[str], now: datetime
 ) -> JobStatusView:
     """Add Complete or Failed once the interim condition's Pods are all accounted (F18-F20)."""
-    if _true(status.conditions, COMPLETE) or _true(status.conditions, FAILED):
+    if finished_condition(status.conditions) is not None:
         return status
     target = _true(status.conditions, FAILURE_TARGET) or _true(status.conditions, SUCCESS_CRITERIA_MET)
     if target is None or status.uncounted_succeeded or status.uncounted_failed:
@@ -560,7 +559,7 @@ def plan_sync(
     holding = [p.name for p in [*snap.pods, *snap.unmatched] if p.has_finalizer]
     if snap.gone:
         return SyncPlan(release=holding)
-    if _true(snap.status.conditions, COMPLETE) or _true(snap.status.conditions, FAILED):
+    if finished_condition(snap.status.conditions) is not None:
         return SyncPlan(release=holding, finished=True)
     return _Sync(snap, memory, now, backoff_base, backoff_cap).sync_job()
 

@@ -1,8 +1,8 @@
-"""Instants every controller shares: arithmetic that is total, and "never".
+"""Instants every controller shares: arithmetic that is total, "never", and how one is written.
 
 Layer: workflows (pure, standard library only). Callers: the TTL decision
 (workflows/models/ttl.py), the schedule math (workflows/cron.py), the CronJob and Job workflows,
-the bridge and the CLI.
+the activities (the times they write to the API), the bridge and the CLI.
 
 The API accepts durations that ``datetime`` cannot add: ``ttlSecondsAfterFinished`` up to
 2^31−1 s after a finish time near year 9999, ``startingDeadlineSeconds`` and
@@ -14,6 +14,7 @@ callers read None as "no expiry", "no deadline" (README: TIME-1).
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import overload
 
 #: What the ``ExpiresAt`` search attribute holds for an expiry that never comes: the last
 #: second ``datetime`` can hold, so ``ExpiresAt < "…"`` never matches it and it sorts last.
@@ -36,8 +37,38 @@ def plus_seconds(t: datetime, seconds: int | float) -> datetime | None:
         return None
 
 
+@overload
+def rfc3339(t: datetime) -> str: ...
+@overload
+def rfc3339(t: None) -> None: ...
+@overload
+def rfc3339(t: datetime | None) -> str | None: ...
+
+
+def rfc3339(t: datetime | None) -> str | None:
+    """``2026-11-22T10:00:00Z``: the one form batchd writes an instant in, to the API and to people.
+
+    It is what ``metav1.Time`` marshals to (Go's RFC 3339 in UTC, sub-seconds truncated), which
+    every time field batchd writes is: Job status times and conditions, CronJob status, its
+    annotations, an Event's ``firstTimestamp``/``lastTimestamp``. Microseconds belong only in
+    ``MicroTime`` fields (``events.k8s.io`` ``eventTime``, Lease times), which batchd does not
+    write; kubesim, being the API server, formats those itself. Writing people the same form
+    (timer summaries, ``describe``, the CLI) means an instant reads the same in the Temporal UI
+    as in ``kubectl get -o yaml``. The year is always four digits (``%Y`` would not pad it).
+
+    Args:
+        t: an aware instant, or None.
+
+    Returns:
+        The text, or None for None.
+    """
+    if t is None:
+        return None
+    return t.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
 def iso(t: datetime | None, *, never: str = "never") -> str | None:
-    """``2026-11-22T10:00:00Z`` (UTC, sub-second digits kept if any), ``never`` at :data:`NEVER`.
+    """:func:`rfc3339` for people: ``never`` at :data:`NEVER` (an expiry that never comes).
 
     Args:
         t: an aware instant, or None.
@@ -46,8 +77,6 @@ def iso(t: datetime | None, *, never: str = "never") -> str | None:
     Returns:
         The text, or None for None.
     """
-    if t is None:
-        return None
-    if t >= NEVER:
+    if t is not None and t >= NEVER:
         return never
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return rfc3339(t)

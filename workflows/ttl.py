@@ -1,8 +1,9 @@
 """TTL-after-finished (KEP-592) as one durable workflow per finished Job or Pod.
 
-Layer: workflows (deterministic). Started and signalled by the bridge (worker/bridge.py) with
-signal-with-start on ``job-ttl/{ns}/{name}/{uid}`` or ``pod-ttl/{ns}/{name}/{uid}``; calls the
-activities ``read_ttl_object`` and ``delete_expired`` (activities/ttl.py) by name.
+Layer: workflows (deterministic). Started and signalled by the bridge's TTL router
+(worker/routes.py) with signal-with-start on ``job-ttl/{ns}/{name}/{uid}`` or
+``pod-ttl/{ns}/{name}/{uid}``; calls the activities ``read_ttl_object`` and ``delete_expired``
+(activities/ttl.py) by name.
 
 The flow mirrors upstream's ``processJob`` / ``processTTL`` with the workqueue's in-memory
 ``AddAfter`` replaced by a durable timer that survives worker restarts:

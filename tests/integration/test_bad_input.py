@@ -23,9 +23,10 @@ from tests.conftest import eventually, running, save_history, workflow_exists
 from tests.integration.test_cronjob import cronjob_manifest, describe, events_of, jobs_of, started
 from tests.k8s import create_job, finish_job, pod_manifest
 from worker import ops
-from worker.bridge import _attributes
+from worker.routes import search_attributes
 from worker.watchdog import REASON, Watchdog
 from workflows.identity import cronjob_workflow_id, job_workflow_id, ttl_workflow_id
+from workflows.models.common import ObjectRef
 
 INT64_MAX = 2**63 - 1
 
@@ -138,7 +139,8 @@ async def test_a_workflow_failing_its_tasks_is_reported_and_ended_when_its_objec
         client, kube: Kube, namespace, task_queue, caplog):
     job = create_job(kube, namespace, "buggy")
     wid = f"test-stuck/{uuid.uuid4()}"
-    attributes: TypedSearchAttributes = _attributes("Job", namespace, "buggy", job["metadata"]["uid"])
+    attributes: TypedSearchAttributes = search_attributes(
+        ObjectRef(kind="Job", namespace=namespace, name="buggy", uid=job["metadata"]["uid"]))
     watchdog = Watchdog(client, kube, task_queue=task_queue)
     async with Worker(client, task_queue=task_queue, workflows=[AlwaysFailsItsTask],
                       workflow_runner=UnsandboxedWorkflowRunner()):

@@ -1,4 +1,4 @@
-"""Tier 1: what the bridge keeps of an object (worker/bridge.py ``bridge_view``) is all it reads.
+"""Tier 1: what the bridge keeps of an object (worker/informer.py ``bridge_view``) is all it reads.
 
 The informers hand the bridge a view of each object, not the decoded API object (memory with
 10,000 TTL timers, issue 3). These tables build objects as an API server returns them, with the
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from worker.bridge import Informer, bridge_view
+from worker.informer import Informer, bridge_view
 from workflows.models.common import Job, Pod
 from workflows.models.cronjob import JITTER_ANNOTATION, CronJob, CronJobObservation, JobSummary
 from workflows.models.job import CONTROLLER_UID_LABEL, JOB_NAME_LABEL, POD_JOB_LABEL

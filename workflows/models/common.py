@@ -8,6 +8,7 @@ new field only ever comes with a default, so recorded histories keep decoding.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal
 
@@ -61,6 +62,22 @@ class Condition(K8sModel):
     last_transition_time: datetime | None = None
     reason: str | None = None
     message: str | None = None
+
+
+#: The condition types that end a Job when their status is "True" (TTL-2, C31, F18).
+COMPLETE, FAILED = "Complete", "Failed"
+
+
+def finished_condition(conditions: Iterable[Condition]) -> Condition | None:
+    """The condition that says a Job has finished, or None while it has not.
+
+    A Job has finished when a ``Complete`` or ``Failed`` condition has status ``"True"``
+    (TTL-2); ``FailureTarget`` and ``SuccessCriteriaMet`` only announce it. Of several, the first
+    in list order counts: its type is the outcome and its ``lastTransitionTime`` the finish time
+    (TTL-3, C31). The TTL decision, the CronJob's Job summaries, the Job controller and the
+    bridge all ask this one question.
+    """
+    return next((c for c in conditions if c.type in (COMPLETE, FAILED) and c.status == "True"), None)
 
 
 class JobSpec(K8sModel):

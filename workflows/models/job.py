@@ -12,9 +12,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from workflows.models.common import Condition, K8sModel
+from workflows.models.common import Condition, Job, K8sModel
 
 JOB_MANAGED_BY = "batchd.io/job-controller"
+#: The ``spec.managedBy`` of Kubernetes' own Job controller (what an unset field means).
+BUILTIN_JOB_CONTROLLER = "kubernetes.io/job-controller"
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 POD_JOB_LABEL = "batchd.io/job-controller"  # on every Pod batchd creates: lets the bridge watch only those
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -317,6 +319,19 @@ def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, name
         ),
         pods=infos, unmatched=[pod_info(p) for p in unmatched or []],
     )
+
+
+def job_in_scope(job: Job, scope: str) -> bool:
+    """JOB-1: whether batchd runs this Job.
+
+    Args:
+        job: the Job.
+        scope: ``--job-scope``: ``"managed"``, the Jobs whose ``spec.managedBy`` names batchd;
+            ``"all"``, also every Job that names no controller or the built-in one (where no
+            kube-controller-manager runs Jobs, as in ``batchd dev``).
+    """
+    managed_by = job.spec.managed_by
+    return managed_by == JOB_MANAGED_BY or (scope == "all" and managed_by in (None, "", BUILTIN_JOB_CONTROLLER))
 
 
 class JobInput(K8sModel):

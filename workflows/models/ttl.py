@@ -1,15 +1,32 @@
-"""TTL-after-finished (docs/ttl.md): what the decision reads, the decision, and its activity contract.
+"""TTL-after-finished (docs/ttl.md): which objects, what the decision reads, the decision, its contract.
 
-Layer: workflows (pure). ``needs_cleanup`` and ``time_left`` are pure over an observation plus
-``now``, so the workflow, the delete activity's fresh re-check and the bridge share them.
+Layer: workflows (pure). Everything TTL-after-finished decides is here, once: which objects it
+considers (``ttl_in_scope``, ``pod_ttl_in_scope``, TTL-1, TTL-17), whether one qualifies and the
+Warning that says why not (``TTLObservation.problem``, ``not_applied``, TTL-19, TTL-OUTCOME),
+whether cleanup applies (``needs_cleanup``) and when it expires (``time_left``, ``still_waiting``).
+All are pure over an observation plus ``now``, so the workflow, the delete activity's fresh
+re-check and the bridge's TTL router (worker/routes.py) ask the same questions and only act on
+the answers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Literal
 
-from workflows.models.common import INT64_MAX, Job, K8sModel, ObjectRef, Pod
+from workflows.models.common import (
+    COMPLETE,
+    FAILED,
+    INT64_MAX,
+    EventInput,
+    Job,
+    K8sModel,
+    ObjectRef,
+    Pod,
+    finished_condition,
+)
+from workflows.models.job import JOB_MANAGED_BY
 from workflows.times import plus_seconds
 
 #: Label (Pods) and value of ``spec.managedBy`` (Jobs) that hand an object to batchd.
@@ -19,6 +36,30 @@ POD_TTL_LABEL = "batchd.io/ttl-seconds-after-finished"
 TTL_HOLD_ANNOTATION = "batchd.io/ttl-hold"
 TTL_AFTER_SUCCESS_ANNOTATION = "batchd.io/ttl-seconds-after-success"
 TTL_AFTER_FAILURE_ANNOTATION = "batchd.io/ttl-seconds-after-failure"
+#: The reason of the Warning Event on an object whose TTL is not applied (TTL-19, TTL-OUTCOME).
+TTL_NOT_APPLIED = "TTLNotApplied"
+#: The Event source of the TTL controller's Events.
+TTL_COMPONENT = "batchd-ttl-after-finished"
+
+
+def ttl_in_scope(job: Job, scope: str) -> bool:
+    """TTL-1: whether batchd handles this Job's TTL.
+
+    Args:
+        job: the Job.
+        scope: ``--ttl-scope``: ``"managed"``, the Jobs batchd runs itself (``spec.managedBy``
+            ``batchd.io/job-controller``); ``"all"``, every Job.
+    """
+    return scope == "all" or job.spec.managed_by == JOB_MANAGED_BY
+
+
+def pod_ttl_in_scope(labels: Mapping[str, str]) -> bool:
+    """TTL-17: a Pod is considered when it carries the TTL label; TTL-19 then says whether it qualifies.
+
+    It takes the labels alone so the bridge can pass over the Pods of Jobs, which it watches by
+    the thousand, without parsing them.
+    """
+    return POD_TTL_LABEL in labels
 
 
 class TTLObservation(K8sModel):
@@ -59,15 +100,12 @@ class TTLObservation(K8sModel):
         field (TTL-OUTCOME). A bad per-outcome value, whatever the outcome, is a ``problem`` and no
         TTL at all: a typo must never delete a Job sooner than its owner meant.
         """
-        finished = next(
-            (c for c in job.status.conditions if c.type in ("Complete", "Failed") and c.status == "True"),
-            None,
-        )
+        finished = finished_condition(job.status.conditions)
         meta = job.metadata
         ttl = job.spec.ttl_seconds_after_finished
         problem: str | None = None
         by_outcome: dict[str, int] = {}
-        for outcome, key in (("Complete", TTL_AFTER_SUCCESS_ANNOTATION), ("Failed", TTL_AFTER_FAILURE_ANNOTATION)):
+        for outcome, key in ((COMPLETE, TTL_AFTER_SUCCESS_ANNOTATION), (FAILED, TTL_AFTER_FAILURE_ANNOTATION)):
             if (raw := meta.annotations.get(key)) is None:
                 continue
             seconds, problem = parse_ttl(raw, f"annotation {key}")
@@ -125,6 +163,16 @@ class TTLObservation(K8sModel):
             hold=meta.annotations.get(TTL_HOLD_ANNOTATION),
         )
 
+    def not_applied(self) -> EventInput | None:
+        """TTL-19, TTL-OUTCOME: the Warning Event that says why a TTL the object asks for is not applied.
+
+        None when there is nothing to say. The bridge records it once per object and problem.
+        """
+        if self.problem is None:
+            return None
+        return EventInput(ref=self.ref, type="Warning", reason=TTL_NOT_APPLIED, message=self.problem,
+                          component=TTL_COMPONENT)
+
     def needs_cleanup(self) -> bool:
         """Whether TTL cleanup applies at all (A2, A10): a TTL, finished, not being deleted."""
         return not self.gone and not self.deleting and self.ttl_seconds is not None and self.finished
@@ -175,9 +223,34 @@ def time_left(obs: TTLObservation, now: datetime) -> TimeLeft | None:
         raise ValueError(f"{obs.ref.kind} {obs.ref.key()} does not need cleanup")
     if obs.finish_time is None:
         return None
-    expire_at = expiry(obs.finish_time, obs.ttl_seconds)
+    return _time_left(obs.finish_time, obs.ttl_seconds, now)
+
+
+def still_waiting(obs: TTLObservation, now: datetime) -> bool:
+    """Whether the TTL workflow of an object, as last observed, still waits at ``now`` instead of deleting it.
+
+    It waits on its expiry timer until the expiry (TTL-6, TTL-7), and with no timer while the
+    finish time is missing (TTL-5), the expiry never comes (TIME-1) or a hold is set (TTL-HOLD).
+    From the expiry on it is deleting the object itself. ``deleting`` plays no part: the bridge
+    asks this of the last state before a deletion, which usually carries a deletionTimestamp.
+
+    Raises:
+        ValueError: if ``now`` is naive.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    if obs.ttl_seconds is None or not obs.finished:
+        return False
+    if obs.finish_time is None or obs.held:
+        return True
+    return not _time_left(obs.finish_time, obs.ttl_seconds, now).expired
+
+
+def _time_left(finish_time: datetime, ttl_seconds: int, now: datetime) -> TimeLeft:
+    """TTL-6, TTL-8: the one expiry computation, for a finish time and TTL in force."""
+    expire_at = expiry(finish_time, ttl_seconds)
     return TimeLeft(remaining=None if expire_at is None else expire_at - now, expire_at=expire_at,
-                    finish_in_future=obs.finish_time > now)
+                    finish_in_future=finish_time > now)
 
 
 class TTLInput(K8sModel):

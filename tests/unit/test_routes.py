@@ -1,0 +1,293 @@
+"""Tier 1: the bridge's routers (worker/routes.py) and the pure answers they act on.
+
+Each controller's router turns observed changes into workflow starts and signals; what an object
+is for the controller (in scope, finished, still waiting, its problem) comes from the pure models.
+The tables below pin those answers and what each router sends for a sequence of events, through
+a stand-in Temporal client that records every start and signal. No real clock is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from worker.routes import CronJobRouter, JobRouter, TTLRouter, Workflows
+from workflows.models.common import Condition, Job, Pod, finished_condition
+from workflows.models.job import job_in_scope
+from workflows.models.ttl import (
+    POD_TTL_LABEL,
+    TTL_HOLD_ANNOTATION,
+    TTL_NOT_APPLIED,
+    TTLObservation,
+    still_waiting,
+    ttl_in_scope,
+)
+from workflows.times import iso, rfc3339
+
+NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
+MANAGED = "batchd.io/job-controller"
+
+
+def at(seconds_from_now: float) -> str:
+    return rfc3339(NOW + timedelta(seconds=seconds_from_now))
+
+
+def make_job(*, ttl: int | None = 60, finished: str | None = "Complete", finished_at: str | None = at(-10),
+             managed_by: str | None = MANAGED, rv: str = "1", deleting: bool = False,
+             annotations: dict[str, str] | None = None, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "etl", "namespace": "team-a", "uid": "u1", "resourceVersion": rv,
+                            "generation": 1, "annotations": annotations or {}}
+    if deleting:
+        meta["deletionTimestamp"] = at(0)
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner["kind"], "name": owner["name"], "uid": owner["uid"],
+                                    "controller": True}]
+    conditions = [] if finished is None else [
+        {"type": finished, "status": "True", "lastTransitionTime": finished_at}]
+    return {"kind": "Job", "metadata": meta, "spec": {"ttlSecondsAfterFinished": ttl, "managedBy": managed_by},
+            "status": {"conditions": conditions}}
+
+
+def make_pod(*, label: str = "30", owner: str | None = None, restart: str = "Never") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "p", "namespace": "team-a", "uid": "u3", "resourceVersion": "1",
+                            "labels": {POD_TTL_LABEL: label}}
+    if owner:
+        meta["ownerReferences"] = [{"kind": "Job", "name": owner, "uid": "u-owner", "controller": True}]
+    return {"kind": "Pod", "metadata": meta, "spec": {"restartPolicy": restart}, "status": {
+        "phase": "Succeeded", "containerStatuses": [{"name": "c", "state": {"terminated": {"finishedAt": at(-10)}}}]}}
+
+
+# -- the one "finished" predicate (TTL-2, TTL-3, C31) ------------------------------------------
+
+
+def c(type_: str, status: str = "True", when: str = "2026-11-22T09:00:00Z") -> Condition:
+    return Condition(type=type_, status=status, last_transition_time=when)
+
+
+FINISHED = [
+    ("no conditions", [], None),
+    ("Complete=True", [c("Complete")], "Complete"),
+    ("Failed=True", [c("Failed")], "Failed"),
+    ("interim conditions only announce it", [c("FailureTarget"), c("SuccessCriteriaMet"), c("Suspended")], None),
+    ("Complete=False is not finished", [c("Complete", "False")], None),
+    ("Failed=Unknown is not finished", [c("Failed", "Unknown")], None),
+    ("the first in list order counts", [c("Failed", when="2026-11-22T08:00:00Z"), c("Complete")], "Failed"),
+    ("after an interim condition", [c("SuccessCriteriaMet"), c("Complete")], "Complete"),
+]
+
+
+@pytest.mark.parametrize(("conditions", "expected"), [r[1:] for r in FINISHED], ids=[r[0] for r in FINISHED])
+def test_finished_condition(conditions: list[Condition], expected: str | None) -> None:
+    got = finished_condition(conditions)
+    assert (got.type if got else None) == expected
+    assert got is None or got is next(x for x in conditions if x.type == expected)  # TTL-3: its time counts
+
+
+# -- the one time formatter --------------------------------------------------------------------
+
+FORMATS = [
+    ("whole seconds", datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC), "2026-11-22T10:00:00Z"),
+    ("sub-seconds are truncated, as metav1.Time does", datetime(2026, 11, 22, 10, 0, 0, 999999, tzinfo=UTC),
+     "2026-11-22T10:00:00Z"),
+    ("another offset is written in UTC", datetime(2026, 11, 22, 12, 0, tzinfo=timezone(timedelta(hours=2))),
+     "2026-11-22T10:00:00Z"),
+    ("a year below 1000 keeps four digits", datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC), "0999-01-02T03:04:05Z"),
+]
+
+
+@pytest.mark.parametrize(("t", "expected"), [r[1:] for r in FORMATS], ids=[r[0] for r in FORMATS])
+def test_rfc3339(t: datetime, expected: str) -> None:
+    assert rfc3339(t) == expected
+    assert iso(t) == expected
+
+
+def test_iso_writes_never_for_the_instant_that_never_comes() -> None:
+    assert iso(datetime.max.replace(tzinfo=UTC)) == "never"
+    assert rfc3339(None) is None and iso(None) is None
+
+
+# -- scope (TTL-1, JOB-1) -----------------------------------------------------------------------
+
+SCOPES = [
+    # name, managedBy, ttl scope managed, ttl scope all, job scope managed, job scope all
+    ("managed by batchd", MANAGED, True, True, True, True),
+    ("names no controller", None, False, True, False, True),
+    ("names the built-in controller", "kubernetes.io/job-controller", False, True, False, True),
+    ("names another controller", "example.com/other", False, True, False, False),
+]
+
+
+@pytest.mark.parametrize(("managed_by", "ttl_managed", "ttl_all", "job_managed", "job_all"),
+                         [r[1:] for r in SCOPES], ids=[r[0] for r in SCOPES])
+def test_scope(managed_by: str | None, ttl_managed: bool, ttl_all: bool, job_managed: bool, job_all: bool) -> None:
+    job = Job.model_validate(make_job(managed_by=managed_by))
+    assert (ttl_in_scope(job, "managed"), ttl_in_scope(job, "all")) == (ttl_managed, ttl_all)
+    assert (job_in_scope(job, "managed"), job_in_scope(job, "all")) == (job_managed, job_all)
+
+
+# -- still waiting at now (TTL-5..7, TIME-1, TTL-HOLD) ----------------------------------------
+
+WAITING = [
+    ("finished 10 s ago, 60 s TTL: sleeping", make_job(ttl=60), True),
+    ("finished 10 s ago, 10 s TTL: expired at now, deleting", make_job(ttl=10), False),
+    ("finished 10 s ago, 0 s TTL: deleting", make_job(ttl=0), False),
+    ("expired but held: waits for the hold to go", make_job(ttl=0, annotations={TTL_HOLD_ANNOTATION: "debug"}), True),
+    ("no finish time: waits for a change", make_job(finished_at=None), True),
+    ("expiry beyond datetime: never comes", make_job(ttl=2**31 - 1, finished_at="9999-12-01T00:00:00Z"), True),
+    ("no TTL: no workflow waits", make_job(ttl=None), False),
+    ("running: no workflow waits", make_job(finished=None), False),
+    ("being deleted plays no part", make_job(ttl=60, deleting=True), True),
+]
+
+
+@pytest.mark.parametrize(("raw", "expected"), [r[1:] for r in WAITING], ids=[r[0] for r in WAITING])
+def test_still_waiting(raw: dict[str, Any], expected: bool) -> None:
+    assert still_waiting(TTLObservation.of_job(Job.model_validate(raw)), NOW) is expected
+
+
+def test_still_waiting_refuses_a_naive_now() -> None:
+    with pytest.raises(ValueError):
+        still_waiting(TTLObservation.of_job(Job.model_validate(make_job())), NOW.replace(tzinfo=None))
+
+
+NOT_APPLIED = [
+    ("a Pod owned by a Job", make_pod(owner="etl"), "Job etl"),
+    ("a Pod that restarts Always", make_pod(restart="Always"), "restartPolicy Always"),
+    ("a label that is no number", make_pod(label="1m"), "'1m'"),
+    ("a Pod that qualifies", make_pod(), None),
+]
+
+
+@pytest.mark.parametrize(("raw", "says"), [r[1:] for r in NOT_APPLIED], ids=[r[0] for r in NOT_APPLIED])
+def test_the_model_says_why_a_ttl_is_not_applied(raw: dict[str, Any], says: str | None) -> None:
+    obs = TTLObservation.of_pod(Pod.model_validate(raw))
+    event = obs.not_applied()
+    if says is None:
+        assert event is None and obs.needs_cleanup()
+        return
+    assert event is not None and not obs.needs_cleanup()
+    assert (event.type, event.reason, event.ref) == ("Warning", TTL_NOT_APPLIED, obs.ref)
+    assert says in event.message
+
+
+# -- what the routers send -----------------------------------------------------------------------
+
+
+class Recorder:
+    """Stands in for the Temporal and Kubernetes clients: records each start, signal and Event."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    async def start_workflow(self, *_: Any, id: str, start_signal: str, **__: Any) -> None:
+        self.sent.append((f"start+{start_signal}", id))
+
+    def get_workflow_handle(self, wid: str) -> Any:
+        recorder = self
+
+        class Handle:
+            async def signal(self, name: str, *args: Any) -> None:
+                gone = bool(args) and getattr(args[0], "gone", False)
+                recorder.sent.append((f"{name}{' gone' if gone else ''}", wid))
+
+        return Handle()
+
+    def record_event(self, ref: Any, *, reason: str, **_: Any) -> None:
+        self.sent.append((f"event {reason}", ref.uid))
+
+
+class Clock:
+    def now(self) -> datetime:
+        return NOW
+
+
+def routers(*, ttl_scope: str = "managed", job_scope: str = "managed") -> tuple[Recorder, TTLRouter, CronJobRouter,
+                                                                                 JobRouter]:
+    rec = Recorder()
+    workflows = Workflows(rec, "q")  # type: ignore[arg-type]
+    return (rec, TTLRouter(workflows, rec, Clock(), scope=ttl_scope),  # type: ignore[arg-type]
+            CronJobRouter(workflows, lead=30.0), JobRouter(workflows, scope=job_scope))
+
+
+TTL_WID = "job-ttl/team-a/etl/u1"
+TTL_ROUTES = [
+    ("a finished Job is started once per version",
+     [("ADDED", make_job()), ("MODIFIED", make_job()), ("MODIFIED", make_job(rv="2"))],
+     [("start+observe", TTL_WID), ("start+observe", TTL_WID)]),
+    ("a running Job starts nothing", [("ADDED", make_job(finished=None))], []),
+    ("out of scope (--ttl-scope managed)", [("ADDED", make_job(managed_by=None))], []),
+    ("deleted before its expiry: the sleeping workflow is told",
+     [("ADDED", make_job()), ("DELETED", make_job(deleting=True))],
+     [("start+observe", TTL_WID), ("observe gone", TTL_WID)]),
+    ("deleted at its expiry: its own workflow did it, nothing is sent",
+     [("ADDED", make_job(ttl=10)), ("DELETED", make_job(ttl=10, deleting=True))],
+     [("start+observe", TTL_WID)]),
+    ("TTL removed: the workflow re-checks",
+     [("ADDED", make_job()), ("MODIFIED", make_job(ttl=None, rv="2"))],
+     [("start+observe", TTL_WID), ("observe", TTL_WID)]),
+    ("deletion under way after expiry: nothing is sent",
+     [("ADDED", make_job(ttl=10)), ("MODIFIED", make_job(ttl=10, rv="2", deleting=True))],
+     [("start+observe", TTL_WID)]),
+    ("a bad per-outcome TTL: one Warning Event, no workflow",
+     [("ADDED", make_job(annotations={"batchd.io/ttl-seconds-after-success": "1m"})),
+      ("MODIFIED", make_job(rv="2", annotations={"batchd.io/ttl-seconds-after-success": "1m"}))],
+     [(f"event {TTL_NOT_APPLIED}", "u1")]),
+]
+
+
+@pytest.mark.parametrize(("events", "expected"), [r[1:] for r in TTL_ROUTES], ids=[r[0] for r in TTL_ROUTES])
+def test_ttl_router(events: list[tuple[str, dict[str, Any]]], expected: list[tuple[str, str]]) -> None:
+    rec, ttl, _, _ = routers()
+
+    async def scenario() -> None:
+        for etype, raw in events:
+            await ttl.job(etype, Job.model_validate(raw))
+
+    asyncio.run(scenario())
+    assert rec.sent == expected
+
+
+def test_ttl_router_parses_only_the_pods_that_ask_for_a_ttl() -> None:
+    rec, ttl, _, _ = routers()
+    unlabelled = {"kind": "Pod", "metadata": {"name": "q", "namespace": "team-a", "uid": "u4", "labels": {}},
+                  "status": {"phase": 7}}  # the Pod model would refuse it
+
+    async def scenario() -> None:
+        await ttl.pod("ADDED", unlabelled)  # not parsed: an invalid phase would fail validation
+        await ttl.pod("ADDED", make_pod())
+
+    asyncio.run(scenario())
+    assert rec.sent == [("start+observe", "pod-ttl/team-a/p/u3")]
+
+
+def test_job_router_starts_once_and_pokes_when_finished_or_deleted() -> None:
+    rec, _, _, jobs = routers()
+    wid = "job/team-a/etl/u1"
+
+    async def scenario() -> None:
+        for etype, raw in [("ADDED", make_job(finished=None)), ("MODIFIED", make_job(finished=None, rv="2")),
+                           ("MODIFIED", make_job(rv="3")), ("DELETED", make_job(rv="4")),
+                           ("ADDED", make_job(finished=None, managed_by=None))]:
+            await jobs.job(etype, Job.model_validate(raw))
+
+    asyncio.run(scenario())
+    assert rec.sent == [("start+poke", wid), ("poke", wid), ("poke", wid)]
+
+
+def test_cronjob_router_reports_a_managed_cronjobs_job_once_per_outcome() -> None:
+    rec, _, cronjobs, _ = routers()
+    owner = {"kind": "CronJob", "name": "nightly", "uid": "cj1"}
+    stranger = {"kind": "CronJob", "name": "other", "uid": "cj2"}
+    cronjobs.track("ADDED", {"kind": "CronJob", "metadata": {"namespace": "team-a", "name": "nightly", "uid": "cj1"}})
+
+    async def scenario() -> None:
+        for etype, raw in [("ADDED", make_job(finished=None, owner=owner)), ("MODIFIED", make_job(owner=owner)),
+                           ("MODIFIED", make_job(rv="2", owner=owner)), ("DELETED", make_job(rv="3", owner=owner)),
+                           ("MODIFIED", make_job(owner=stranger))]:
+            await cronjobs.job(etype, Job.model_validate(raw), raw)
+
+    asyncio.run(scenario())
+    assert rec.sent == [("job_observed", "cronjob/team-a/nightly"), ("job_observed gone", "cronjob/team-a/nightly")]

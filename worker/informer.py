@@ -1,0 +1,198 @@
+"""The generic informer: list+watch one kind, resync, a cache of what it saw, and the view it keeps.
+
+Layer: worker. The bridge (worker/bridge.py) runs one :class:`Informer` per kind, namespace and
+label selector and hands every event to the routers (worker/routes.py); nothing here knows
+about workflows or controllers. Like client-go's shared informer, it resumes a watch from the
+last resourceVersion, relists on ``410 Gone`` or a watch error (reporting objects deleted
+meanwhile as ``DELETED``), relists everything every ``resync_seconds``, and keeps the last seen
+copy of each object (:meth:`Informer.get`).
+
+Threads: each informer runs list+watch in a thread with the synchronous
+:class:`~activities.kube.Kube` client; its handler is called on that thread.
+
+Memory: an informer keeps, and hands on, only :func:`bridge_view` of each object (the fields the
+subset models of workflows/models/ read), never the decoded API object. A burst of watch events
+queues faster than workflows are started, and with full objects that backlog, not the workflow
+cache, was most of the worker's memory with 10,000 TTL timers (README, bench/ttl.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from activities.errors import KubeError
+from activities.kube import Kube
+
+log = logging.getLogger("batchd.bridge")
+
+Handler = Callable[[str, dict[str, Any]], None]
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
+#: called with (old, new) for every change an informer sees, before its handler (None: not known / deleted)
+Observer = Callable[[dict[str, Any] | None, dict[str, Any] | None], None]
+
+
+class Informer:
+    """List+watch one kind in one namespace (or all), resuming from the last resourceVersion.
+
+    A watch that ends is resumed from the last seen version (bookmarks keep it fresh); an
+    ``ERROR`` event or ``410 Gone`` forces a relist, which also reports objects deleted while
+    the watch was down as ``DELETED``. Every ``resync_seconds`` a relist re-delivers everything.
+
+    ``transform`` (client-go's ``SetTransform``) turns each object, as it is decoded, into what
+    is kept and handed on; the same dict is the handler's argument and the relist tombstone.
+    ``observer`` sees every change as (old, new), as client-go's update handlers do.
+    """
+
+    def __init__(self, kube: Kube, kind: str, namespace: str | None, handler: Handler, *,
+                 label_selector: str | None = None, resync_seconds: float = 600.0,
+                 watch_timeout_seconds: int = 300, transform: Transform | None = None,
+                 observer: Observer | None = None) -> None:
+        self.kube, self.kind, self.namespace, self.handler = kube, kind, namespace, handler
+        self.observer = observer
+        self.transform = transform or (lambda obj: obj)
+        self.label_selector = label_selector
+        self.resync_seconds = resync_seconds
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.synced = threading.Event()
+        self._stop = threading.Event()
+        self._known: dict[str, dict[str, Any]] = {}  # uid -> last object (transformed), to detect deletions across relists
+        self._thread = threading.Thread(target=self._run, name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def get(self, uid: str) -> dict[str, Any] | None:
+        """The object with ``uid`` as last seen (transformed); safe from any thread."""
+        return self._known.get(uid)
+
+    def _run(self) -> None:
+        backoff = 1.0
+        while not self._stop.is_set():
+            try:
+                rv = self._relist()
+                backoff = 1.0
+                self._watch_until_resync(rv)
+            except KubeError as err:
+                log.warning("informer %s: %s; retrying in %.0fs", self._thread.name, err, backoff,
+                            extra={"kind": self.kind, "namespace": self.namespace or ""})
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+            except Exception:  # a bug must not silently kill the informer thread
+                log.exception("informer %s crashed; restarting", self._thread.name)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    def _relist(self) -> str:
+        seen: dict[str, dict[str, Any]] = {}
+        cont: str | None = None
+        while True:
+            page = self.kube.list(self.kind, self.namespace, label_selector=self.label_selector, limit=500, continue_=cont)
+            for obj in page.get("items") or []:
+                obj.setdefault("kind", self.kind)
+                seen[obj["metadata"]["uid"]] = self.transform(obj)
+            cont = (page.get("metadata") or {}).get("continue") or None
+            if not cont:
+                rv = str((page.get("metadata") or {}).get("resourceVersion") or "")
+                break
+        for uid, old in self._known.items():
+            if uid not in seen:
+                self._observe(old, None)
+                self.handler("DELETED", old)
+        known, self._known = self._known, seen
+        for uid, obj in seen.items():
+            self._observe(known.get(uid), obj)
+            self.handler("SYNC", obj)
+        self.synced.set()
+        return rv
+
+    def _watch_until_resync(self, rv: str) -> None:
+        deadline = time.monotonic() + self.resync_seconds
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            timeout = max(1, min(self.watch_timeout_seconds, int(deadline - time.monotonic())))
+            for ev in self.kube.watch(self.kind, self.namespace, resource_version=rv,
+                                      label_selector=self.label_selector, timeout_seconds=timeout):
+                if self._stop.is_set():
+                    return
+                etype, obj = ev.get("type"), ev.get("object") or {}
+                if etype == "ERROR":
+                    log.info("informer %s: watch error %s; relisting", self._thread.name, obj.get("message", ""))
+                    return
+                rv = str(obj.get("metadata", {}).get("resourceVersion") or rv)
+                if etype == "BOOKMARK":
+                    continue
+                obj.setdefault("kind", self.kind)
+                obj = self.transform(obj)
+                uid = obj.get("metadata", {}).get("uid", "")
+                if etype == "DELETED":
+                    self._observe(self._known.pop(uid, None) or obj, None)
+                else:
+                    self._observe(self._known.get(uid), obj)
+                    self._known[uid] = obj
+                self.handler(str(etype), obj)
+
+    def _observe(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if self.observer is not None:
+            try:
+                self.observer(old, new)
+            except Exception:  # an observer (metrics) must never stop the informer
+                log.exception("informer %s: observer failed", self._thread.name)
+
+
+# What the routers (worker/routes.py) read of each kind: the fields of the subset models (workflows/models/
+# ObjectMeta, Job, Pod, CronJob) plus the raw Job status times JobSummary.of takes. A field
+# a router starts to read must be added here; tests/unit/test_bridge_view.py compares the
+# models parsed from a full object and from its view.
+_META = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+         "labels", "annotations", "ownerReferences", "finalizers")
+_JOB_SPEC = ("ttlSecondsAfterFinished", "managedBy", "suspend")
+_JOB_STATUS = ("startTime", "completionTime")
+_CONDITION = ("type", "status", "lastTransitionTime", "reason", "message")
+_POD_STATUS = ("phase",)
+_CONTAINER_STATUSES = ("containerStatuses", "initContainerStatuses")
+_TERMINATED = ("exitCode", "finishedAt")
+
+
+def bridge_view(obj: dict[str, Any]) -> dict[str, Any]:
+    """The part of a decoded Job, Pod or CronJob that the bridge keeps and hands to its handlers.
+
+    A Job from the API is about 9 KB once decoded (its Pod template, selector, defaults); its
+    view is about a third of that. CronJobs keep their whole spec and status: there are few,
+    and their spec is what their workflows are told. Other kinds pass unchanged.
+    """
+    kind = obj.get("kind")
+    if kind not in ("Job", "Pod", "CronJob"):
+        return obj
+    view: dict[str, Any] = {"kind": kind, "metadata": _pick(obj.get("metadata"), _META)}
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    if kind == "Job":
+        view["spec"] = _pick(spec, _JOB_SPEC)
+        view["status"] = _pick(status, _JOB_STATUS)
+        if "conditions" in status:
+            view["status"]["conditions"] = [_pick(c, _CONDITION) for c in status["conditions"] or []]
+    elif kind == "Pod":
+        view["spec"] = _pick(spec, ("restartPolicy",))
+        view["status"] = _pick(status, _POD_STATUS)
+        for key in _CONTAINER_STATUSES:
+            if key in status:
+                view["status"][key] = [_container_status(c) for c in status[key] or []]
+    else:
+        view["spec"], view["status"] = spec, status
+    return view
+
+
+def _container_status(cs: dict[str, Any]) -> dict[str, Any]:
+    out = _pick(cs, ("name",))
+    terminated = (cs.get("state") or {}).get("terminated")
+    out["state"] = {"terminated": _pick(terminated, _TERMINATED)} if terminated is not None else {}
+    return out
+
+
+def _pick(d: dict[str, Any] | None, keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: d[k] for k in keys if k in d} if d else {}

@@ -1,0 +1,368 @@
+"""The bridge's routers, one per controller: which observed changes a workflow must hear of.
+
+Layer: worker. The bridge (worker/bridge.py) hands every informer event to each router that
+reads its kind; a router decides, for its controller alone, whether the change needs a workflow
+started or signalled, and sends it by the workflow's deterministic ID (workflows/identity.py).
+What an object *is* for a controller (in scope, finished, expired, its problem) is decided by the
+pure models in workflows/models/; a router only turns their answers into starts and signals, and
+remembers what it last sent, so a replayed event, a relist or a resync sends nothing new. It is
+the place to decide that a signal is not needed.
+
+- :class:`TTLRouter` (docs/ttl.md): signal-with-start ``TTLAfterFinished`` for a Job or Pod that
+  needs cleanup; tell a running workflow of a change or a deletion; record ``TTLNotApplied``.
+- :class:`CronJobRouter` (docs/cronjob.md): signal-with-start ``CronJob`` when its spec changes;
+  ``job_observed`` when one of its Jobs finishes or goes.
+- :class:`JobRouter` (docs/job.md): start ``Job`` for a Job batchd runs; ``poke`` it, coalesced,
+  when the Job or one of its Pods changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from opentelemetry import metrics
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.errors import KubeError
+from activities.kube import Clock, Kube
+from worker.ops import ttl_query
+from workflows.cronjob import CronJobWorkflow
+from workflows.identity import (
+    K8S_KIND,
+    K8S_NAME,
+    K8S_NAMESPACE,
+    K8S_UID,
+    OBSERVED_MEMO,
+    cronjob_workflow_id,
+    job_workflow_id,
+    ttl_workflow_id,
+)
+from workflows.job import JobWorkflow
+from workflows.jobmetrics import (
+    METRICS,
+    TERMINATED_PODS_TRACKING_FINALIZER,
+    tracking_finalizer_event,
+)
+from workflows.models.common import EventInput, Job, ObjectRef, Pod, finished_condition
+from workflows.models.cronjob import (
+    CronJob,
+    CronJobInput,
+    CronJobObservation,
+    CronJobState,
+    JobSummary,
+)
+from workflows.models.job import (
+    CONTROLLER_UID_LABEL,
+    JOB_NAME_LABEL,
+    POD_JOB_LABEL,
+    JobInput,
+    job_in_scope,
+)
+from workflows.models.ttl import (
+    TTLInput,
+    TTLObservation,
+    pod_ttl_in_scope,
+    still_waiting,
+    ttl_in_scope,
+)
+from workflows.ttl import TTLAfterFinishedWorkflow
+
+log = logging.getLogger("batchd.bridge")
+
+_meter = metrics.get_meter("batchd.bridge")
+#: spec job-policies L10: upstream's informer-side Job controller metric, for the Pods batchd watches
+TRACKING_FINALIZER = _meter.create_counter(
+    TERMINATED_PODS_TRACKING_FINALIZER,
+    description=next(m.description for m in METRICS if m.name == TERMINATED_PODS_TRACKING_FINALIZER))
+
+#: seconds a starting bridge spends reading the TTL workflows' memos (a page of 1,000 a call)
+RECALL_TIMEOUT = 120.0
+
+
+class Workflows:
+    """How the routers reach Temporal: signal-with-start and signal, retried on transient failures."""
+
+    def __init__(self, client: Client, task_queue: str) -> None:
+        self.client, self.task_queue = client, task_queue
+
+    async def start(self, run: Any, arg: Any, *, ref: ObjectRef, wid: str, signal: str,
+                    signal_args: Iterable[Any] = (), summary: str) -> None:
+        """Start the workflow ``wid`` unless it runs, and signal it either way (signal-with-start)."""
+        await _retry(lambda: self.client.start_workflow(
+            run, arg, id=wid, task_queue=self.task_queue, start_signal=signal, start_signal_args=list(signal_args),
+            search_attributes=search_attributes(ref), static_summary=summary,
+        ))
+
+    async def signal(self, wid: str, arg: Any = None, *, name: str = "observe") -> None:
+        """Signal a running workflow; one that does not run (never started, or ended) has nothing to hear."""
+        handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(wid)
+        args = [] if arg is None else [arg]
+        try:
+            await _retry(lambda: handle.signal(name, *args))
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+
+
+class TTLRouter:
+    """TTL-after-finished: one workflow per Job or TTL-labelled Pod that needs cleanup (docs/ttl.md)."""
+
+    def __init__(self, workflows: Workflows, kube: Kube, clock: Clock, *, scope: str) -> None:
+        self.workflows, self.kube, self.clock, self.scope = workflows, kube, clock, scope
+        self._dispatched: dict[str, str] = {}  # workflow id -> resourceVersion last sent
+        self._warned: set[tuple[str, str]] = set()  # (uid, problem) already recorded as an Event
+
+    async def recall(self, namespaces: Iterable[str | None]) -> None:
+        """WATCH-2: learn, from their memo, which object version each running TTL workflow has.
+
+        Every replica's bridge lists everything when it starts; without this, each start would
+        signal every TTL workflow again (a workflow task, a replay on a cold cache, and a billed
+        action each), which under restarts buries the workflows that have real work to do. A
+        memo that visibility has not caught up with yet only costs a signal that was not needed.
+        """
+        try:
+            async with asyncio.timeout(RECALL_TIMEOUT):
+                for ns in namespaces:
+                    async for ex in self.workflows.client.list_workflows(ttl_query(ns)):
+                        rv = await ex.memo_value(OBSERVED_MEMO, None)
+                        if isinstance(rv, str) and rv:
+                            self._dispatched.setdefault(ex.id, rv)
+        except Exception as err:  # visibility is an optimisation here, never a precondition
+            log.warning("could not read the TTL workflows' memos (%s); each is told its object again", err)
+        log.info("%d running TTL workflows already have their object's version", len(self._dispatched))
+
+    async def job(self, etype: str, job: Job) -> None:
+        """A Job changed: route it if its TTL is batchd's (TTL-1)."""
+        if ttl_in_scope(job, self.scope):
+            await self.observe(etype, TTLObservation.of_job(job))
+
+    async def pod(self, etype: str, obj: dict[str, Any]) -> None:
+        """A Pod changed: route it if it asks for a TTL (TTL-17); only those Pods are parsed."""
+        if pod_ttl_in_scope((obj.get("metadata") or {}).get("labels") or {}):
+            await self.observe(etype, TTLObservation.of_pod(Pod.model_validate(obj)))
+
+    async def observe(self, etype: str, obs: TTLObservation) -> None:
+        """Start or inform the TTL workflow of one object, if this change is news to it."""
+        ref = obs.ref
+        wid = ttl_workflow_id(ref.kind, ref.namespace, ref.name, ref.uid)
+        if (event := obs.not_applied()) is not None and (ref.uid, event.message) not in self._warned:
+            self._warned.add((ref.uid, event.message))
+            await self._record(event)
+        if etype == "DELETED":
+            self._dispatched.pop(wid, None)
+            if self._waiting(obs):
+                await self.workflows.signal(wid, obs.model_copy(update={"gone": True}))
+            return
+        if self._dispatched.get(wid) == obs.resource_version:
+            return  # already sent this version (resync or replay)
+        if obs.needs_cleanup():
+            await self.workflows.start(TTLAfterFinishedWorkflow.run, TTLInput(observation=obs), ref=ref, wid=wid,
+                                       signal="observe", signal_args=[obs],
+                                       summary=f"TTL-after-finished of {ref.kind} {ref.key()}")
+            self._dispatched[wid] = obs.resource_version
+        elif wid in self._dispatched and (not obs.deleting or self._waiting(obs)):
+            # TTL removed, or someone else began deleting it: the workflow re-checks and ends.
+            await self.workflows.signal(wid, obs)
+            self._dispatched[wid] = obs.resource_version
+
+    async def gone(self, ref: ObjectRef) -> None:
+        """WATCH-1: end the workflow of a deleted Job or Pod from its identity alone."""
+        if ref.kind in ("Job", "Pod"):
+            await self.workflows.signal(ttl_workflow_id(ref.kind, ref.namespace, ref.name, ref.uid),
+                                        TTLObservation(ref=ref, gone=True))
+
+    def _waiting(self, obs: TTLObservation) -> bool:
+        """Whether the object's workflow still waits, so a deletion by someone else must be told.
+
+        An object deleted at or after its expiry was almost always deleted by its own workflow,
+        which is completing at that moment; a signal then would only make the server reject that
+        completion (unhandled command) and replay it. If someone else deleted it after expiry,
+        the workflow is awake anyway and finds it gone on its fresh read.
+        """
+        return still_waiting(obs, self.clock.now())
+
+    async def _record(self, event: EventInput) -> None:
+        log.warning("%s %s: %s", event.ref.kind, event.ref.key(), event.message)
+        try:
+            await asyncio.to_thread(self.kube.record_event, event.ref, type=event.type, reason=event.reason,
+                                    message=event.message, component=event.component, now=self.clock.now())
+        except KubeError as err:
+            log.warning("could not record Event on %s %s: %s", event.ref.kind, event.ref.key(), err)
+
+
+class CronJobRouter:
+    """CronJobs: one workflow per managed CronJob, told of spec changes and of its Jobs' ends."""
+
+    def __init__(self, workflows: Workflows, *, lead: float) -> None:
+        self.workflows, self.lead = workflows, lead
+        self._managed: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of the CronJobs batchd manages
+        self._sent: dict[str, Any] = {}  # CronJob uid -> plan key last sent
+        self._reported: dict[str, str] = {}  # Job uid -> outcome last reported to its CronJob's workflow
+
+    def track(self, etype: str, obj: dict[str, Any]) -> None:
+        """Note a managed CronJob as its event is queued (informer thread), before any of its Jobs' events."""
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if etype == "DELETED":
+            self._managed.pop(key, None)
+        else:
+            self._managed[key] = meta.get("uid", "")
+
+    async def cronjob(self, etype: str, obj: dict[str, Any]) -> None:
+        """Start or inform the CronJob's workflow; status-only changes (its own writes) are skipped."""
+        obs = CronJobObservation.of(CronJob.model_validate(obj)).model_copy(update={"lead_seconds": self.lead})
+        wid = cronjob_workflow_id(obs.namespace, obs.name)
+        if etype == "DELETED":
+            self._sent.pop(obs.uid, None)
+            await self.workflows.signal(wid, obs.model_copy(update={"gone": True}))
+            return
+        seen = obs.plan_key()
+        if self._sent.get(obs.uid) == seen:
+            return
+        state = CronJobState(observation=obs, active=obs.status.active,
+                             last_schedule_time=obs.status.last_schedule_time,
+                             last_successful_time=obs.status.last_successful_time)
+        await self.workflows.start(CronJobWorkflow.run, CronJobInput(state=state, lead_seconds=self.lead),
+                                   ref=ObjectRef(kind="CronJob", namespace=obs.namespace, name=obs.name, uid=obs.uid),
+                                   wid=wid, signal="observe", signal_args=[obs],
+                                   summary=f"CronJob {obs.namespace}/{obs.name}")
+        self._sent[obs.uid] = seen
+
+    async def job(self, etype: str, job: Job, obj: dict[str, Any]) -> None:
+        """Tell a managed CronJob's workflow that one of its Jobs finished or went away."""
+        owner = job.metadata.controller_ref()
+        if owner is None or owner.kind != "CronJob":
+            return
+        if self._managed.get((job.metadata.namespace, owner.name)) != owner.uid:
+            return  # not a CronJob batchd manages (or a stale owner reference)
+        summary = JobSummary.of(job, obj.get("status"))
+        if etype == "DELETED":
+            summary = summary.model_copy(update={"gone": True})
+            self._reported.pop(job.metadata.uid, None)
+        elif summary.outcome is None or self._reported.get(job.metadata.uid) == summary.outcome:
+            return  # running, or already reported
+        else:
+            self._reported[job.metadata.uid] = summary.outcome
+        await self.workflows.signal(cronjob_workflow_id(job.metadata.namespace, owner.name), summary,
+                                    name="job_observed")
+
+    async def gone(self, ref: ObjectRef) -> None:
+        """WATCH-1: end the workflow of a deleted CronJob from its identity alone."""
+        if ref.kind == "CronJob":
+            await self.workflows.signal(cronjob_workflow_id(ref.namespace, ref.name),
+                                        CronJobObservation(namespace=ref.namespace, name=ref.name, uid=ref.uid, gone=True))
+
+
+class JobRouter:
+    """The Job controller: one workflow per Job batchd runs, poked when the Job or its Pods change."""
+
+    def __init__(self, workflows: Workflows, *, scope: str) -> None:
+        self.workflows, self.scope = workflows, scope
+        self._sent: dict[str, tuple[Any, ...]] = {}  # Job uid -> what its workflow was last told
+        self._to_poke: set[str] = set()  # workflows to poke on the next tick (coalesces Pod events)
+
+    async def job(self, etype: str, job: Job) -> None:
+        """Start (or poke) the workflow of a Job batchd runs (JOB-1); its own status writes are skipped."""
+        if not job_in_scope(job, self.scope):
+            return
+        meta = job.metadata
+        wid = job_workflow_id(meta.namespace, meta.name, meta.uid)
+        finished = finished_condition(job.status.conditions) is not None
+        seen = (meta.generation, meta.deletion_timestamp is not None, finished, etype == "DELETED")
+        if self._sent.get(meta.uid) == seen:
+            return
+        if etype == "DELETED" or finished:
+            await self.workflows.signal(wid, name="poke")  # a running workflow follows through; none is started
+        else:
+            await self.workflows.start(JobWorkflow.run, JobInput(namespace=meta.namespace, name=meta.name, uid=meta.uid),
+                                       ref=ObjectRef(kind="Job", namespace=meta.namespace, name=meta.name, uid=meta.uid),
+                                       wid=wid, signal="poke", summary=f"Job {meta.namespace}/{meta.name}")
+        if etype == "DELETED":
+            self._sent.pop(meta.uid, None)
+        else:
+            self._sent[meta.uid] = seen
+
+    def pod(self, obj: dict[str, Any]) -> None:
+        """A Pod batchd created changed: poke its Job's workflow on the next tick."""
+        meta = obj.get("metadata") or {}
+        if POD_JOB_LABEL in (meta.get("labels") or {}) and (wid := _job_of_pod(meta)) is not None:
+            self._to_poke.add(wid)
+
+    async def gone(self, ref: ObjectRef) -> None:
+        """WATCH-1: a deleted Job's workflow follows through from its identity alone."""
+        if ref.kind == "Job":
+            await self.workflows.signal(job_workflow_id(ref.namespace, ref.name, ref.uid), name="poke")
+
+    async def poker(self, interval: float = 0.2) -> None:
+        """Send at most one ``poke`` per Job workflow per tick, however many Pod events came in."""
+        while True:
+            await asyncio.sleep(interval)
+            if not self._to_poke:
+                continue
+            batch, self._to_poke = self._to_poke, set()
+            results = await asyncio.gather(*(self.workflows.signal(wid, name="poke") for wid in batch),
+                                           return_exceptions=True)
+            for wid, res in zip(batch, results, strict=True):
+                if isinstance(res, Exception):
+                    log.warning("could not poke %s: %s", wid, res)
+
+    @staticmethod
+    def count_tracking_finalizer(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        """L10: count a Pod entering or leaving "finished and holding the tracking finalizer"."""
+        event = tracking_finalizer_event(old, new)
+        if event is not None:
+            TRACKING_FINALIZER.add(1, {"event": event})
+
+
+def controller_of(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The owner reference with ``controller: true`` of a raw object's metadata, if any."""
+    return next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+
+
+def _job_of_pod(meta: dict[str, Any]) -> str | None:
+    """The Job workflow a Pod event concerns: its controlling Job, else the Job its labels name.
+
+    The controller reference goes first: a Pod relabeled so that it no longer matches its Job's
+    selector (even the ``controller-uid`` label changed) must still wake its Job, which releases
+    it (B23); an orphan is routed by its labels, for adoption.
+    """
+    owner = controller_of(meta)
+    ns = meta.get("namespace", "")
+    if owner is not None:
+        if owner.get("kind") == "Job" and owner.get("name") and owner.get("uid"):
+            return job_workflow_id(ns, owner["name"], owner["uid"])
+        return None
+    labels = meta.get("labels") or {}
+    if labels.get(CONTROLLER_UID_LABEL) and labels.get(JOB_NAME_LABEL):
+        return job_workflow_id(ns, labels[JOB_NAME_LABEL], labels[CONTROLLER_UID_LABEL])
+    return None
+
+
+def search_attributes(ref: ObjectRef) -> TypedSearchAttributes:
+    """``K8sKind``, ``K8sNamespace``, ``K8sName`` and ``K8sUID`` of the object a workflow is for."""
+    return TypedSearchAttributes([
+        SearchAttributePair(K8S_KIND, ref.kind),
+        SearchAttributePair(K8S_NAMESPACE, ref.namespace),
+        SearchAttributePair(K8S_NAME, ref.name),
+        SearchAttributePair(K8S_UID, ref.uid),
+    ])
+
+
+async def _retry(call: Callable[[], Any], attempts: int = 5) -> Any:
+    """Retry a Temporal RPC on transient failures (unavailable, throttled) with backoff."""
+    delay = 0.2
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except RPCError as err:
+            transient = err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.RESOURCE_EXHAUSTED,
+                                       RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.INTERNAL)
+            if not transient or attempt == attempts - 1:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
