@@ -39,7 +39,7 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from workflows import cronplan
-    from workflows.cronplan import Run, iso
+    from workflows.cronplan import Run
     from workflows.identity import NEXT_SCHEDULE_TIME, timed_task_queue
     from workflows.models.common import EventInput
     from workflows.models.cronjob import (
@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         TriggerResult,
     )
     from workflows.policies import K8S_BEST_EFFORT_RETRY, K8S_CALL_TIMEOUT, K8S_RETRY
+    from workflows.times import rfc3339 as iso
 
 #: ``workflow.patched`` id: a schedule time in the minute of one already considered is not acted
 #: on again (CJ-SUBMINUTE); histories recorded before it replay without it.

@@ -57,6 +57,7 @@ from workflows.models.cronjob import (
     SyncCronJobInput,
 )
 from workflows.times import plus_seconds
+from workflows.times import rfc3339 as iso
 
 COMPONENT = "batchd-cronjob-controller"
 RECENT_RUNS = 10
@@ -67,11 +68,6 @@ Subminute = Callable[[], bool]
 
 class BackfillRefused(ValueError):
     """A backfill range the workflow refuses (CJ-BACKFILL); nothing is created."""
-
-
-def iso(t: datetime) -> str:
-    """An instant as the API writes ``metav1.Time``: RFC 3339 in UTC, whole seconds."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

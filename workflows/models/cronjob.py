@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from workflows.models.common import Job, K8sModel, ObjectMeta
+from workflows.models.common import Job, K8sModel, ObjectMeta, finished_condition
 
 CRONJOB_MANAGED_LABEL = "batchd.io/managed"
 NEXT_SCHEDULE_ANNOTATION = "batchd.io/next-schedule-time"
@@ -131,19 +131,17 @@ class JobSummary(K8sModel):
 
     @classmethod
     def of(cls, job: Job, raw_status: dict[str, object] | None = None) -> JobSummary:
-        """Summarise a Job (C31: its first Complete/Failed=True condition decides the class)."""
-        finished = next(
-            (c for c in job.status.conditions if c.type in ("Complete", "Failed") and c.status == "True"), None
-        )
+        """Summarise a Job (CJ-48: its first Complete/Failed=True condition decides the class)."""
+        finished = finished_condition(job.status.conditions)
         owner = job.metadata.controller_ref()
         status = raw_status or {}
-        return cls(
-            name=job.metadata.name, uid=job.metadata.uid, owner_uid=owner.uid if owner else "",
-            outcome=finished.type if finished else None,  # type: ignore[arg-type]
-            finished_at=finished.last_transition_time if finished else None,
-            start_time=status.get("startTime"),  # type: ignore[arg-type]
-            completion_time=status.get("completionTime"),  # type: ignore[arg-type]
-        )
+        # validated, not constructed: the outcome and the raw status times are checked and parsed here
+        return cls.model_validate({
+            "name": job.metadata.name, "uid": job.metadata.uid, "owner_uid": owner.uid if owner else "",
+            "outcome": finished.type if finished else None,
+            "finished_at": finished.last_transition_time if finished else None,
+            "start_time": status.get("startTime"), "completion_time": status.get("completionTime"),
+        })
 
 
 class CronJobRun(K8sModel):
