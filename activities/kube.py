@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlencode, urlsplit
 
 from kubernetes.client import Configuration
-from kubernetes.client.rest import is_socks_proxy_url, should_bypass_proxies
+from kubernetes.client.rest import should_bypass_proxies
 from opentelemetry import trace
 from temporalio import activity
 
@@ -140,7 +140,7 @@ class Endpoint:
         proxy, proxy_headers = None, dict(cfg.proxy_headers or {})
         if cfg.proxy and not should_bypass_proxies(cfg.host, cfg.no_proxy or ""):
             purl = urlsplit(cfg.proxy)
-            if is_socks_proxy_url(cfg.proxy) or purl.scheme != "http" or not purl.hostname:
+            if purl.scheme != "http" or not purl.hostname:  # SOCKS and https:// proxies too
                 raise ValueError(f"unsupported proxy {cfg.proxy!r}: only http:// proxies are")
             proxy = (purl.hostname, purl.port or 80)
             if purl.username is not None:
