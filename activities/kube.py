@@ -33,9 +33,10 @@ from urllib.parse import unquote, urlencode, urlsplit
 from kubernetes.client import Configuration
 from kubernetes.client.rest import should_bypass_proxies
 from opentelemetry import trace
-from temporalio import activity
 
+from activities.contract import implements
 from activities.errors import KubeError, NotFound, Unreachable, from_response, temporal_errors
+from workflows.models import common as contract
 from workflows.models.common import EventInput, ObjectRef
 
 _tracer = trace.get_tracer("batchd.kube")
@@ -414,7 +415,7 @@ class EventActivities:
         self.kube = kube
         self.clock = clock or SystemClock()
 
-    @activity.defn(name="record_event")
+    @implements(contract.record_event)
     @temporal_errors
     def record_event(self, inp: EventInput) -> None:
         """Record (or aggregate) an Event on ``inp.ref``."""

@@ -28,6 +28,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.contract import check_implemented
 from activities.cronjob import CronJobActivities, CronJobCache
 from activities.job import JobActivities
 from activities.kube import Clock, EventActivities, Kube
@@ -143,22 +144,29 @@ def build_workers(
     the worker until their schedule time, so they must not take the main queue's slots and threads.
     ``cronjob_cache`` is the bridge's :meth:`~worker.bridge.Bridge.cached_cronjob` when it runs in
     the same process.
+
+    Raises:
+        TypeError: the activities do not implement exactly the declarations of workflows/models/
+            (:func:`~activities.contract.check_implemented`), so no worker starts.
     """
     ttl = TTLActivities(kube, clock)
     cronjob = CronJobActivities(kube, clock, cronjob_cache)
     job = JobActivities(kube, clock)
+    activities = [*ttl.all(), *cronjob.all(), *job.all(), EventActivities(kube, clock).record_event]
+    timed_activities = [cronjob.create_job_at]
+    check_implemented([*activities, *timed_activities])
     return [
         Worker(
             client,
             task_queue=task_queue,
             workflows=WORKFLOWS,
-            activities=[*ttl.all(), *cronjob.all(), *job.all(), EventActivities(kube, clock).record_event],
+            activities=activities,
             activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="activity"),
             max_concurrent_activities=max_concurrent_activities,
             workflow_runner=WORKFLOW_RUNNER,
             max_concurrent_workflow_tasks=MAX_WORKFLOW_TASKS,
             **options,
         ),
-        Worker(client, task_queue=timed_task_queue(task_queue), activities=[cronjob.create_job_at],
+        Worker(client, task_queue=timed_task_queue(task_queue), activities=timed_activities,
                max_concurrent_activities=MAX_ARMED),
     ]

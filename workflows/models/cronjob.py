@@ -321,3 +321,42 @@ class BackfillResult(K8sModel):
     existed: list[str] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)  # "<job>: <why>"
     queued: list[str] = Field(default_factory=list)  # one at a time: the Jobs still to come, in order
+
+
+# -- activities (implemented by activities/cronjob.py) ------------------------------------------
+# Appended on a branch that had to leave the rest of this module alone (issue 12): the import
+# belongs with the others at the top once the CronJob rewrite is merged.
+from workflows.models.common import declare_activity  # noqa: E402
+
+
+@declare_activity
+def create_cronjob_job(inp: CreateJobInput) -> CreateJobResult:
+    """Build the Job from the CronJob's current template and create it (C15–C25)."""
+    raise NotImplementedError
+
+
+@declare_activity
+async def create_cronjob_job_at(inp: CreateJobInput) -> CreateJobResult:
+    """Wait in the worker until ``not_before``, then create the Job as ``create_cronjob_job`` does.
+
+    Runs on the timed task queue (``timed_task_queue``), where a worker holds many armed creations at once.
+    """
+    raise NotImplementedError
+
+
+@declare_activity
+def delete_cronjob_jobs(inp: DeleteJobsInput) -> DeleteJobsResult:
+    """Delete Jobs with Background propagation (C14, C33); 404 counts as deleted."""
+    raise NotImplementedError
+
+
+@declare_activity
+def sync_cronjob(inp: SyncCronJobInput) -> SyncCronJobResult:
+    """Write ``status`` (active, lastScheduleTime, lastSuccessfulTime) and batchd's annotations."""
+    raise NotImplementedError
+
+
+@declare_activity
+def set_cronjob_suspend(inp: SetSuspendInput) -> SyncCronJobResult:
+    """Patch ``spec.suspend``, with the suspend reason and time beside it, in one patch (CJ-SUSPEND)."""
+    raise NotImplementedError

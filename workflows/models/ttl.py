@@ -9,7 +9,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from workflows.models.common import INT64_MAX, Job, K8sModel, ObjectRef, Pod
+from workflows.models.common import (
+    INT64_MAX,
+    Job,
+    K8sModel,
+    ObjectRef,
+    ObserveInput,
+    Pod,
+    declare_activity,
+)
 from workflows.times import plus_seconds
 
 #: Label (Pods) and value of ``spec.managedBy`` (Jobs) that hand an object to batchd.
@@ -210,3 +218,18 @@ class DeleteExpiredResult(K8sModel):
     observation: TTLObservation
     expire_at: datetime | None = None
     deleted_at: datetime | None = None
+
+
+# -- activities (implemented by activities/ttl.py) ----------------------------------------------
+
+
+@declare_activity
+def read_ttl_object(inp: ObserveInput) -> TTLObservation:
+    """GET the object fresh and observe it (gone: 404, or its name now has another uid)."""
+    raise NotImplementedError
+
+
+@declare_activity
+def delete_expired(inp: DeleteExpiredInput) -> DeleteExpiredResult:
+    """GET fresh, re-run the decision on the fresh copy, delete only if it is expired (A11–A13)."""
+    raise NotImplementedError
