@@ -29,13 +29,13 @@ dev: $(STAMP)
 test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
-	$(BIN)/mypy workflows activities
+	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
-	$(BIN)/mypy workflows activities
+	$(BIN)/mypy
 
 image: $(STAMP)
 	rm -rf $(WHEELHOUSE)

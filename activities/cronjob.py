@@ -1,9 +1,10 @@
 """Activities of the CronJob workflow: create a Job from the fresh template, delete Jobs, write status.
 
-Layer: activities. Called by workflows/cronjob.py by name (as local activities, but for the armed
-creation, which waits on the worker's timed queue); registered by worker/temporal.py. Every call is idempotent: the Job name is deterministic (AlreadyExists on a
-Job this CronJob controls is success), deletes tolerate 404, status writes are merge patches of
-values the workflow owns. Spec references: shared/spec/cronjob-and-ttl.md (C*).
+Layer: activities. Implements the declarations of workflows/models/cronjob.py, which
+workflows/cronjob.py calls (as local activities, but for the armed creation, which waits on the
+worker's timed queue); registered by worker/temporal.py. Every call is idempotent: the Job name is
+deterministic (AlreadyExists on a Job this CronJob controls is success), deletes tolerate 404,
+status writes are merge patches of values the workflow owns. Spec references: shared/spec/cronjob-and-ttl.md (C*).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 from opentelemetry import metrics
 from temporalio import activity
 
+from activities.contract import implements
 from activities.errors import (
     AlreadyExists,
     Forbidden,
@@ -30,6 +32,7 @@ from activities.errors import (
     temporal_errors,
 )
 from activities.kube import Clock, Kube, SystemClock, prestarted_pool
+from workflows.models import cronjob as contract
 from workflows.models.common import JobStatus, ObjectRef, finished_condition
 from workflows.models.cronjob import (
     MANUAL_INSTANTIATE_ANNOTATION,
@@ -177,7 +180,7 @@ class CronJobActivities:
         except KubeError as err:  # an Event is never worth failing the step that caused it
             activity.logger.warning("could not record %s Event on CronJob %s/%s: %s", reason, namespace, name, err)
 
-    @activity.defn(name="create_cronjob_job")
+    @implements(contract.create_cronjob_job)
     @temporal_errors
     def create_job(self, inp: CreateJobInput) -> CreateJobResult:
         """Build the Job from the CronJob's current template and create it (C15–C25)."""
@@ -243,7 +246,7 @@ class CronJobActivities:
     # A worker that dies holding an armed creation is noticed by its missing heartbeats, within
     # the heartbeat timeout, not at the end of the attempt's whole wait plus slack; another
     # replica then creates the Job (or finds it, if the dead one got that far).
-    @activity.defn(name="create_cronjob_job_at")
+    @implements(contract.create_cronjob_job_at)
     async def create_job_at(self, inp: CreateJobInput) -> CreateJobResult:
         """Wait in the worker until ``not_before``, then create the Job as ``create_cronjob_job`` does.
 
@@ -285,7 +288,7 @@ class CronJobActivities:
         ctx = contextvars.copy_context()  # activity.info() and the logger, in the pool's thread
         return await asyncio.get_running_loop().run_in_executor(self.pool, ctx.run, temporal_errors(fn), inp)
 
-    @activity.defn(name="delete_cronjob_jobs")
+    @implements(contract.delete_cronjob_jobs)
     @temporal_errors
     def delete_jobs(self, inp: DeleteJobsInput) -> DeleteJobsResult:
         """Delete Jobs with Background propagation (C14, C33); 404 counts as deleted."""
@@ -305,7 +308,7 @@ class CronJobActivities:
                         f"Deleted job {ref.name}")
         return out
 
-    @activity.defn(name="sync_cronjob")
+    @implements(contract.sync_cronjob)
     @temporal_errors
     def sync(self, inp: SyncCronJobInput) -> SyncCronJobResult:
         """Write ``status`` (active, lastScheduleTime, lastSuccessfulTime) and batchd's annotations."""
@@ -326,7 +329,7 @@ class CronJobActivities:
             self.kube.patch("CronJob", inp.namespace, inp.name, {"metadata": {"annotations": changed}})
         return SyncCronJobResult()
 
-    @activity.defn(name="set_cronjob_suspend")
+    @implements(contract.set_cronjob_suspend)
     @temporal_errors
     def set_suspend(self, inp: SetSuspendInput) -> SyncCronJobResult:
         """Patch ``spec.suspend`` so Kubernetes stays the source of truth for suspend/resume, and
@@ -341,6 +344,6 @@ class CronJobActivities:
                         {"metadata": {"annotations": notes}, "spec": {"suspend": inp.suspend}})
         return SyncCronJobResult()
 
-    def all(self) -> list[Any]:
+    def all(self) -> list[Callable[..., object]]:
         """The activities of the main task queue (``create_job_at`` runs on the timed one)."""
         return [self.create_job, self.delete_jobs, self.sync, self.set_suspend]

@@ -1,7 +1,7 @@
 """Activities of the Job workflow: snapshot, Pod creation and deletion, finalizers, status writes.
 
-Layer: activities. Called by workflows/job.py by name; registered by worker/temporal.py. Each is
-idempotent and batched (one activity call handles many Pods, so history stays small however many
+Layer: activities. Implements the declarations of workflows/models/job.py, which workflows/job.py
+calls; registered by worker/temporal.py. Each is idempotent and batched (one activity call handles many Pods, so history stays small however many
 Pods a Job runs). Upstream's three tracking steps map to :meth:`JobActivities.write_status`
 (step 1 and step 3) and :meth:`JobActivities.release_finalizers` (step 2). Spec references:
 shared/spec/job.md.
@@ -16,6 +16,7 @@ from typing import Any
 
 from temporalio import activity
 
+from activities.contract import implements
 from activities.errors import (
     AlreadyExists,
     Conflict,
@@ -27,6 +28,7 @@ from activities.errors import (
     temporal_errors,
 )
 from activities.kube import Clock, Kube, SystemClock, prestarted_pool
+from workflows.models import job as contract
 from workflows.models.job import (
     COMPLETION_INDEX_ANNOTATION,
     CONTROLLER_UID_LABEL,
@@ -221,7 +223,7 @@ class JobActivities:
             if not cont:
                 return pods
 
-    @activity.defn(name="observe_job")
+    @implements(contract.observe_job)
     @temporal_errors
     def observe(self, inp: ObserveJobInput) -> JobSnapshot:
         """GET the Job and LIST the Pods its selector matches, claiming them as upstream (B23), as one snapshot.
@@ -281,7 +283,7 @@ class JobActivities:
         activity.logger.info("Job %s/%s adopted Pod %s", jmeta["namespace"], jmeta["name"], meta["name"])
         return adopted
 
-    @activity.defn(name="write_job_status")
+    @implements(contract.write_job_status)
     @temporal_errors
     def write_status(self, inp: WriteStatusInput) -> PodsResult:
         """Replace the controller-owned status fields (tracking steps 1 and 3)."""
@@ -295,7 +297,7 @@ class JobActivities:
             return PodsResult(stale=True)
         return PodsResult(resource_version=job["metadata"]["resourceVersion"])
 
-    @activity.defn(name="create_job_pods")
+    @implements(contract.create_job_pods)
     @temporal_errors
     def create_pods(self, inp: CreatePodsInput) -> CreatePodsResult:
         """Create Pods in slow-start batches of 1, 2, 4, … (B18); stop after a batch with an error."""
@@ -353,13 +355,13 @@ class JobActivities:
             pass
         return name
 
-    @activity.defn(name="release_job_pods")
+    @implements(contract.release_job_pods)
     @temporal_errors
     def release_finalizers(self, inp: ReleaseInput) -> PodsResult:
         """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, C5)."""
         return PodsResult(names=_heartbeating(self.pool, lambda n: self._release(inp.namespace, n), inp.pods))
 
-    @activity.defn(name="release_unmatched_job_pods")
+    @implements(contract.release_unmatched_job_pods)
     @temporal_errors
     def release_unmatched(self, inp: ReleaseUnmatchedInput) -> PodsResult:
         """B23: release Pods whose labels stopped matching, as upstream's ``ReleasePod``.
@@ -381,7 +383,7 @@ class JobActivities:
 
         return PodsResult(names=_heartbeating(self.pool, one, sorted(inp.pods)))
 
-    @activity.defn(name="delete_job_pods")
+    @implements(contract.delete_job_pods)
     @temporal_errors
     def delete_pods(self, inp: DeletePodsInput) -> PodsResult:
         """Delete Pods; with ``release`` the finalizer goes first so they are never counted (B13)."""
@@ -393,6 +395,6 @@ class JobActivities:
 
         return PodsResult(names=_heartbeating(self.pool, one, inp.pods))
 
-    def all(self) -> list[Any]:
+    def all(self) -> list[Callable[..., object]]:
         return [self.observe, self.write_status, self.create_pods, self.release_finalizers, self.release_unmatched,
                 self.delete_pods]

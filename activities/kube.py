@@ -31,11 +31,12 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlencode, urlsplit
 
 from kubernetes.client import Configuration
-from kubernetes.client.rest import is_socks_proxy_url, should_bypass_proxies
+from kubernetes.client.rest import should_bypass_proxies
 from opentelemetry import trace
-from temporalio import activity
 
+from activities.contract import implements
 from activities.errors import KubeError, NotFound, Unreachable, from_response, temporal_errors
+from workflows.models import common as contract
 from workflows.models.common import EventInput, ObjectRef
 from workflows.times import rfc3339
 
@@ -141,7 +142,7 @@ class Endpoint:
         proxy, proxy_headers = None, dict(cfg.proxy_headers or {})
         if cfg.proxy and not should_bypass_proxies(cfg.host, cfg.no_proxy or ""):
             purl = urlsplit(cfg.proxy)
-            if is_socks_proxy_url(cfg.proxy) or purl.scheme != "http" or not purl.hostname:
+            if purl.scheme != "http" or not purl.hostname:  # SOCKS and https:// proxies too
                 raise ValueError(f"unsupported proxy {cfg.proxy!r}: only http:// proxies are")
             proxy = (purl.hostname, purl.port or 80)
             if purl.username is not None:
@@ -415,7 +416,7 @@ class EventActivities:
         self.kube = kube
         self.clock = clock or SystemClock()
 
-    @activity.defn(name="record_event")
+    @implements(contract.record_event)
     @temporal_errors
     def record_event(self, inp: EventInput) -> None:
         """Record (or aggregate) an Event on ``inp.ref``."""

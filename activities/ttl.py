@@ -1,18 +1,22 @@
 """Activities of the TTL-after-finished workflow: fresh read, and check-again-then-delete.
 
-Layer: activities. Called by workflows/ttl.py by name; registered by worker/temporal.py.
+Layer: activities. Implements the declarations of workflows/models/ttl.py, which workflows/ttl.py
+calls; registered by worker/temporal.py.
 Runs in the worker's thread pool (activities/kube.py's client is synchronous).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import metrics
 from temporalio import activity
 
+from activities.contract import implements
 from activities.errors import Conflict, temporal_errors
 from activities.kube import Clock, Kube, SystemClock
+from workflows.models import ttl as contract
 from workflows.models.common import Job, ObjectRef, ObserveInput, Pod
 from workflows.models.ttl import DeleteExpiredInput, DeleteExpiredResult, TTLObservation, time_left
 
@@ -45,14 +49,14 @@ class TTLActivities:
         self.kube = kube
         self.clock = clock or SystemClock()
 
-    @activity.defn(name="read_ttl_object")
+    @implements(contract.read_ttl_object)
     @temporal_errors
     def read_ttl_object(self, inp: ObserveInput) -> TTLObservation:
         """GET the object fresh."""
         ref = inp.ref
         return observe(ref, self.kube.get(ref.kind, ref.namespace, ref.name))
 
-    @activity.defn(name="delete_expired")
+    @implements(contract.delete_expired)
     @temporal_errors
     def delete_expired(self, inp: DeleteExpiredInput) -> DeleteExpiredResult:
         """GET fresh, re-run the decision on the fresh copy, delete only if it is expired (A11–A13).
@@ -95,6 +99,6 @@ class TTLActivities:
         DELETIONS.add(1, {"kind": obs.ref.kind, "outcome": outcome})
         return DeleteExpiredResult(deleted=False, observation=obs, expire_at=expire_at)
 
-    def all(self) -> list[Any]:
+    def all(self) -> list[Callable[..., object]]:
         """Every activity of this group, for worker registration."""
         return [self.read_ttl_object, self.delete_expired]

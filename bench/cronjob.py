@@ -18,6 +18,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from bench.harness import (
     dev_server,
@@ -30,7 +31,7 @@ from bench.harness import (
 )
 
 
-def cronjob(name: str) -> dict:
+def cronjob(name: str) -> dict[str, Any]:
     return {"apiVersion": "batch/v1", "kind": "CronJob",
             "metadata": {"name": name, "labels": {"batchd.io/managed": "true"}},
             "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {

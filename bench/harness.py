@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
@@ -29,6 +30,16 @@ from worker.app import kube_configuration
 from worker.dev import ephemeral_dev_server
 
 BIN = Path(sys.executable).parent
+
+#: The history events Temporal bills as actions, by their field of ``HistoryEvent.attributes``.
+BILLABLE = frozenset(f"{event}_event_attributes" for event in (
+    "workflow_execution_started", "workflow_execution_signaled", "timer_started", "activity_task_scheduled",
+    "upsert_workflow_search_attributes", "marker_recorded", "workflow_properties_modified"))
+
+
+def billable_actions(history: WorkflowHistory) -> int:
+    """How many actions ``history`` cost."""
+    return sum(1 for ev in history.events if ev.WhichOneof("attributes") in BILLABLE)
 
 
 def free_port() -> int:
@@ -56,9 +67,10 @@ class Process:
     def rss_mb(self) -> tuple[float, float]:
         """(current, peak) resident set size in MiB, from /proc."""
         text = Path(f"/proc/{self.proc.pid}/status").read_text()
-        cur = int(re.search(r"VmRSS:\s+(\d+)", text).group(1))  # type: ignore[union-attr]
-        peak = int(re.search(r"VmHWM:\s+(\d+)", text).group(1))  # type: ignore[union-attr]
-        return cur / 1024, peak / 1024
+        kib = dict(re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", text, re.MULTILINE))
+        if len(kib) < 2:
+            raise RuntimeError(f"no memory figures for pid {self.proc.pid} (it exited?)")
+        return int(kib["VmRSS"]) / 1024, int(kib["VmHWM"]) / 1024
 
     def stop(self) -> None:
         if self.proc.poll() is None:

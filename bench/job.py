@@ -20,12 +20,22 @@ import json
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 from temporalio.service import RPCError, RPCStatusCode
 
-from bench.harness import dev_server, kube_for, kubesim_process, table, workdir, worker_process
-from bench.ttl import BILLABLE
+from activities.kube import Kube
+from bench.harness import (
+    billable_actions,
+    dev_server,
+    kube_for,
+    kubesim_process,
+    table,
+    workdir,
+    worker_process,
+)
 from workflows.identity import job_workflow_id
 from workflows.models.job import JOB_MANAGED_BY
 
@@ -87,8 +97,11 @@ async def main(completions: int, parallelism: int, run_seconds: float, per_index
                 hist = await env.client.get_workflow_handle(wid, run_id=wf.run_id).fetch_history()
                 runs += 1
                 events.append(len(hist.events))
-                actions += sum(1 for ev in hist.events for f in BILLABLE if ev.HasField(f"{f}_event_attributes"))
-            final = kube.get("Job", ns, "big")["status"]
+                actions += billable_actions(hist)
+            done = kube.get("Job", ns, "big")
+            if done is None:
+                raise RuntimeError(f"Job {ns}/big is gone before its figures were read")
+            final = done["status"]
     span_start = max(1e-3, starts[-1] - starts[0]) if starts else float("nan")
     span_end = max(1e-3, ends[-1] - ends[0]) if ends else float("nan")
     print(f"job: Indexed, {completions} completions, parallelism {parallelism}, Pods run {run_seconds:g} s"
@@ -106,7 +119,7 @@ async def main(completions: int, parallelism: int, run_seconds: float, per_index
     print(f"(logs in {wd})")
 
 
-def _all_pods(kube, ns):  # type: ignore[no-untyped-def]
+def _all_pods(kube: Kube, ns: str) -> Iterator[dict[str, Any]]:
     cont = None
     while True:
         page = kube.list("Pod", ns, limit=1000, continue_=cont)

@@ -33,6 +33,7 @@ from activities.kube import Kube
 from bench.ceiling import DONE, CeilingWorkflow, bench_noop
 from bench.harness import (
     DeletionWatch,
+    billable_actions,
     dev_server,
     kube_for,
     kubesim_process,
@@ -42,10 +43,6 @@ from bench.harness import (
     worker_process,
 )
 from tests.k8s import create_job, finish_job
-
-BILLABLE = ("workflow_execution_started", "workflow_execution_signaled", "timer_started", "activity_task_scheduled",
-            "upsert_workflow_search_attributes", "marker_recorded", "workflow_properties_modified")
-
 
 # -- the ceiling --------------------------------------------------------------------------
 
@@ -100,7 +97,7 @@ async def actions_per_workflow(client: Client, ns: str, sample: int = 20) -> flo
     totals = []
     async for wf in client.list_workflows(f'K8sNamespace = "{ns}"', limit=sample):
         hist = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
-        totals.append(sum(1 for ev in hist.events for f in BILLABLE if ev.HasField(f"{f}_event_attributes")))
+        totals.append(billable_actions(hist))
     return sum(totals) / len(totals) if totals else float("nan")
 
 

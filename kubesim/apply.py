@@ -313,6 +313,7 @@ def apply(current: Obj | None, applied: Obj, manager: str, *, force: bool, now: 
     api_version = applied.get("apiVersion", "")
     fields = fields_of(applied)
     ident = (manager, "Apply", "")
+    obj: Obj
     if current is None:
         obj = clone(applied)
         obj.setdefault("metadata", {})["managedFields"] = [_entry(manager, "Apply", api_version, now, fields)]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from kubesim import resources
 from kubesim.errors import ApiError, Cause, bad_request, conflict
@@ -52,10 +52,18 @@ def with_meta(obj: Obj, **changes: Any) -> Obj:
     return {**obj, "metadata": meta}
 
 
+class Writes(Protocol):
+    """The store writes a :class:`Lifecycle` makes; a server-side dry run passes writes that keep nothing."""
+
+    def replace(self, key: StorageKey, obj: Obj) -> Obj: ...
+
+    def remove(self, key: StorageKey, obj: Obj) -> Obj: ...
+
+
 class Lifecycle:
     """Delete and finalize objects with kube-apiserver's rules (graceful pods, finalizers)."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Writes, clock: Clock) -> None:
         self.store = store
         self.clock = clock
 

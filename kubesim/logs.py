@@ -55,8 +55,8 @@ def _status(pod: Obj, name: str) -> Obj | None:
 def pick_container(pod: Obj, requested: str | None) -> str:
     """The container a log request reads, with the API server's errors for a bad choice."""
     spec = pod.get("spec") or {}
-    names = [c.get("name", "") for c in spec.get("containers") or []]
-    init = [c.get("name", "") for c in spec.get("initContainers") or []]
+    names: list[str] = [c.get("name", "") for c in spec.get("containers") or []]
+    init: list[str] = [c.get("name", "") for c in spec.get("initContainers") or []]
     pod_name = pod["metadata"]["name"]
     if requested:
         if requested not in names + init:

@@ -589,7 +589,8 @@ def encode(obj: dict[str, Any]) -> bytes:
     envelope: Any = message_for("Unknown")()
     envelope.typeMeta.apiVersion, envelope.typeMeta.kind = api_version, kind
     envelope.raw = msg.SerializeToString()
-    return MAGIC + envelope.SerializeToString()
+    wire: bytes = envelope.SerializeToString()
+    return MAGIC + wire
 
 
 # -- integer formats ---------------------------------------------------------------------------

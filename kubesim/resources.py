@@ -9,6 +9,7 @@ once (in its core/v1 shape, which is a superset) and converted for the other vie
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,11 +34,16 @@ class Resource:
     categories: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()
     verbs: tuple[str, ...] = ALL_VERBS
-    # Where objects live; two views of one kind (events) share it.
-    storage: tuple[str, str] = ("", "")
+    # Where objects live when two views of one kind (events) share them; else (group, plural).
+    shared_storage: tuple[str, str] | None = None
     # kube-apiserver's DefaultGarbageCollectionPolicy: batch/v1 jobs keep Orphan for
     # backwards compatibility, everything else is Background.
     default_propagation: str = "Background"
+
+    @property
+    def storage(self) -> tuple[str, str]:
+        """The store's key for this resource's objects."""
+        return self.shared_storage or (self.group, self.plural)
 
     @property
     def api_version(self) -> str:
@@ -57,23 +63,18 @@ class Resource:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
-def _r(group: str, version: str, plural: str, singular: str, kind: str, namespaced: bool, **kw: object) -> Resource:
-    storage = kw.pop("storage", (group, plural))
-    return Resource(group, version, plural, singular, kind, namespaced, storage=storage, **kw)  # type: ignore[arg-type]
-
-
 RESOURCES: tuple[Resource, ...] = (
-    _r("", "v1", "namespaces", "namespace", "Namespace", False, short_names=("ns",),
-       subresources=("status", "finalize"), verbs=NS_VERBS),
-    _r("", "v1", "pods", "pod", "Pod", True, short_names=("po",), categories=("all",),
-       subresources=("status", "log")),
-    _r("", "v1", "events", "event", "Event", True, short_names=("ev",), storage=("", "events")),
-    _r("events.k8s.io", "v1", "events", "event", "Event", True, short_names=("ev",),
-       storage=("", "events")),
-    _r("batch", "v1", "jobs", "job", "Job", True, categories=("all",), subresources=("status",),
-       default_propagation="Orphan"),
-    _r("batch", "v1", "cronjobs", "cronjob", "CronJob", True, short_names=("cj",),
-       categories=("all",), subresources=("status",)),
+    Resource("", "v1", "namespaces", "namespace", "Namespace", False, short_names=("ns",),
+             subresources=("status", "finalize"), verbs=NS_VERBS),
+    Resource("", "v1", "pods", "pod", "Pod", True, short_names=("po",), categories=("all",),
+             subresources=("status", "log")),
+    Resource("", "v1", "events", "event", "Event", True, short_names=("ev",), shared_storage=("", "events")),
+    Resource("events.k8s.io", "v1", "events", "event", "Event", True, short_names=("ev",),
+             shared_storage=("", "events")),
+    Resource("batch", "v1", "jobs", "job", "Job", True, categories=("all",), subresources=("status",),
+             default_propagation="Orphan"),
+    Resource("batch", "v1", "cronjobs", "cronjob", "CronJob", True, short_names=("cj",),
+             categories=("all",), subresources=("status",)),
 )
 
 # (group, version, plural) -> Resource
@@ -221,7 +222,7 @@ def from_view(res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def view_function(res: Resource) -> Any:
+def view_function(res: Resource) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
     """``to_view`` bound to ``res``, or None when the view is the stored shape."""
     if res.group == "events.k8s.io":
         return core_event_to_v1

@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import kubernetes.client as k8s
 
@@ -188,11 +188,18 @@ def _int_format(owner: str, attr: str) -> str | None:
     cls = _model(owner) if owner else None
     if cls is None:
         return None
-    json_name = cls.attribute_map.get(attr, attr)  # type: ignore[attr-defined]
+    json_name = cls.attribute_map.get(attr, attr)
     return protobuf.int_format(owner, json_name)
 
 
-def _model(name: str) -> type | None:
+class _ClientModel(Protocol):
+    """What kubesim reads of an official client model class (besides pydantic's ``model_fields``)."""
+
+    openapi_types: ClassVar[dict[str, str]]  # python attribute -> client type string
+    attribute_map: ClassVar[dict[str, str]]  # python attribute -> JSON name
+
+
+def _model(name: str) -> type[_ClientModel] | None:
     cls = getattr(k8s, name, None)
     return cls if cls is not None and hasattr(cls, "openapi_types") else None
 
@@ -202,9 +209,7 @@ def _json_fields(model: str) -> dict[str, tuple[str, str]]:
     """JSON field name → (python attribute, client type string) of a model."""
     cls = _model(model)
     assert cls is not None, model
-    types: dict[str, str] = cls.openapi_types  # type: ignore[attr-defined]
-    amap: dict[str, str] = cls.attribute_map  # type: ignore[attr-defined]
-    return {amap[attr]: (attr, t) for attr, t in types.items()}
+    return {cls.attribute_map[attr]: (attr, t) for attr, t in cls.openapi_types.items()}
 
 
 @cache
@@ -213,8 +218,7 @@ def _required(model: str) -> tuple[str, ...]:
     cls = _model(model)
     assert cls is not None
     fields = getattr(cls, "model_fields", {})
-    amap: dict[str, str] = cls.attribute_map  # type: ignore[attr-defined]
-    return tuple(amap[a] for a in cls.openapi_types if a in fields and fields[a].is_required())  # type: ignore[attr-defined]
+    return tuple(cls.attribute_map[a] for a in cls.openapi_types if a in fields and fields[a].is_required())
 
 
 def _description(model: str, attr: str | None = None) -> str:

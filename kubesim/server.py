@@ -49,6 +49,7 @@ from kubesim.store import (
     Clock,
     Filter,
     Obj,
+    StorageKey,
     Store,
     WatchEvent,
     parse_field_selector,
@@ -150,24 +151,15 @@ class _ProtobufBody(dict[str, Any]):
         self.unknown = unknown
 
 
-class _DryRunStore:
-    """A store whose reads go to the real one and whose writes keep nothing: a server-side dry
-    run goes through every step of a write (defaulting, validation, admission, the delete
-    rules), stores nothing, sends no watch event and consumes no resourceVersion."""
+class _DryRunWrites:
+    """Store writes that keep nothing: a server-side dry run of a delete goes through every step
+    (the delete rules, finalizers, grace periods), stores nothing, sends no watch event and
+    consumes no resourceVersion."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    def create(self, key: Any, obj: Obj) -> Obj:
+    def replace(self, key: StorageKey, obj: Obj) -> Obj:
         return obj
 
-    def replace(self, key: Any, obj: Obj) -> Obj:
-        return obj
-
-    def remove(self, key: Any, obj: Obj) -> Obj:
+    def remove(self, key: StorageKey, obj: Obj) -> Obj:
         return obj
 
 
@@ -584,7 +576,7 @@ class ApiServer:
         since: int | None = None
         if rv_param not in (None, "", "0"):
             try:
-                since = int(rv_param)  # type: ignore[arg-type]
+                since = int(rv_param)
             except ValueError as e:
                 raise bad_request(f"invalid resourceVersion {rv_param!r}") from e
         timeout: float | None = None
@@ -981,7 +973,7 @@ class ApiServer:
         obj = self._current(route)
         lifecycle = self.lifecycle
         if options.get("dryRun"):
-            lifecycle = Lifecycle(_DryRunStore(self.store), self.clock)  # type: ignore[arg-type]
+            lifecycle = Lifecycle(_DryRunWrites(), self.clock)
         result, removed = lifecycle.delete(route.res, obj, options)
         res = route.res
         if removed and res.storage not in RETURNS_DELETED_OBJECT:

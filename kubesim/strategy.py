@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
 import cronexpr
 from kubesim import schema
@@ -309,7 +309,7 @@ def _parse_time(value: Any) -> datetime | None:
         return None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -722,7 +722,7 @@ def _selector_matches(sel: Obj, labels: dict[str, str]) -> bool:
     return True
 
 
-def _selector_is_valid(sel: Any) -> bool:
+def _selector_is_valid(sel: object) -> TypeGuard[Obj]:
     if not isinstance(sel, dict):
         return False
     return all(r.get("operator") in _SELECTOR_OPS for r in sel.get("matchExpressions") or [])
@@ -1086,7 +1086,7 @@ def _validate_pod_failure_policy(spec: Obj, path: str, errs: _Errs) -> None:
 def _validate_success_policy(spec: Obj, path: str, errs: _Errs) -> None:
     """spec A18."""
     rules = _d(spec, "successPolicy", "rules") or []
-    completions = spec.get("completions") if _is_int(spec.get("completions")) else 0
+    completions = c if _is_int(c := spec.get("completions")) else 0
     if not rules:
         errs.required(
             path + ".rules",
@@ -1606,9 +1606,7 @@ _NS_NAME_LABEL = "kubernetes.io/metadata.name"
 def _namespace_common(ns: Obj) -> None:
     # The namespace strategy keeps an immutable name label on every namespace (since 1.21).
     meta = _ensure(ns, "metadata")
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-    labels[_NS_NAME_LABEL] = meta.get("name") or ""
-    meta["labels"] = labels
+    _ensure(meta, "labels")[_NS_NAME_LABEL] = meta.get("name") or ""
 
 
 def _validate_namespace(ns: Obj, errs: _Errs) -> None:

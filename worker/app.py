@@ -171,14 +171,17 @@ class HealthServer:
 
     async def start(self, host: str, port: int) -> None:
         app = web.Application()
-        app.router.add_get("/healthz", lambda _: web.Response(text="ok"))
+        app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = self.runner.addresses[0][1]  # the bound one, when ``port`` is 0
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        return web.Response(text="ok")
 
     async def _readyz(self, _: web.Request) -> web.Response:
         problems = self.problems()

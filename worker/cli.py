@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 import click
 
@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from activities.kube import Kube
+    from worker.temporal import TemporalSettings
+
+#: A click command function, before or after click turned it into a ``click.Command``.
+Command = TypeVar("Command", bound=Callable[..., Any])
 
 
 def _exit(code: int) -> NoReturn:
@@ -47,8 +51,12 @@ def main() -> None:
     """
 
 
-def temporal_options(f):  # type: ignore[no-untyped-def]
-    """Flags every command that talks to Temporal shares."""
+def temporal_options(f: Command) -> Command:
+    """Flags every command that talks to Temporal shares.
+
+    The command takes them as ``**temporal`` keyword arguments and hands them, unread, to
+    :func:`_run_ops` (or :func:`_temporal_settings`).
+    """
     opts = [
         click.option("--temporal-address", envvar="TEMPORAL_ADDRESS", default="localhost:7233", show_default=True,
                      help="Temporal frontend host:port."),
@@ -71,34 +79,34 @@ def temporal_options(f):  # type: ignore[no-untyped-def]
     return f
 
 
-def _temporal_settings(kw: dict) -> object:  # type: ignore[type-arg]
+def _temporal_settings(temporal: dict[str, Any]) -> TemporalSettings:
     from worker.temporal import TemporalSettings
 
     # A Secret mounted as a directory has only the keys it defines, so each file is optional
     # (the Deployment in deploy/base mounts batchd-temporal this way); explicit flags win.
-    tls_dir: Path | None = kw.pop("temporal_tls_dir")
+    tls_dir: Path | None = temporal.pop("temporal_tls_dir")
 
     def from_dir(flag: str, filename: str) -> Path | None:
-        given: Path | None = kw.pop(flag)
+        given: Path | None = temporal.pop(flag)
         if given is None and tls_dir is not None and (tls_dir / filename).is_file():
             return tls_dir / filename
         return given
 
     return TemporalSettings(
-        address=kw.pop("temporal_address"), namespace=kw.pop("temporal_namespace"),
-        api_key=kw.pop("temporal_api_key") or None, tls=kw.pop("temporal_tls"),
+        address=temporal.pop("temporal_address"), namespace=temporal.pop("temporal_namespace"),
+        api_key=temporal.pop("temporal_api_key") or None, tls=temporal.pop("temporal_tls"),
         tls_ca=from_dir("temporal_tls_ca", "ca.crt"), tls_cert=from_dir("temporal_tls_cert", "tls.crt"),
-        tls_key=from_dir("temporal_tls_key", "tls.key"), tls_server_name=kw.pop("temporal_tls_server_name") or None,
+        tls_key=from_dir("temporal_tls_key", "tls.key"), tls_server_name=temporal.pop("temporal_tls_server_name") or None,
     )
 
 
-def _run_ops(kw: dict, command: Callable[[Client], Awaitable[str]], *,  # type: ignore[type-arg]
+def _run_ops(temporal: dict[str, Any], command: Callable[[Client], Awaitable[str]], *,
              timeout: float | None = None) -> NoReturn:
     """Run one operator command against Temporal, print its output and exit with its code."""
     from worker import ops
-    from worker.temporal import TemporalSettings, connect
+    from worker.temporal import connect
 
-    settings: TemporalSettings = _temporal_settings(kw)  # type: ignore[assignment]
+    settings = _temporal_settings(temporal)
     try:
         code, out, err = asyncio.run(ops.main(lambda: connect(settings), command, timeout=timeout))
     except Exception as exc:  # a bug or an unexpected SDK error: still one line and the clean exit path
@@ -171,23 +179,24 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
                    "CronJobs that share a schedule time: a wake-up outside the cache replays the run's history.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--log-level", default="INFO", show_default=True)
-def worker(**kw: object) -> None:
+def worker(task_queue: str, kubeconfig: Path | None, namespaces: str, ttl_scope: Literal["managed", "all"],
+           job_scope: Literal["managed", "all"], cronjob_selector: str, cronjob_lead: float, resync_seconds: float,
+           health_port: int, max_concurrent_activities: int, max_cached_workflows: int, log_format: str,
+           log_level: str, **temporal: Any) -> None:
     """Run the Temporal worker and the Kubernetes bridge (one process; run 2+ replicas safely)."""
     from worker import app, telemetry
     from worker.bridge import BridgeSettings
 
-    telemetry.setup_logging(str(kw.pop("log_format")), str(kw.pop("log_level")))
-    temporal = _temporal_settings(kw)
-    namespaces = tuple(n.strip() for n in str(kw["namespaces"]).split(",") if n.strip())
+    telemetry.setup_logging(log_format, log_level)
     settings = app.WorkerSettings(
-        temporal=temporal,  # type: ignore[arg-type]
-        bridge=BridgeSettings(namespaces=namespaces, ttl_scope=str(kw["ttl_scope"]), job_scope=str(kw["job_scope"]),
-                              cronjob_selector=str(kw["cronjob_selector"]), cronjob_lead=float(kw["cronjob_lead"]),  # type: ignore[arg-type]
-                              task_queue=str(kw["task_queue"]), resync_seconds=float(kw["resync_seconds"])),  # type: ignore[arg-type]
-        kubeconfig=kw["kubeconfig"],  # type: ignore[arg-type]
-        health_port=int(kw["health_port"]),  # type: ignore[call-overload]
-        max_concurrent_activities=int(kw["max_concurrent_activities"]),  # type: ignore[call-overload]
-        max_cached_workflows=int(kw["max_cached_workflows"]),  # type: ignore[call-overload]
+        temporal=_temporal_settings(temporal),
+        bridge=BridgeSettings(namespaces=tuple(n.strip() for n in namespaces.split(",") if n.strip()),
+                              ttl_scope=ttl_scope, job_scope=job_scope, cronjob_selector=cronjob_selector,
+                              cronjob_lead=cronjob_lead, task_queue=task_queue, resync_seconds=resync_seconds),
+        kubeconfig=kubeconfig,
+        health_port=health_port,
+        max_concurrent_activities=max_concurrent_activities,
+        max_cached_workflows=max_cached_workflows,
     )
     code = 0
     try:
@@ -217,11 +226,12 @@ def kubesim(host: str, port: int, kubeconfig_out: Path | None, no_kubelet: bool)
 @click.option("--ui-port", type=int, default=8233, show_default=True)
 @click.option("--kube-port", type=int, default=0, show_default=True, help="kubesim port (0: free).")
 @click.option("--examples/--no-examples", default=True, show_default=True, help="Apply deploy/examples/.")
-def dev(**kw: object) -> None:
+def dev(state_dir: Path, temporal_port: int, ui_port: int, kube_port: int, examples: bool) -> None:
     """Run everything locally: Temporal dev server + UI, kubesim, the worker, and the examples."""
     from worker import dev as devenv
 
-    _exit(asyncio.run(devenv.run(**kw)))  # type: ignore[arg-type]
+    _exit(asyncio.run(devenv.run(state_dir=state_dir, temporal_port=temporal_port, ui_port=ui_port,
+                                 kube_port=kube_port, examples=examples)))
 
 
 # -- operator commands (logic in worker/ops.py) --------------------------------------------
@@ -238,7 +248,7 @@ def ttl() -> None:
 @click.option("--namespace", "-n", "k8s_namespace", default=None, callback=_k8s_namespace,
               help="Only this Kubernetes namespace.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Show only the N soonest.")
-def ttl_list(output: str, k8s_namespace: str | None, limit: int | None, **kw: object) -> None:
+def ttl_list(output: str, k8s_namespace: str | None, limit: int | None, **temporal: Any) -> None:
     """Pending TTL expirations, soonest first (from Temporal visibility).
 
     \b
@@ -247,7 +257,7 @@ def ttl_list(output: str, k8s_namespace: str | None, limit: int | None, **kw: ob
     """
     from worker import ops
 
-    _run_ops(kw, lambda c: ops.ttl_list(c, namespace=k8s_namespace, limit=limit, output=output))
+    _run_ops(temporal, lambda c: ops.ttl_list(c, namespace=k8s_namespace, limit=limit, output=output))
 
 
 def _run_kube(kubeconfig: Path | None, command: Callable[[Kube], str]) -> NoReturn:
@@ -278,7 +288,7 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
         raise click.BadParameter(str(err)) from None
 
 
-def kube_options(f):  # type: ignore[no-untyped-def]
+def kube_options(f: Command) -> Command:
     """Flags of the commands that write a Job or Pod in Kubernetes."""
     f = click.option("--kind", type=click.Choice(["Job", "Pod"]), default="Job", show_default=True,
                      help="What NS/NAME names.")(f)
@@ -342,7 +352,7 @@ def describe() -> None:
 @temporal_options
 @output_option
 @click.argument("ref", metavar="NS/NAME", callback=_ref)
-def describe_job(output: str, ref: tuple[str, str], **kw: object) -> None:
+def describe_job(output: str, ref: tuple[str, str], **temporal: Any) -> None:
     """A Job's workflows (TTL, Job controller) with their pending timers.
 
     \b
@@ -351,14 +361,14 @@ def describe_job(output: str, ref: tuple[str, str], **kw: object) -> None:
     """
     from worker import ops
 
-    _run_ops(kw, lambda c: ops.describe_object(c, "Job", *ref, output=output))
+    _run_ops(temporal, lambda c: ops.describe_object(c, "Job", *ref, output=output))
 
 
 @describe.command("cronjob")
 @temporal_options
 @output_option
 @click.argument("ref", metavar="NS/NAME", callback=_ref)
-def describe_cronjob(output: str, ref: tuple[str, str], **kw: object) -> None:
+def describe_cronjob(output: str, ref: tuple[str, str], **temporal: Any) -> None:
     """A CronJob's workflow with its pending timers (the next schedule time).
 
     \b
@@ -367,7 +377,7 @@ def describe_cronjob(output: str, ref: tuple[str, str], **kw: object) -> None:
     """
     from worker import ops
 
-    _run_ops(kw, lambda c: ops.describe_object(c, "CronJob", *ref, output=output))
+    _run_ops(temporal, lambda c: ops.describe_object(c, "CronJob", *ref, output=output))
 
 
 @main.group()
@@ -379,7 +389,7 @@ def cronjob() -> None:
 _UPDATE_FIELDS = {"reason": "reason", "start": "from", "to": "to", "one_at_a_time": "oneAtATime"}
 
 
-def _cronjob_update_command(update: str, help_text: str, *options: Callable[[Any], Any],
+def _cronjob_update_command(update: str, help_text: str, *options: Callable[[click.Command], click.Command],
                             timeout: float = 30.0) -> None:
     @cronjob.command(update, help=help_text)
     @temporal_options
@@ -387,11 +397,11 @@ def _cronjob_update_command(update: str, help_text: str, *options: Callable[[Any
     @click.option("--timeout", type=float, default=timeout, show_default=True,
                   help="Seconds to wait for a worker to run the update.")
     @click.argument("ref", metavar="NS/NAME", callback=_ref)
-    def command(output: str, timeout: float, ref: tuple[str, str], **kw: object) -> None:
+    def command(output: str, timeout: float, ref: tuple[str, str], **options: Any) -> None:
         from worker import ops
 
-        arg = {field: kw.pop(k) for k, field in _UPDATE_FIELDS.items() if k in kw}
-        _run_ops(kw, lambda c: ops.cronjob_update(c, *ref, update, output=output, arg=arg), timeout=timeout)
+        arg = {field: options.pop(k) for k, field in _UPDATE_FIELDS.items() if k in options}
+        _run_ops(options, lambda c: ops.cronjob_update(c, *ref, update, output=output, arg=arg), timeout=timeout)
 
     for option in options:
         option(command)
@@ -420,11 +430,11 @@ def _cronjob_query_command(query: str, help_text: str) -> None:
     @output_option
     @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the query.")
     @click.argument("ref", metavar="NS/NAME", callback=_ref)
-    def command(output: str, timeout: float, ref: tuple[str, str], **kw: object) -> None:
+    def command(output: str, timeout: float, ref: tuple[str, str], **temporal: Any) -> None:
         from worker import ops
 
         render = ops.cronjob_describe if query == "describe" else ops.cronjob_history
-        _run_ops(kw, lambda c: render(c, *ref, output=output), timeout=timeout)
+        _run_ops(temporal, lambda c: render(c, *ref, output=output), timeout=timeout)
 
 
 _cronjob_query_command(

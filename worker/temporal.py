@@ -9,7 +9,7 @@ creations on ``batchd-timed``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.contract import check_implemented
 from activities.cronjob import CronJobActivities, CronJobCache
 from activities.job import JobActivities
 from activities.kube import Clock, EventActivities, Kube
@@ -127,6 +128,22 @@ async def ensure_search_attributes(client: Client, keys: Sequence[SearchAttribut
                     err.status.name, ", ".join(k.name for k in keys))
 
 
+def activities(kube: Kube, clock: Clock | None = None,
+               cronjob_cache: CronJobCache | None = None) -> tuple[list[Callable[..., object]], list[Callable[..., object]]]:
+    """Every activity, bound to ``kube``: the main task queue's, and the timed one's (armed CronJob creations).
+
+    Raises:
+        TypeError: they do not implement exactly the declarations of workflows/models/
+            (:func:`~activities.contract.check_implemented`), so no worker starts.
+    """
+    cronjob = CronJobActivities(kube, clock, cronjob_cache)
+    main = [*TTLActivities(kube, clock).all(), *cronjob.all(), *JobActivities(kube, clock).all(),
+            EventActivities(kube, clock).record_event]
+    timed: list[Callable[..., object]] = [cronjob.create_job_at]
+    check_implemented([*main, *timed])
+    return main, timed
+
+
 def build_workers(
     client: Client,
     kube: Kube,
@@ -142,23 +159,21 @@ def build_workers(
     The timed worker polls ``{task_queue}-timed`` for armed CronJob creations only: they wait in
     the worker until their schedule time, so they must not take the main queue's slots and threads.
     ``cronjob_cache`` is the bridge's :meth:`~worker.bridge.Bridge.cached_cronjob` when it runs in
-    the same process.
+    the same process. Raises :class:`TypeError` as :func:`activities` does.
     """
-    ttl = TTLActivities(kube, clock)
-    cronjob = CronJobActivities(kube, clock, cronjob_cache)
-    job = JobActivities(kube, clock)
+    main, timed = activities(kube, clock, cronjob_cache)
     return [
         Worker(
             client,
             task_queue=task_queue,
             workflows=WORKFLOWS,
-            activities=[*ttl.all(), *cronjob.all(), *job.all(), EventActivities(kube, clock).record_event],
+            activities=main,
             activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="activity"),
             max_concurrent_activities=max_concurrent_activities,
             workflow_runner=WORKFLOW_RUNNER,
             max_concurrent_workflow_tasks=MAX_WORKFLOW_TASKS,
             **options,
         ),
-        Worker(client, task_queue=timed_task_queue(task_queue), activities=[cronjob.create_job_at],
+        Worker(client, task_queue=timed_task_queue(task_queue), activities=timed,
                max_concurrent_activities=MAX_ARMED),
     ]

@@ -3,7 +3,7 @@
 Layer: workflows (deterministic). Started and signalled by the bridge (worker/bridge.py) on
 ``cronjob/{ns}/{name}``; operators call its updates ``trigger``, ``suspend``, ``resume`` and
 ``backfill`` and its queries ``describe`` and ``history`` (``batchd cronjob …``, ``temporal
-workflow update execute …``, the SDK). Activities (activities/cronjob.py) run as local activities.
+workflow update execute …``, the SDK). Its activities are declared in workflows/models/cronjob.py (implemented in activities/cronjob.py).
 
 Every decision is made by the pure planner, ``workflows/cronplan.py``; this class executes its
 plans. One pass of upstream's ``syncCronJob`` is :meth:`sync`, and its workqueue ``AddAfter`` a
@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import cronplan
     from workflows.cronplan import Run
     from workflows.identity import NEXT_SCHEDULE_TIME, timed_task_queue
-    from workflows.models.common import EventInput
+    from workflows.models.common import EventInput, record_event
     from workflows.models.cronjob import (
         BackfillInput,
         BackfillResult,
@@ -56,9 +56,13 @@ with workflow.unsafe.imports_passed_through():
         ObjectReference,
         SuspendInput,
         SuspendResult,
-        SyncCronJobResult,
         TriggerInput,
         TriggerResult,
+        create_cronjob_job,
+        create_cronjob_job_at,
+        delete_cronjob_jobs,
+        set_cronjob_suspend,
+        sync_cronjob,
     )
     from workflows.policies import K8S_BEST_EFFORT_RETRY, K8S_CALL_TIMEOUT, K8S_RETRY
     from workflows.times import rfc3339 as iso
@@ -250,9 +254,8 @@ class CronJobWorkflow:
                 await self._advance_backfill(None)
         await self._flush_events()
         if cronplan.status_key(self.state, self.wake) != self._written:
-            res: SyncCronJobResult = await workflow.execute_local_activity(
-                "sync_cronjob", cronplan.status(self.state, self.wake), result_type=SyncCronJobResult,
-                start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY, summary="write status and annotations")
+            res = await workflow.execute_local_activity(
+                sync_cronjob, cronplan.status(self.state, self.wake), start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY, summary="write status and annotations")
             if res.gone:
                 self._gone()
             self._written = cronplan.status_key(self.state, self.wake)
@@ -319,9 +322,8 @@ class CronJobWorkflow:
     # -- executing: each call, then the planner folds its result in ---------------------------
 
     async def _create(self, run: Run) -> CreateJobResult:
-        res: CreateJobResult = await workflow.execute_local_activity(
-            "create_cronjob_job", cronplan.create_input(self.state, run), result_type=CreateJobResult,
-            start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
+        res = await workflow.execute_local_activity(
+            create_cronjob_job, cronplan.create_input(self.state, run), start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
             summary=f"create Job {self.obs.namespace}/{run.name}")
         self._created(run, res)
         return res
@@ -340,8 +342,7 @@ class CronJobWorkflow:
         self.armed_for = run.due
         try:
             handle = workflow.start_activity(
-                "create_cronjob_job_at", inp, result_type=CreateJobResult,
-                task_queue=timed_task_queue(workflow.info().task_queue),
+                create_cronjob_job_at, inp, task_queue=timed_task_queue(workflow.info().task_queue),
                 start_to_close_timeout=wait + ARMED_SLACK, heartbeat_timeout=ARMED_HEARTBEAT, retry_policy=K8S_RETRY,
                 cancellation_type=ActivityCancellationType.TRY_CANCEL,
                 summary=f"create Job {inp.namespace}/{inp.job_name} at {iso(at)}")
@@ -364,13 +365,12 @@ class CronJobWorkflow:
         return res
 
     async def _delete(self, refs: list[ObjectReference], purpose: Literal["replace", "history"]) -> DeleteJobsResult:
-        res: DeleteJobsResult = await workflow.execute_local_activity(
-            "delete_cronjob_jobs",
+        return await workflow.execute_local_activity(
+            delete_cronjob_jobs,
             DeleteJobsInput(namespace=self.obs.namespace, cronjob_name=self.obs.name, cronjob_uid=self.obs.uid,
                             jobs=refs, purpose=purpose),
-            result_type=DeleteJobsResult, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
+            start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
             summary=f"delete {len(refs)} Job(s) ({purpose})")
-        return res
 
     async def _set_suspend(self, value: bool, reason: str | None) -> SuspendResult:
         self._interrupt = True  # the lock may be held by an armed creation's wait
@@ -378,8 +378,8 @@ class CronJobWorkflow:
             patch = cronplan.suspend_change(self.state, value, reason, workflow.now())
             if patch is None:
                 return SuspendResult(suspended=value, changed=False)
-            res: SyncCronJobResult = await workflow.execute_local_activity(
-                "set_cronjob_suspend", patch, result_type=SyncCronJobResult, start_to_close_timeout=K8S_CALL_TIMEOUT,
+            res = await workflow.execute_local_activity(
+                set_cronjob_suspend, patch, start_to_close_timeout=K8S_CALL_TIMEOUT,
                 retry_policy=K8S_RETRY, summary=f"set spec.suspend={str(value).lower()}")
             if res.gone:
                 self._gone()
@@ -396,7 +396,7 @@ class CronJobWorkflow:
                                         ev.message)
             try:
                 await workflow.execute_local_activity(
-                    "record_event", ev, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_BEST_EFFORT_RETRY,
+                    record_event, ev, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_BEST_EFFORT_RETRY,
                     summary=f"event {ev.reason}")
             except ActivityError:  # best effort: an Event is never worth stalling the schedule
                 workflow.logger.warning("could not record Event %s on CronJob %s", ev.reason, ev.ref.key())

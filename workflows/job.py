@@ -2,7 +2,7 @@
 
 Layer: workflows (deterministic). Started and poked by the bridge's Job router (worker/routes.py) on
 ``job/{ns}/{name}/{uid}`` for Jobs whose ``spec.managedBy`` is ``batchd.io/job-controller``.
-Activities (activities/job.py) are called by name; the decisions are pure (workflows/jobsync.py).
+Its activities are declared in workflows/models/job.py; the decisions are pure (workflows/jobsync.py).
 
 Each *sync* mirrors upstream's ``syncJob``:
 
@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import MetricCounter, MetricHistogramFloat
@@ -41,24 +42,38 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import jobmetrics, jobsync
-    from workflows.models.common import Condition, EventInput, ObjectRef, finished_condition
+    from workflows.models.common import (
+        Condition,
+        EventInput,
+        EventType,
+        ObjectRef,
+        finished_condition,
+        record_event,
+    )
     from workflows.models.job import (
         CreatePodsInput,
-        CreatePodsResult,
         DeletePodsInput,
         JobInput,
         JobMemory,
         JobSnapshot,
         JobStatusView,
         ObserveJobInput,
-        PodsResult,
         PodToCreate,
         ReleaseInput,
         ReleaseUnmatchedInput,
         SyncPlan,
         WriteStatusInput,
+        create_job_pods,
+        delete_job_pods,
+        observe_job,
+        release_job_pods,
+        release_unmatched_job_pods,
+        write_job_status,
     )
     from workflows.policies import K8S_BEST_EFFORT_RETRY, K8S_CALL_TIMEOUT, K8S_RETRY
+
+In = TypeVar("In")
+Out = TypeVar("Out")
 
 COMPONENT = "batchd-job-controller"
 BULK_TIMEOUT = timedelta(minutes=5)  # activities that touch up to 500 Pods
@@ -191,9 +206,9 @@ class JobWorkflow:
         self._errored = False
         self._sample = (None if last is None or last.gone or finished_condition(last.status.conditions) is not None
                         else (jobmetrics.completion_mode(last.spec), "reconciling"))  # if the read fails
-        snap: JobSnapshot = await self._call(
-            "observe_job", ObserveJobInput(namespace=self.ns, name=self.name, uid=self.uid, expect=self._expect),
-            JobSnapshot, local=True)
+        snap = await self._call(
+            observe_job, ObserveJobInput(namespace=self.ns, name=self.name, uid=self.uid, expect=self._expect),
+            local=True)
         self._last = snap
         self._trim_memory(snap)
         plan = jobsync.plan_sync(snap, self.memory, workflow.now())
@@ -201,10 +216,10 @@ class JobWorkflow:
         self._expect = self.expected_pods(snap, plan)
         released_unmatched = await self.release_unmatched(snap, plan)  # B23, before all else
         if plan.delete:
-            await self._call("delete_job_pods", DeletePodsInput(namespace=self.ns, pods=plan.delete), PodsResult)
+            await self._call(delete_job_pods, DeletePodsInput(namespace=self.ns, pods=plan.delete))
         if plan.release_and_delete:
-            await self._call("delete_job_pods", DeletePodsInput(namespace=self.ns, pods=plan.release_and_delete,
-                                                                release=True), PodsResult)
+            await self._call(delete_job_pods, DeletePodsInput(namespace=self.ns, pods=plan.release_and_delete,
+                                                              release=True))
         requeue = plan.requeue_after
         create_backoff: timedelta | None = None
         if plan.create and not snap.gone:
@@ -219,8 +234,7 @@ class JobWorkflow:
             self.metrics.add(jobmetrics.POD_FAILURES_HANDLED, n, action=action)
         if plan.release:  # step 2
             uids = {p.name: p.uid for p in [*snap.pods, *snap.unmatched]}
-            res: PodsResult = await self._call("release_job_pods", ReleaseInput(namespace=self.ns, pods=plan.release),
-                                               PodsResult)
+            res = await self._call(release_job_pods, ReleaseInput(namespace=self.ns, pods=plan.release))
             self.memory = self.memory.model_copy(update={"finalizers_removed": [
                 *self.memory.finalizers_removed, *(uids[n] for n in res.names if n in uids)]})
         folded = jobsync.fold(status, snap.pods, set(self.memory.finalizers_removed), snap.spec, workflow.now())
@@ -249,8 +263,8 @@ class JobWorkflow:
         if not plan.release_unmatched or not workflow.patched(RELEASE_UNMATCHED_PATCH):
             return set()
         uids = {p.name: p.uid for p in snap.unmatched}
-        done: PodsResult = await self._call("release_unmatched_job_pods", ReleaseUnmatchedInput(
-            namespace=self.ns, job_uid=self.uid, pods={n: uids[n] for n in plan.release_unmatched}), PodsResult)
+        done = await self._call(release_unmatched_job_pods, ReleaseUnmatchedInput(
+            namespace=self.ns, job_uid=self.uid, pods={n: uids[n] for n in plan.release_unmatched}))
         return set(done.names)
 
     def expected_pods(self, snap: JobSnapshot, plan: SyncPlan) -> list[str]:
@@ -264,10 +278,9 @@ class JobWorkflow:
         """Create Pods; a rejected template fails the Job, a quota-like refusal backs off."""
         rnd = workflow.random()  # replayed identically: a retried activity asks for the same names
         pods = [p.model_copy(update={"suffix": "".join(rnd.choice(NAME_ALPHABET) for _ in range(5))}) for p in pods]
-        res: CreatePodsResult = await self._call(
-            "create_job_pods", CreatePodsInput(namespace=self.ns, name=self.name, uid=self.uid,
-                                               indexes=[p.index for p in pods], pods=pods),
-            CreatePodsResult)
+        res = await self._call(
+            create_job_pods, CreatePodsInput(namespace=self.ns, name=self.name, uid=self.uid,
+                                             indexes=[p.index for p in pods], pods=pods))
         self._expect += res.created
         # L12: each attempt once; creates refused because the namespace is terminating are in neither
         self.metrics.add(jobmetrics.PODS_CREATION, len(res.created), reason=reason, status="succeeded")
@@ -300,11 +313,11 @@ class JobWorkflow:
 
     async def _write(self, status: JobStatusView, before: JobStatusView, snap: JobSnapshot, rv: str) -> str | None:
         """Write ``status`` over ``before`` if the Job is still at ``rv``; the new resourceVersion, or None if stale/gone."""
-        res: PodsResult = await self._call(
-            "write_job_status",
+        res = await self._call(
+            write_job_status,
             WriteStatusInput(namespace=self.ns, name=self.name, uid=self.uid, resource_version=rv, status=status,
                              indexed=snap.spec.completion_mode == "Indexed"),
-            PodsResult, local=True)
+            local=True)
         if res.gone or res.stale:
             self._errored = True  # upstream's status update fails the sync (L5 result="error")
             return None
@@ -317,24 +330,25 @@ class JobWorkflow:
         if keep != self.memory.finalizers_removed:
             self.memory = self.memory.model_copy(update={"finalizers_removed": keep})
 
-    async def _event(self, type_: str, reason: str, message: str) -> None:
+    async def _event(self, type_: EventType, reason: str, message: str) -> None:
         key = f"{reason}:{message}"
         if key in self._reported:
             return
         self._reported.add(key)
         try:
             await workflow.execute_local_activity(
-                "record_event",
+                record_event,
                 EventInput(ref=ObjectRef(kind="Job", namespace=self.ns, name=self.name, uid=self.uid),
-                           type=type_, reason=reason, message=message, component=COMPONENT),  # type: ignore[arg-type]
+                           type=type_, reason=reason, message=message, component=COMPONENT),
                 start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_BEST_EFFORT_RETRY, summary=f"event {reason}")
         except ActivityError:  # best effort: an Event is never worth stalling the Job
             workflow.logger.warning("could not record Event %s on Job %s/%s", reason, self.ns, self.name)
 
-    async def _call(self, name: str, arg: Any, result_type: type, *, local: bool = False) -> Any:
+    async def _call(self, activity: Callable[[In], Out], arg: In, *, local: bool = False) -> Out:
+        """Run a declared activity: ``local`` for one object's read or write, else the batched,
+        heartbeating kind that touches up to 500 Pods."""
         if local:
             return await workflow.execute_local_activity(
-                name, arg, result_type=result_type, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY)
+                activity, arg, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY)
         return await workflow.execute_activity(
-            name, arg, result_type=result_type, start_to_close_timeout=BULK_TIMEOUT,
-            heartbeat_timeout=BULK_HEARTBEAT, retry_policy=K8S_RETRY)
+            activity, arg, start_to_close_timeout=BULK_TIMEOUT, heartbeat_timeout=BULK_HEARTBEAT, retry_policy=K8S_RETRY)

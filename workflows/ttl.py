@@ -2,8 +2,8 @@
 
 Layer: workflows (deterministic). Started and signalled by the bridge's TTL router
 (worker/routes.py) with signal-with-start on ``job-ttl/{ns}/{name}/{uid}`` or
-``pod-ttl/{ns}/{name}/{uid}``; calls the activities ``read_ttl_object`` and ``delete_expired``
-(activities/ttl.py) by name.
+``pod-ttl/{ns}/{name}/{uid}``; calls the activities ``read_ttl_object`` and ``delete_expired``,
+declared in workflows/models/ttl.py.
 
 The flow mirrors upstream's ``processJob`` / ``processTTL`` with the workqueue's in-memory
 ``AddAfter`` replaced by a durable timer that survives worker restarts:
@@ -42,10 +42,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.models.ttl import (
         TTL_HOLD_ANNOTATION,
         DeleteExpiredInput,
-        DeleteExpiredResult,
         TTLInput,
         TTLObservation,
         TTLResult,
+        delete_expired,
+        read_ttl_object,
         time_left,
     )
     from workflows.policies import K8S_CALL_TIMEOUT, K8S_RETRY
@@ -133,14 +134,13 @@ class TTLAfterFinishedWorkflow:
             workflow.logger.info("%s %s expired but is held: %s", obs.ref.kind, obs.ref.key(), obs.hold)
             await workflow.wait_condition(lambda: self._changed)
             return None
-        return await self.delete_expired(obs)
+        return await self.clean_up(obs)
 
-    async def delete_expired(self, obs: TTLObservation) -> TTLResult | None:
+    async def clean_up(self, obs: TTLObservation) -> TTLResult | None:
         """At expiry: fresh GET, re-check, delete (A11–A13)."""
-        res: DeleteExpiredResult = await workflow.execute_local_activity(
-            "delete_expired",
+        res = await workflow.execute_local_activity(
+            delete_expired,
             DeleteExpiredInput(ref=obs.ref),
-            result_type=DeleteExpiredResult,
             start_to_close_timeout=K8S_CALL_TIMEOUT,
             retry_policy=K8S_RETRY,
             summary=f"delete {obs.ref.kind} {obs.ref.key()} if expired",
@@ -157,10 +157,9 @@ class TTLAfterFinishedWorkflow:
 
     async def confirm_not_needed(self) -> TTLResult | None:
         """A signal said cleanup no longer applies; a stale signal must not end us, so re-read."""
-        fresh: TTLObservation = await workflow.execute_local_activity(
-            "read_ttl_object",
+        fresh = await workflow.execute_local_activity(
+            read_ttl_object,
             ObserveInput(ref=self._obs.ref),
-            result_type=TTLObservation,
             start_to_close_timeout=K8S_CALL_TIMEOUT,
             retry_policy=K8S_RETRY,
             summary=f"read {self._obs.ref.kind} {self._obs.ref.key()}",

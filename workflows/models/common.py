@@ -4,16 +4,20 @@ Layer: workflows (pure; imported by workflows/, activities/ and worker/). The su
 only the fields batchd uses, and ignore unknown ones, so any server version parses. Inputs and
 results of workflows, signals, updates and activities are frozen models, one in and one out; a
 new field only ever comes with a default, so recorded histories keep decoding.
+
+Each activity is declared once, in its controller's contract module, with
+:func:`declare_activity`; activities/contract.py holds the implementing side.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from temporalio import activity
 
 #: The largest integer the API's own fields hold; a Pod TTL label beyond it is refused.
 INT64_MAX = 2**63 - 1
@@ -145,11 +149,40 @@ class ObserveInput(K8sModel):
     ref: ObjectRef
 
 
+EventType = Literal["Normal", "Warning"]
+
+
 class EventInput(K8sModel):
     """A Kubernetes Event on an object; identical Events are aggregated into one with a count."""
 
     ref: ObjectRef
-    type: Literal["Normal", "Warning"]
+    type: EventType
     reason: str
     message: str
     component: str
+
+
+Declaration = TypeVar("Declaration", bound=Callable[..., object])
+
+#: The attribute that marks an activity declaration, for the worker's check (activities/contract.py).
+DECLARED = "__batchd_activity_declaration__"
+
+
+def declare_activity(fn: Declaration) -> Declaration:
+    """Declare an activity: its type name is the function's name, its argument and result its annotations.
+
+    Workflows pass the declaration to ``workflow.execute_activity`` (or ``execute_local_activity``),
+    which takes the name and the result type from it; the body never runs. An activity method
+    implements it with ``@implements(declaration)`` (activities/contract.py), and the worker refuses
+    to start unless every declaration has exactly one implementation, with the same types.
+    The name is the activity type recorded in workflow histories: renaming a declaration breaks
+    their replay.
+    """
+    setattr(fn, DECLARED, True)
+    return activity.defn(fn)
+
+
+@declare_activity
+def record_event(inp: EventInput) -> None:
+    """Record (or aggregate) a Kubernetes Event on ``inp.ref``; every workflow uses it, best effort."""
+    raise NotImplementedError

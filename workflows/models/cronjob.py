@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from workflows.models.common import Job, K8sModel, ObjectMeta, finished_condition
+from workflows.models.common import Job, K8sModel, ObjectMeta, declare_activity, finished_condition
 
 CRONJOB_MANAGED_LABEL = "batchd.io/managed"
 NEXT_SCHEDULE_ANNOTATION = "batchd.io/next-schedule-time"
@@ -319,3 +319,39 @@ class BackfillResult(K8sModel):
     existed: list[str] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)  # "<job>: <why>"
     queued: list[str] = Field(default_factory=list)  # one at a time: the Jobs still to come, in order
+
+
+# -- activities (implemented by activities/cronjob.py) ------------------------------------------
+
+
+@declare_activity
+def create_cronjob_job(inp: CreateJobInput) -> CreateJobResult:
+    """Build the Job from the CronJob's current template and create it (CJ-30 to CJ-39)."""
+    raise NotImplementedError
+
+
+@declare_activity
+async def create_cronjob_job_at(inp: CreateJobInput) -> CreateJobResult:
+    """Wait in the worker until ``not_before``, then create the Job as ``create_cronjob_job`` does.
+
+    Runs on the timed task queue (``timed_task_queue``), where a worker holds many armed creations at once.
+    """
+    raise NotImplementedError
+
+
+@declare_activity
+def delete_cronjob_jobs(inp: DeleteJobsInput) -> DeleteJobsResult:
+    """Delete Jobs with Background propagation (CJ-29, CJ-50); 404 counts as deleted."""
+    raise NotImplementedError
+
+
+@declare_activity
+def sync_cronjob(inp: SyncCronJobInput) -> SyncCronJobResult:
+    """Write ``status`` (active, lastScheduleTime, lastSuccessfulTime) and batchd's annotations."""
+    raise NotImplementedError
+
+
+@declare_activity
+def set_cronjob_suspend(inp: SetSuspendInput) -> SyncCronJobResult:
+    """Patch ``spec.suspend``, with the suspend reason and time beside it, in one patch (CJ-SUSPEND)."""
+    raise NotImplementedError

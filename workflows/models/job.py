@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from workflows.models.common import Condition, Job, K8sModel
+from workflows.models.common import Condition, EventType, Job, K8sModel, declare_activity
 
 JOB_MANAGED_BY = "batchd.io/job-controller"
 #: The ``spec.managedBy`` of Kubernetes' own Job controller (what an unset field means).
@@ -178,7 +178,7 @@ class PodToCreate(K8sModel):
 
 
 class JobEvent(K8sModel):
-    type: Literal["Normal", "Warning"]
+    type: EventType
     reason: str
     message: str
 
@@ -411,3 +411,42 @@ class PodsResult(K8sModel):
     gone: bool = False
     stale: bool = False  # a status write's resourceVersion precondition failed
     resource_version: str = ""  # after a successful status write
+
+
+# -- activities (implemented by activities/job.py) ----------------------------------------------
+
+
+@declare_activity
+def observe_job(inp: ObserveJobInput) -> JobSnapshot:
+    """GET the Job and LIST the Pods its selector matches, claiming them as upstream (B23), as one snapshot."""
+    raise NotImplementedError
+
+
+@declare_activity
+def write_job_status(inp: WriteStatusInput) -> PodsResult:
+    """Replace the controller-owned status fields (tracking steps 1 and 3)."""
+    raise NotImplementedError
+
+
+@declare_activity
+def create_job_pods(inp: CreatePodsInput) -> CreatePodsResult:
+    """Create Pods in slow-start batches of 1, 2, 4, … (B18); stop after a batch with an error."""
+    raise NotImplementedError
+
+
+@declare_activity
+def release_job_pods(inp: ReleaseInput) -> PodsResult:
+    """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, C5)."""
+    raise NotImplementedError
+
+
+@declare_activity
+def release_unmatched_job_pods(inp: ReleaseUnmatchedInput) -> PodsResult:
+    """B23: release Pods whose labels stopped matching, as upstream's ``ReleasePod``."""
+    raise NotImplementedError
+
+
+@declare_activity
+def delete_job_pods(inp: DeletePodsInput) -> PodsResult:
+    """Delete Pods; with ``release`` the finalizer goes first so they are never counted (B13)."""
+    raise NotImplementedError

@@ -23,7 +23,9 @@ from workflows.models.common import (
     Job,
     K8sModel,
     ObjectRef,
+    ObserveInput,
     Pod,
+    declare_activity,
     finished_condition,
 )
 from workflows.models.job import JOB_MANAGED_BY
@@ -283,3 +285,18 @@ class DeleteExpiredResult(K8sModel):
     observation: TTLObservation
     expire_at: datetime | None = None
     deleted_at: datetime | None = None
+
+
+# -- activities (implemented by activities/ttl.py) ----------------------------------------------
+
+
+@declare_activity
+def read_ttl_object(inp: ObserveInput) -> TTLObservation:
+    """GET the object fresh and observe it (gone: 404, or its name now has another uid)."""
+    raise NotImplementedError
+
+
+@declare_activity
+def delete_expired(inp: DeleteExpiredInput) -> DeleteExpiredResult:
+    """GET fresh, re-run the decision on the fresh copy, delete only if it is expired (A11–A13)."""
+    raise NotImplementedError
