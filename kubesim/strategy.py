@@ -151,9 +151,13 @@ _QUALIFIED_NAME_RE = re.compile(_QUALIFIED_NAME_FMT)
 _LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
 _HTTP_PATH_FMT = "[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+"
 _HTTP_PATH_RE = re.compile(_HTTP_PATH_FMT)
-_QUALIFIED_NAME_ERR = (
+_QUALIFIED_NAME_ERR = _regex_error(
     "must consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
+    "and must start and end with an alphanumeric character",
+    _QUALIFIED_NAME_FMT,
+    "MyName",
+    "my.name",
+    "123-abc",
 )
 
 
@@ -165,39 +169,40 @@ def _max_len_error(n: int) -> str:
     return f"must be no more than {n} characters"
 
 
+def _length_and_pattern(
+    value: str, max_len: int, pattern: re.Pattern[str], msg: str, *examples: str
+) -> tuple[str, ...]:
+    errs: list[str] = []
+    if len(value) > max_len:
+        errs.append(_max_len_error(max_len))
+    if not pattern.fullmatch(value):
+        errs.append(_regex_error(msg, pattern.pattern, *examples))
+    return tuple(errs)
+
+
 @lru_cache(maxsize=_NAME_CACHE)
 def is_dns1123_label(value: str) -> tuple[str, ...]:
-    errs: list[str] = []
-    if len(value) > 63:
-        errs.append(_max_len_error(63))
-    if not _DNS1123_LABEL_RE.fullmatch(value):
-        errs.append(
-            _regex_error(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-                "and must start and end with an alphanumeric character",
-                _DNS1123_LABEL_FMT,
-                "my-name",
-                "123-abc",
-            )
-        )
-    return tuple(errs)
+    return _length_and_pattern(
+        value,
+        63,
+        _DNS1123_LABEL_RE,
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+        "and must start and end with an alphanumeric character",
+        "my-name",
+        "123-abc",
+    )
 
 
 @lru_cache(maxsize=_NAME_CACHE)
 def is_dns1123_subdomain(value: str) -> tuple[str, ...]:
-    errs: list[str] = []
-    if len(value) > 253:
-        errs.append(_max_len_error(253))
-    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
-        errs.append(
-            _regex_error(
-                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-                "'-' or '.', and must start and end with an alphanumeric character",
-                _DNS1123_SUBDOMAIN_FMT,
-                "example.com",
-            )
-        )
-    return tuple(errs)
+    return _length_and_pattern(
+        value,
+        253,
+        _DNS1123_SUBDOMAIN_RE,
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+        "'-' or '.', and must start and end with an alphanumeric character",
+        "example.com",
+    )
 
 
 @lru_cache(maxsize=_NAME_CACHE)
@@ -214,39 +219,30 @@ def is_qualified_name(value: str) -> tuple[str, ...]:
             errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
     else:
         return (
-            "a qualified name "
-            + _regex_error(_QUALIFIED_NAME_ERR, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+            f"a qualified name {_QUALIFIED_NAME_ERR} with an optional DNS subdomain prefix and '/' "
+            "(e.g. 'example.com/MyName')",
         )
     if not name:
         errs.append("name part must be non-empty")
     elif len(name) > 63:
         errs.append("name part " + _max_len_error(63))
     if not _QUALIFIED_NAME_RE.fullmatch(name):
-        errs.append(
-            "name part "
-            + _regex_error(_QUALIFIED_NAME_ERR, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
-        )
+        errs.append("name part " + _QUALIFIED_NAME_ERR)
     return tuple(errs)
 
 
 @lru_cache(maxsize=_NAME_CACHE)
 def is_valid_label_value(value: str) -> tuple[str, ...]:
-    errs: list[str] = []
-    if len(value) > 63:
-        errs.append(_max_len_error(63))
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(
-            _regex_error(
-                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-                "and must start and end with an alphanumeric character",
-                _LABEL_VALUE_FMT,
-                "MyValue",
-                "my_value",
-                "12345",
-            )
-        )
-    return tuple(errs)
+    return _length_and_pattern(
+        value,
+        63,
+        _LABEL_VALUE_RE,
+        "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+        "and must start and end with an alphanumeric character",
+        "MyValue",
+        "my_value",
+        "12345",
+    )
 
 
 def _is_path_segment_name(value: str) -> list[str]:
