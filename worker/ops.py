@@ -106,6 +106,15 @@ def is_namespace(value: str) -> bool:
     return bool(_NS.match(value))
 
 
+def _failed(err: NotFoundError | OpError) -> tuple[int, str, str]:
+    """The exit code and stderr line of a command's own failure, for :func:`main` and :func:`kube_main`."""
+    if isinstance(err, NotFoundError):
+        return EXIT_NOT_FOUND, "", str(err)
+    if isinstance(err, RefusedError):
+        return EXIT_USAGE, "", str(err)
+    return EXIT_FAILURE, "", str(err)
+
+
 async def main(connect: Callable[[], Awaitable[Client]], command: Callable[[Client], Awaitable[str]],
                *, timeout: float | None = None) -> tuple[int, str, str]:
     """Connect, run one command and map its outcome to an exit code.
@@ -124,12 +133,8 @@ async def main(connect: Callable[[], Awaitable[Client]], command: Callable[[Clie
         return EXIT_FAILURE, "", f"cannot connect to Temporal: {err}"
     try:
         return EXIT_OK, await asyncio.wait_for(command(client), timeout), ""
-    except NotFoundError as err:
-        return EXIT_NOT_FOUND, "", str(err)
-    except RefusedError as err:
-        return EXIT_USAGE, "", str(err)
-    except OpError as err:
-        return EXIT_FAILURE, "", str(err)
+    except (NotFoundError, OpError) as err:
+        return _failed(err)
     except TimeoutError:
         return EXIT_FAILURE, "", f"no answer within {timeout:g}s (is a batchd worker running on the task queue?)"
     except RPCError as err:
@@ -227,12 +232,8 @@ def kube_main(command: Callable[[], str]) -> tuple[int, str, str]:
     """Run one Kubernetes-side command and map its outcome to an exit code, as :func:`main` does."""
     try:
         return EXIT_OK, command(), ""
-    except NotFoundError as err:
-        return EXIT_NOT_FOUND, "", str(err)
-    except RefusedError as err:
-        return EXIT_USAGE, "", str(err)
-    except OpError as err:
-        return EXIT_FAILURE, "", str(err)
+    except (NotFoundError, OpError) as err:
+        return _failed(err)
     except KubeError as err:
         return EXIT_FAILURE, "", f"Kubernetes: {err}"
 
