@@ -21,12 +21,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.harness import (
-    dev_server,
-    kube_for,
-    kubesim_process,
+    cluster,
     percentile,
     table,
-    workdir,
     worker_process,
 )
 
@@ -40,43 +37,39 @@ def cronjob(name: str) -> dict[str, Any]:
 
 
 async def main(count: int, minutes: int, worker_args: list[str]) -> None:
-    wd = workdir()
-    env = await dev_server()
-    async with env:
-        with kubesim_process(wd) as (_, kubeconfig):
-            kube = kube_for(kubeconfig)
-            ns = f"bench-cron-{uuid.uuid4().hex[:6]}"
-            kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
-            seen: dict[str, float] = {}
-            scheduled: dict[str, datetime] = {}
-            stop = threading.Event()
+    async with cluster() as (wd, env, kubeconfig, kube):
+        ns = f"bench-cron-{uuid.uuid4().hex[:6]}"
+        kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+        seen: dict[str, float] = {}
+        scheduled: dict[str, datetime] = {}
+        stop = threading.Event()
 
-            def watch() -> None:
-                rv = kube.list("Job", ns, limit=1)["metadata"]["resourceVersion"]
-                while not stop.is_set():
-                    with contextlib.suppress(Exception):
-                        for ev in kube.watch("Job", ns, resource_version=rv, timeout_seconds=10):
-                            meta = ev["object"].get("metadata", {})
-                            rv = meta.get("resourceVersion", rv)
-                            if ev["type"] == "ADDED" and meta["name"] not in seen:
-                                seen[meta["name"]] = time.time()
-                                stamp = meta["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"]
-                                scheduled[meta["name"]] = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        def watch() -> None:
+            rv = kube.list("Job", ns, limit=1)["metadata"]["resourceVersion"]
+            while not stop.is_set():
+                with contextlib.suppress(Exception):
+                    for ev in kube.watch("Job", ns, resource_version=rv, timeout_seconds=10):
+                        meta = ev["object"].get("metadata", {})
+                        rv = meta.get("resourceVersion", rv)
+                        if ev["type"] == "ADDED" and meta["name"] not in seen:
+                            seen[meta["name"]] = time.time()
+                            stamp = meta["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"]
+                            scheduled[meta["name"]] = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
-            threading.Thread(target=watch, daemon=True).start()
-            with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-cron", extra=worker_args) as proc:
-                with ThreadPoolExecutor(8) as pool:
-                    list(pool.map(lambda i: kube.create("CronJob", ns, cronjob(f"cj-{i:04d}")), range(count)))
-                q = f'K8sNamespace = "{ns}" AND WorkflowType = "CronJob" AND ExecutionStatus = "Running"'
-                while (await env.client.count_workflows(q)).count < count:
-                    await asyncio.sleep(0.5)
-                # Steady state: the first measured minute leaves the workflows' first passes (and an
-                # armed creation's 30 s lead) time to settle.
-                first = (datetime.now(UTC) + timedelta(seconds=105)).replace(second=0, microsecond=0)
-                last = first + timedelta(minutes=minutes - 1)
-                await asyncio.sleep((last - datetime.now(UTC)).total_seconds() + 30)
-                _, peak = proc.rss_mb()
-            stop.set()
+        threading.Thread(target=watch, daemon=True).start()
+        with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-cron", extra=worker_args) as proc:
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(lambda i: kube.create("CronJob", ns, cronjob(f"cj-{i:04d}")), range(count)))
+            q = f'K8sNamespace = "{ns}" AND WorkflowType = "CronJob" AND ExecutionStatus = "Running"'
+            while (await env.client.count_workflows(q)).count < count:
+                await asyncio.sleep(0.5)
+            # Steady state: the first measured minute leaves the workflows' first passes (and an
+            # armed creation's 30 s lead) time to settle.
+            first = (datetime.now(UTC) + timedelta(seconds=105)).replace(second=0, microsecond=0)
+            last = first + timedelta(minutes=minutes - 1)
+            await asyncio.sleep((last - datetime.now(UTC)).total_seconds() + 30)
+            _, peak = proc.rss_mb()
+        stop.set()
     window = {k: v for k, v in scheduled.items() if first <= v <= last}
     skews = [seen[k] - window[k].timestamp() for k in window]
     expected = count * minutes

@@ -32,11 +32,8 @@ from activities.errors import KubeError
 from activities.kube import Kube
 from bench.harness import (
     Process,
-    dev_server,
-    kube_for,
-    kubesim_process,
+    cluster,
     table,
-    workdir,
     worker_process,
 )
 from tests.k8s import finish_job, job_manifest, pod_manifest
@@ -145,47 +142,43 @@ async def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     rng = random.Random(args.seed)
-    wd = workdir()
-    env = await dev_server(extra_args=[
-        "--dynamic-config-value", "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute=2"])
-    async with env:
-        with kubesim_process(wd) as (sim, kubeconfig):
-            kube = kube_for(kubeconfig)
-            ns = f"fuzz-{uuid.uuid4().hex[:6]}"
-            kube.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
-                                                             "metadata": {"name": ns}})
-            with worker_process(env, kubeconfig, wd, namespace=ns, task_queue=f"fuzz-{uuid.uuid4()}",
-                                extra=["--ttl-scope", "all", "--cronjob-selector", ""]) as worker:
-                await asyncio.sleep(3)
-                fuzz = Fuzzer(kube, ns, rng)
-                start = time.monotonic()
-                while time.monotonic() - start < args.seconds:
-                    fuzz.step()
-                    await asyncio.sleep(1 / args.rate)
-                await asyncio.sleep(args.settle / 2)
-                cpu0, t0 = cpu_seconds(worker), time.monotonic()
-                await asyncio.sleep(args.settle / 2)
-                idle_cpu = (cpu_seconds(worker) - cpu0) / (time.monotonic() - t0)
-                stuck = [ex.id async for ex in env.client.list_workflows(
-                    'TemporalReportedProblems IS NOT NULL AND ExecutionStatus = "Running"')]
-                running = (await env.client.count_workflows('ExecutionStatus = "Running"')).count
-                log_lines = worker.log.read_text(errors="replace").splitlines()
-                errors = [line for line in log_lines if " ERROR " in line or '"level": "ERROR"' in line]
-                causes = Counter(m.group(1) for line in log_lines if "Failing workflow task" in line
-                                 and (m := re.search(r'message: "([^"]*)"', line)))
-                print(table([
-                    ("seed / seconds / rate", f"{args.seed} / {args.seconds:g} s / {args.rate:g} per s"),
-                    ("API actions", ", ".join(f"{k} {v}" for k, v in fuzz.counts.items())),
-                    ("running workflows", running),
-                    ("stuck (TemporalReportedProblems)", f"{len(stuck)} {stuck[:5]}"),
-                    ("workflow task failures by cause", dict(causes) or "none"),
-                    ("worker ERROR lines", len(errors)),
-                    ("worker CPU while idle after", f"{idle_cpu * 100:.1f} % of a core"),
-                    ("worker peak RSS", f"{worker.rss_mb()[1]:.0f} MiB"),
-                ]))
-                for line in errors[:10]:
-                    print("   ", line[:300])
-                print(f"  (logs in {wd})")
+    async with cluster(["--dynamic-config-value",
+                        "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute=2"]) as (wd, env, kubeconfig, kube):
+        ns = f"fuzz-{uuid.uuid4().hex[:6]}"
+        kube.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                         "metadata": {"name": ns}})
+        with worker_process(env, kubeconfig, wd, namespace=ns, task_queue=f"fuzz-{uuid.uuid4()}",
+                            extra=["--ttl-scope", "all", "--cronjob-selector", ""]) as worker:
+            await asyncio.sleep(3)
+            fuzz = Fuzzer(kube, ns, rng)
+            start = time.monotonic()
+            while time.monotonic() - start < args.seconds:
+                fuzz.step()
+                await asyncio.sleep(1 / args.rate)
+            await asyncio.sleep(args.settle / 2)
+            cpu0, t0 = cpu_seconds(worker), time.monotonic()
+            await asyncio.sleep(args.settle / 2)
+            idle_cpu = (cpu_seconds(worker) - cpu0) / (time.monotonic() - t0)
+            stuck = [ex.id async for ex in env.client.list_workflows(
+                'TemporalReportedProblems IS NOT NULL AND ExecutionStatus = "Running"')]
+            running = (await env.client.count_workflows('ExecutionStatus = "Running"')).count
+            log_lines = worker.log.read_text(errors="replace").splitlines()
+            errors = [line for line in log_lines if " ERROR " in line or '"level": "ERROR"' in line]
+            causes = Counter(m.group(1) for line in log_lines if "Failing workflow task" in line
+                             and (m := re.search(r'message: "([^"]*)"', line)))
+            print(table([
+                ("seed / seconds / rate", f"{args.seed} / {args.seconds:g} s / {args.rate:g} per s"),
+                ("API actions", ", ".join(f"{k} {v}" for k, v in fuzz.counts.items())),
+                ("running workflows", running),
+                ("stuck (TemporalReportedProblems)", f"{len(stuck)} {stuck[:5]}"),
+                ("workflow task failures by cause", dict(causes) or "none"),
+                ("worker ERROR lines", len(errors)),
+                ("worker CPU while idle after", f"{idle_cpu * 100:.1f} % of a core"),
+                ("worker peak RSS", f"{worker.rss_mb()[1]:.0f} MiB"),
+            ]))
+            for line in errors[:10]:
+                print("   ", line[:300])
+            print(f"  (logs in {wd})")
 
 
 if __name__ == "__main__":

@@ -16,11 +16,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
@@ -98,6 +98,25 @@ def kubesim_process(workdir: Path) -> Iterator[tuple[Process, Path]]:
         yield p, kubeconfig
     finally:
         p.stop()
+
+
+class Cluster(NamedTuple):
+    """What :func:`cluster` runs: its folder (logs, kubeconfig), the dev server and kubesim."""
+
+    wd: Path
+    env: WorkflowEnvironment
+    kubeconfig: Path
+    kube: Kube
+
+
+@contextlib.asynccontextmanager
+async def cluster(dev_server_args: list[str] | None = None) -> AsyncIterator[Cluster]:
+    """A fresh folder, the dev server and kubesim in its own process, all stopped on exit."""
+    wd = workdir()
+    env = await dev_server(dev_server_args)
+    async with env:
+        with kubesim_process(wd) as (_, kubeconfig):
+            yield Cluster(wd, env, kubeconfig, kube_for(kubeconfig))
 
 
 @contextlib.contextmanager

@@ -29,11 +29,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.kube import Kube
 from bench.harness import (
     billable_actions,
-    dev_server,
-    kube_for,
-    kubesim_process,
+    cluster,
     table,
-    workdir,
     worker_process,
 )
 from workflows.identity import job_workflow_id
@@ -52,56 +49,52 @@ def audit_total(url: str) -> int:
 
 
 async def main(completions: int, parallelism: int, run_seconds: float, per_index: bool = False) -> None:
-    wd = workdir()
-    env = await dev_server()
-    async with env:
-        with kubesim_process(wd) as (_, kubeconfig):
-            kube = kube_for(kubeconfig)
-            url = kube.configuration.host
-            ns = f"bench-job-{uuid.uuid4().hex[:6]}"
-            kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
-            with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-job") as proc:
-                await asyncio.sleep(3)  # informers synced
-                before = audit_total(url)
-                t0 = time.time()
-                annotations = {"kubesim.batchd.io/run-seconds": str(run_seconds)}
-                spec = {"managedBy": JOB_MANAGED_BY, "completionMode": "Indexed", "completions": completions,
-                        "parallelism": parallelism, "template": {
-                            "metadata": {"annotations": annotations},
-                            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}
-                if per_index:
-                    spec["backoffLimitPerIndex"] = 1
-                    annotations["kubesim.batchd.io/fail-indexes"] = ",".join(str(i) for i in range(0, completions, 10))
-                    annotations["kubesim.batchd.io/fail-times"] = "1"
-                job = kube.create("Job", ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big"},
-                                              "spec": spec})
-                wid = job_workflow_id(ns, "big", job["metadata"]["uid"])
-                handle = env.client.get_workflow_handle(wid)
-                while True:
-                    try:
-                        result = await asyncio.wait_for(handle.result(), 1800)
-                        break
-                    except RPCError as err:  # not started yet, or a long poll the loaded server let lapse
-                        if "not found" not in str(err).lower() and err.status not in _TRANSIENT:
-                            raise
-                        await asyncio.sleep(0.5)
-                elapsed = time.time() - t0
-                requests = audit_total(url) - before
-                _, peak = proc.rss_mb()
-            pods = [p for p in _all_pods(kube, ns)]
-            starts = sorted(_ts(p["status"]["startTime"]) for p in pods if p["status"].get("startTime"))
-            ends = sorted(_ts(s["state"]["terminated"]["finishedAt"]) for p in pods
-                          for s in p["status"].get("containerStatuses") or [] if (s.get("state") or {}).get("terminated"))
-            runs, events, actions = 0, [], 0
-            async for wf in env.client.list_workflows(f'WorkflowId = "{wid}"'):
-                hist = await env.client.get_workflow_handle(wid, run_id=wf.run_id).fetch_history()
-                runs += 1
-                events.append(len(hist.events))
-                actions += billable_actions(hist)
-            done = kube.get("Job", ns, "big")
-            if done is None:
-                raise RuntimeError(f"Job {ns}/big is gone before its figures were read")
-            final = done["status"]
+    async with cluster() as (wd, env, kubeconfig, kube):
+        url = kube.configuration.host
+        ns = f"bench-job-{uuid.uuid4().hex[:6]}"
+        kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+        with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-job") as proc:
+            await asyncio.sleep(3)  # informers synced
+            before = audit_total(url)
+            t0 = time.time()
+            annotations = {"kubesim.batchd.io/run-seconds": str(run_seconds)}
+            spec = {"managedBy": JOB_MANAGED_BY, "completionMode": "Indexed", "completions": completions,
+                    "parallelism": parallelism, "template": {
+                        "metadata": {"annotations": annotations},
+                        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}
+            if per_index:
+                spec["backoffLimitPerIndex"] = 1
+                annotations["kubesim.batchd.io/fail-indexes"] = ",".join(str(i) for i in range(0, completions, 10))
+                annotations["kubesim.batchd.io/fail-times"] = "1"
+            job = kube.create("Job", ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "big"},
+                                          "spec": spec})
+            wid = job_workflow_id(ns, "big", job["metadata"]["uid"])
+            handle = env.client.get_workflow_handle(wid)
+            while True:
+                try:
+                    result = await asyncio.wait_for(handle.result(), 1800)
+                    break
+                except RPCError as err:  # not started yet, or a long poll the loaded server let lapse
+                    if "not found" not in str(err).lower() and err.status not in _TRANSIENT:
+                        raise
+                    await asyncio.sleep(0.5)
+            elapsed = time.time() - t0
+            requests = audit_total(url) - before
+            _, peak = proc.rss_mb()
+        pods = [p for p in _all_pods(kube, ns)]
+        starts = sorted(_ts(p["status"]["startTime"]) for p in pods if p["status"].get("startTime"))
+        ends = sorted(_ts(s["state"]["terminated"]["finishedAt"]) for p in pods
+                      for s in p["status"].get("containerStatuses") or [] if (s.get("state") or {}).get("terminated"))
+        runs, events, actions = 0, [], 0
+        async for wf in env.client.list_workflows(f'WorkflowId = "{wid}"'):
+            hist = await env.client.get_workflow_handle(wid, run_id=wf.run_id).fetch_history()
+            runs += 1
+            events.append(len(hist.events))
+            actions += billable_actions(hist)
+        done = kube.get("Job", ns, "big")
+        if done is None:
+            raise RuntimeError(f"Job {ns}/big is gone before its figures were read")
+        final = done["status"]
     span_start = max(1e-3, starts[-1] - starts[0]) if starts else float("nan")
     span_end = max(1e-3, ends[-1] - ends[0]) if ends else float("nan")
     print(f"job: Indexed, {completions} completions, parallelism {parallelism}, Pods run {run_seconds:g} s"

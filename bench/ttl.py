@@ -34,12 +34,9 @@ from bench.ceiling import DONE, CeilingWorkflow, bench_noop
 from bench.harness import (
     DeletionWatch,
     billable_actions,
-    dev_server,
-    kube_for,
-    kubesim_process,
+    cluster,
     percentile,
     table,
-    workdir,
     worker_process,
 )
 from tests.k8s import create_job, finish_job
@@ -144,40 +141,36 @@ async def sleepers(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: An
 
 
 async def main(jobs: int, sleeper_count: int, worker_args: list[str]) -> None:
-    wd = workdir()
-    env = await dev_server()
-    async with env:
-        with kubesim_process(wd) as (_, kubeconfig):
-            kube = kube_for(kubeconfig)
-            ceil = await ceiling(env.client, jobs)
-            print(f"ceiling: {jobs} minimal workflows waking at once", flush=True)
-            print(table([("completions/s", f"{ceil['rate']:.0f}"), ("p50 / p99 lateness (s)",
-                                                                     f"{ceil['p50']:.2f} / {ceil['p99']:.2f}")]))
-            burst = await ttl_run(env, kube, kubeconfig, wd, lambda t0: {f"j-{i:05d}": t0 for i in range(jobs)},
-                                  jobs, "burst")
-            print(f"burst: {jobs} Jobs expiring in the same second", flush=True)
-            print(table([
-                ("deleted", f"{burst['deleted']} (workflows running before expiry: {burst['running_before_expiry']})"),
-                ("deletions/s end to end", f"{burst['rate']:.0f}"),
-                ("ratio ours / ceiling", f"{burst['rate'] / ceil['rate']:.2f}"),
-                ("time-to-deletion p50 / p99 (s)", f"{burst['p50']:.2f} / {burst['p99']:.2f}"),
-                ("earliest deletion vs expiry (s)", f"{burst['min']:+.2f}"),
-                ("worker peak RSS (MiB)", f"{burst['rss_peak_mb']:.0f}"),
-                ("Temporal actions per deletion", f"{burst['actions']:.1f}"),
-            ]))
-            half = max(1, int(ceil["rate"] / 2))
-            paced_n = jobs // 2
-            paced = await ttl_run(
-                env, kube, kubeconfig, wd,
-                lambda t0: {f"p-{i:05d}": t0 + timedelta(seconds=i // half) for i in range(paced_n)}, paced_n, "paced")
-            print(f"paced: {paced_n} Jobs expiring at {half}/s (half the ceiling)", flush=True)
-            print(table([("deleted", paced["deleted"]),
-                         ("time-to-deletion p50 / p99 (s)", f"{paced['p50']:.2f} / {paced['p99']:.2f}")]))
-            if sleeper_count:
-                s = await sleepers(env, kube, kubeconfig, wd, sleeper_count, worker_args)
-                print(f"sleepers: {sleeper_count} Jobs with a one-hour TTL", flush=True)
-                print(table([("TTL workflows running", s["running"]), ("set-up (s)", f"{s['setup_s']:.0f}"),
-                             ("worker RSS now / peak (MiB)", f"{s['rss_mb']:.0f} / {s['rss_peak_mb']:.0f}")]))
+    async with cluster() as (wd, env, kubeconfig, kube):
+        ceil = await ceiling(env.client, jobs)
+        print(f"ceiling: {jobs} minimal workflows waking at once", flush=True)
+        print(table([("completions/s", f"{ceil['rate']:.0f}"), ("p50 / p99 lateness (s)",
+                                                                 f"{ceil['p50']:.2f} / {ceil['p99']:.2f}")]))
+        burst = await ttl_run(env, kube, kubeconfig, wd, lambda t0: {f"j-{i:05d}": t0 for i in range(jobs)},
+                              jobs, "burst")
+        print(f"burst: {jobs} Jobs expiring in the same second", flush=True)
+        print(table([
+            ("deleted", f"{burst['deleted']} (workflows running before expiry: {burst['running_before_expiry']})"),
+            ("deletions/s end to end", f"{burst['rate']:.0f}"),
+            ("ratio ours / ceiling", f"{burst['rate'] / ceil['rate']:.2f}"),
+            ("time-to-deletion p50 / p99 (s)", f"{burst['p50']:.2f} / {burst['p99']:.2f}"),
+            ("earliest deletion vs expiry (s)", f"{burst['min']:+.2f}"),
+            ("worker peak RSS (MiB)", f"{burst['rss_peak_mb']:.0f}"),
+            ("Temporal actions per deletion", f"{burst['actions']:.1f}"),
+        ]))
+        half = max(1, int(ceil["rate"] / 2))
+        paced_n = jobs // 2
+        paced = await ttl_run(
+            env, kube, kubeconfig, wd,
+            lambda t0: {f"p-{i:05d}": t0 + timedelta(seconds=i // half) for i in range(paced_n)}, paced_n, "paced")
+        print(f"paced: {paced_n} Jobs expiring at {half}/s (half the ceiling)", flush=True)
+        print(table([("deleted", paced["deleted"]),
+                     ("time-to-deletion p50 / p99 (s)", f"{paced['p50']:.2f} / {paced['p99']:.2f}")]))
+        if sleeper_count:
+            s = await sleepers(env, kube, kubeconfig, wd, sleeper_count, worker_args)
+            print(f"sleepers: {sleeper_count} Jobs with a one-hour TTL", flush=True)
+            print(table([("TTL workflows running", s["running"]), ("set-up (s)", f"{s['setup_s']:.0f}"),
+                         ("worker RSS now / peak (MiB)", f"{s['rss_mb']:.0f} / {s['rss_peak_mb']:.0f}")]))
     print(f"(logs in {wd})")
 
 
