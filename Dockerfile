@@ -1,5 +1,5 @@
 # batchd worker image. `make image` builds it with buildah; with Docker: `docker build -t batchd:0.1.0 .`.
-# Deploy with `kubectl apply -k deploy/base` (README, "Running on a real cluster").
+# Deploy with `kubectl apply -k deploy/base` (docs/operations.md, "Running on a real cluster").
 #
 # BASE is any Debian-like image with python3 (>= 3.11) and its venv module: python:3.11-slim from
 # a registry, or a local Debian root file system (`make debian-base`, what the tests use where no

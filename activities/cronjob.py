@@ -4,7 +4,7 @@ Layer: activities. Implements the declarations of workflows/models/cronjob.py, w
 workflows/cronjob.py calls (as local activities, but for the armed creation, which waits on the
 worker's timed queue); registered by worker/temporal.py. Every call is idempotent: the Job name is
 deterministic (AlreadyExists on a Job this CronJob controls is success), deletes tolerate 404,
-status writes are merge patches of values the workflow owns. Spec references: shared/spec/cronjob-and-ttl.md (C*).
+status writes are merge patches of values the workflow owns. Rule ids (CJ-n) are those of docs/cronjob.md.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ CREATORS = 16
 BURST_WAIT = 5.0
 
 _meter = metrics.get_meter("batchd.cronjob")
-#: Upstream's metric (spec C24) with finer low buckets added: batchd's timers are sub-second.
+#: Upstream's metric (CJ-38) with finer low buckets added: batchd's timers are sub-second.
 CREATION_SKEW = _meter.create_histogram(
     "cronjob_controller_cronjob_job_creation_skew_duration_seconds",
     unit="s",
@@ -75,7 +75,7 @@ def _ref(job: dict[str, Any]) -> ObjectReference:
 
 
 def build_job(cronjob: dict[str, Any], inp: CreateJobInput) -> dict[str, Any]:
-    """The Job a CronJob creates for one run (C17–C20), handed to batchd's Job controller."""
+    """The Job a CronJob creates for one run (CJ-32 to CJ-35), handed to batchd's Job controller."""
     template = cronjob["spec"].get("jobTemplate") or {}
     tmeta = template.get("metadata") or {}
     annotations = dict(tmeta.get("annotations") or {})
@@ -162,7 +162,7 @@ class CronJobActivities:
     With ``cached`` (the bridge's informer, in the same process) a creation builds the Job from
     the cached CronJob, as upstream builds it from its lister, when that copy is the instance and
     generation the workflow planned for; otherwise it GETs the CronJob. At a burst of creations
-    due in the same second, that GET was 40 % of the worker's work (README, bench/cronjob.py).
+    due in the same second, that GET was 40 % of the worker's work (docs/design.md, bench/cronjob.py).
     """
 
     def __init__(self, kube: Kube, clock: Clock | None = None, cached: CronJobCache | None = None) -> None:
@@ -183,7 +183,7 @@ class CronJobActivities:
     @implements(contract.create_cronjob_job)
     @temporal_errors
     def create_job(self, inp: CreateJobInput) -> CreateJobResult:
-        """Build the Job from the CronJob's current template and create it (C15–C25)."""
+        """Build the Job from the CronJob's current template and create it (CJ-30 to CJ-39)."""
         res = self._create(inp)
         if res.outcome == "created":
             self._created_event(inp)
@@ -230,7 +230,7 @@ class CronJobActivities:
             return CreateJobResult(outcome="exists", job=_ref(existing), finished=finished)
         except (Invalid, Forbidden) as err:
             if namespace_terminating(err):
-                # spec C22: no Event; retried (a plain KubeError is retryable) until the namespace,
+                # CJ-36: no Event; retried (a plain KubeError is retryable) until the namespace,
                 # and with it the CronJob, is gone, which answers "cronjob_gone".
                 raise KubeError(err.status, err.reason, err.message) from None
             self._event(inp.namespace, inp.cronjob_name, inp.cronjob_uid, "Warning", "FailedCreate",
@@ -291,7 +291,7 @@ class CronJobActivities:
     @implements(contract.delete_cronjob_jobs)
     @temporal_errors
     def delete_jobs(self, inp: DeleteJobsInput) -> DeleteJobsResult:
-        """Delete Jobs with Background propagation (C14, C33); 404 counts as deleted."""
+        """Delete Jobs with Background propagation (CJ-29, CJ-50); 404 counts as deleted."""
         out = DeleteJobsResult()
         for ref in inp.jobs:
             try:

@@ -3,8 +3,8 @@
 Layer: activities. Implements the declarations of workflows/models/job.py, which workflows/job.py
 calls; registered by worker/temporal.py. Each is idempotent and batched (one activity call handles many Pods, so history stays small however many
 Pods a Job runs). Upstream's three tracking steps map to :meth:`JobActivities.write_status`
-(step 1 and step 3) and :meth:`JobActivities.release_finalizers` (step 2). Spec references:
-shared/spec/job.md.
+(step 1 and step 3) and :meth:`JobActivities.release_finalizers` (step 2). Rule ids (JOB-n,
+POL-n) are those of docs/job.md.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from workflows.models.job import (
 from workflows.times import rfc3339
 
 MAX_PARALLEL = 16  # concurrent Pod requests within one activity
-#: Strategic merge patch that removes only the tracking finalizer (as upstream does, C5).
+#: Strategic merge patch that removes only the tracking finalizer (as upstream does, JOB-32).
 _RELEASE = {"metadata": {"$deleteFromPrimitiveList/finalizers": [JOB_TRACKING_FINALIZER]}}
 
 
@@ -72,7 +72,7 @@ def status_body(s: JobStatusView, indexed: bool) -> dict[str, Any]:
     if indexed:
         body["completedIndexes"] = s.completed_indexes
         if s.failed_indexes is not None:
-            body["failedIndexes"] = s.failed_indexes  # spec job-policies I9
+            body["failedIndexes"] = s.failed_indexes  # POL-25
     return body
 
 
@@ -81,16 +81,16 @@ MAX_GENERATE_NAME = 58
 
 
 def _truncated_prefix(job_name: str, index: int) -> str:
-    """B6: ``<job>-<i>-`` with the job part cut so the prefix stays within 58 characters."""
+    """JOB-11: ``<job>-<i>-`` with the job part cut so the prefix stays within 58 characters."""
     suffix = f"-{index}-"
     return job_name[: 58 - len(suffix)] + suffix
 
 
 def build_pod(job: dict[str, Any], index: int | None, counts: PodToCreate | None = None) -> dict[str, Any]:
-    """A Pod for ``job`` (B1–B7): template copy, controller reference, tracking finalizer, index.
+    """A Pod for ``job`` (JOB-6 to JOB-12): template copy, controller reference, tracking finalizer, index.
 
     ``counts`` carries the per-index failure counts of a backoffLimitPerIndex Job (spec
-    job-policies I4): the failure count always, the ignored count only when it is not zero.
+    POL-20): the failure count always, the ignored count only when it is not zero.
     """
     meta, spec = job["metadata"], job["spec"]
     template = spec.get("template") or {}
@@ -167,7 +167,7 @@ def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) ->
 
 
 def claim_pod(pod: dict[str, Any], *, job_uid: str, job_deleting: bool, matches: bool) -> str:
-    """B23 (upstream ``ClaimObject``): what a Job's snapshot makes of one Pod of its namespace.
+    """JOB-25, JOB-26 (upstream ``ClaimObject``): what a Job's snapshot makes of one Pod of its namespace.
 
     Args:
         pod: the Pod as read from the API.
@@ -226,7 +226,7 @@ class JobActivities:
     @implements(contract.observe_job)
     @temporal_errors
     def observe(self, inp: ObserveJobInput) -> JobSnapshot:
-        """GET the Job and LIST the Pods its selector matches, claiming them as upstream (B23), as one snapshot.
+        """GET the Job and LIST the Pods its selector matches, claiming them as upstream (JOB-25), as one snapshot.
 
         Orphans that match are adopted. The Pods of ``inp.expect`` that the LIST did not show
         (relabeled, or stripped of the finalizer by someone) are read by name: one the Job still
@@ -242,7 +242,7 @@ class JobActivities:
                    if p is not None]
         if not ours or job is None:
             # A gone Job's Pods may have lost their ownerReference to an orphaning delete; their
-            # finalizers must still be released (C15-C17), so they stay in the snapshot.
+            # finalizers must still be released (JOB-3), so they stay in the snapshot.
             gone = [p for p in [*pods, *missing] if _controller_uid(p) in (inp.uid, None)]
             return job_snapshot(job, gone, namespace=inp.namespace, name=inp.name, uid=inp.uid)
         deleting = bool(job["metadata"].get("deletionTimestamp"))
@@ -262,7 +262,7 @@ class JobActivities:
         return job_snapshot(job, owned, namespace=inp.namespace, name=inp.name, uid=inp.uid, unmatched=unmatched)
 
     def _adopt(self, job: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any] | None:
-        """B23: make the Job the controller of an orphan Pod and add the tracking finalizer.
+        """JOB-25: make the Job the controller of an orphan Pod and add the tracking finalizer.
 
         The Job was read fresh by this very activity (uid checked, not being deleted), which is
         the re-check upstream does before adopting. The patch is conditional on the Pod's
@@ -300,7 +300,7 @@ class JobActivities:
     @implements(contract.create_job_pods)
     @temporal_errors
     def create_pods(self, inp: CreatePodsInput) -> CreatePodsResult:
-        """Create Pods in slow-start batches of 1, 2, 4, … (B18); stop after a batch with an error."""
+        """Create Pods in slow-start batches of 1, 2, 4, … (JOB-22); stop after a batch with an error."""
         job = self.kube.get_instance("Job", inp.namespace, inp.name, inp.uid)
         if job is None:
             return CreatePodsResult(gone=True)
@@ -345,7 +345,7 @@ class JobActivities:
                 return self.kube.create("Pod", ns, pod)["metadata"]["name"], None
         except KubeError as err:
             if namespace_terminating(err):
-                return None, None  # B19: ignored silently
+                return None, None  # JOB-23: ignored silently
             return None, err
 
     def _release(self, namespace: str, name: str) -> str:
@@ -358,13 +358,13 @@ class JobActivities:
     @implements(contract.release_job_pods)
     @temporal_errors
     def release_finalizers(self, inp: ReleaseInput) -> PodsResult:
-        """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, C5)."""
+        """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, JOB-32)."""
         return PodsResult(names=_heartbeating(self.pool, lambda n: self._release(inp.namespace, n), inp.pods))
 
     @implements(contract.release_unmatched_job_pods)
     @temporal_errors
     def release_unmatched(self, inp: ReleaseUnmatchedInput) -> PodsResult:
-        """B23: release Pods whose labels stopped matching, as upstream's ``ReleasePod``.
+        """JOB-26: release Pods whose labels stopped matching, as upstream's ``ReleasePod``.
 
         One strategic-merge patch per Pod deletes the Job's ownerReference by uid and the
         tracking finalizer, on the Pod's uid. 404 (gone), 409 (a new Pod of that name) and 422
@@ -386,7 +386,7 @@ class JobActivities:
     @implements(contract.delete_job_pods)
     @temporal_errors
     def delete_pods(self, inp: DeletePodsInput) -> PodsResult:
-        """Delete Pods; with ``release`` the finalizer goes first so they are never counted (B13)."""
+        """Delete Pods; with ``release`` the finalizer goes first so they are never counted (JOB-17)."""
         def one(name: str) -> str:
             if inp.release:
                 self._release(inp.namespace, name)

@@ -10,7 +10,7 @@ Where to connect, TLS material, proxy and credentials come from the official cli
 rotated service-account tokens); the requests themselves go through :mod:`http.client`. With 16
 threads against kubesim the official ``ApiClient`` over urllib3 cost 0.7–1.1 ms of CPU per
 request and this costs 0.5–0.6 ms, and at a CronJob burst (500 creations due in the same
-second) the worker's CPU is the limit (README, bench/cronjob.py).
+second) the worker's CPU is the limit (docs/design.md, docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from workflows.models.common import Job, ObjectRef, ObserveInput, Pod
 from workflows.models.ttl import DeleteExpiredInput, DeleteExpiredResult, TTLObservation, time_left
 
 _meter = metrics.get_meter("batchd.ttl")
-#: Upstream's metric (spec A14), for Jobs and Pods alike: actual deletion − expiry.
+#: Upstream's metric (TTL-16), for Jobs and Pods alike: actual deletion − expiry.
 DELETION_DURATION = _meter.create_histogram(
     "ttl_after_finished_controller_job_deletion_duration_seconds",
     description="Time from TTL expiry to the deletion request succeeding (kind: Job or Pod)",
@@ -59,7 +59,7 @@ class TTLActivities:
     @implements(contract.delete_expired)
     @temporal_errors
     def delete_expired(self, inp: DeleteExpiredInput) -> DeleteExpiredResult:
-        """GET fresh, re-run the decision on the fresh copy, delete only if it is expired (A11–A13).
+        """GET fresh, re-run the decision on the fresh copy, delete only if it is expired (TTL-11 to TTL-13).
 
         Jobs are deleted with Foreground propagation, so their Pods go first; Pods, which have
         no dependents, with Background. The uid precondition guarantees a recreated namesake is

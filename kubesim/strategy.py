@@ -12,7 +12,7 @@ defaults of ``pkg/apis/*/v1/defaults.go``, run the strategy's ``PrepareForCreate
 validation of ``pkg/apis/*/validation``. A failed validation raises ``422 Invalid`` with one
 cause per field, worded as upstream's ``field.Error`` (clients and tests match on the text).
 
-Rule numbers (``# spec D11``) refer to ``shared/spec/job.md`` and ``cronjob-and-ttl.md``.
+Rule ids (``# API-13``) are those of ``docs/kubesim.md`` (API rules).
 """
 
 from __future__ import annotations
@@ -725,7 +725,8 @@ def _selector_is_valid(sel: object) -> TypeGuard[Obj]:
 
 
 # --------------------------------------------------------------------------------------------
-# Jobs: defaults (A1–A7), selector generation (A9–A10), validation (A11–A20, G3–G5, G10–G28)
+# Jobs: defaults (API-1 to API-7), selector generation (API-9, API-10),
+# validation (API-11 to API-20, API-26 to API-47)
 # --------------------------------------------------------------------------------------------
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -746,17 +747,17 @@ _MAX_SUCCEEDED_INDEXES_LEN = 64 * 1024
 
 
 def _default_job_spec_fields(spec: Obj) -> None:
-    """SetDefaults_Job's spec part (spec A1–A6)."""
+    """SetDefaults_Job's spec part (API-1 to API-6)."""
     if spec.get("completions") is None and spec.get("parallelism") is None:
-        spec["completions"] = 1  # spec A1
+        spec["completions"] = 1  # API-1
         spec["parallelism"] = 1
     if spec.get("parallelism") is None:
-        spec["parallelism"] = 1  # spec A2
+        spec["parallelism"] = 1  # API-2
     if spec.get("backoffLimit") is None:
-        # spec A3: per-index backoff makes the global limit effectively unbounded
+        # API-3: per-index backoff makes the global limit effectively unbounded
         spec["backoffLimit"] = _MAX_INT32 if spec.get("backoffLimitPerIndex") is not None else 6
     if spec.get("completionMode") is None:
-        spec["completionMode"] = "NonIndexed"  # spec A4
+        spec["completionMode"] = "NonIndexed"  # API-4
     if spec.get("suspend") is None:
         spec["suspend"] = False
     pfp = spec.get("podFailurePolicy")
@@ -764,9 +765,9 @@ def _default_job_spec_fields(spec: Obj) -> None:
         for rule in pfp.get("rules") or []:
             for pattern in rule.get("onPodConditions") or []:
                 if not pattern.get("status"):
-                    pattern["status"] = "True"  # spec A6
+                    pattern["status"] = "True"  # API-6
     if spec.get("podReplacementPolicy") is None:
-        # spec A5
+        # API-5
         spec["podReplacementPolicy"] = "Failed" if pfp is not None else "TerminatingOrFailed"
     if spec.get("manualSelector") is None:
         spec["manualSelector"] = False
@@ -779,7 +780,7 @@ def _default_job(job: Obj) -> None:
 
 
 def _generate_selector(job: Obj) -> None:
-    """generateSelectorIfNeeded (spec A9, A10)."""
+    """generateSelectorIfNeeded (API-9, API-10)."""
     spec = job["spec"]
     if spec.get("manualSelector") is True:
         return
@@ -796,7 +797,7 @@ def _generate_selector(job: Obj) -> None:
 
 
 def _copy_template_labels(job: Obj) -> None:
-    # spec A7. Upstream's defaulter copies the template's label map when the Job has none; the
+    # API-7. Upstream's defaulter copies the template's label map when the Job has none; the
     # map is shared with the template (and defaults run again when the object is read back from
     # storage), so the Job ends up carrying the generated job-name/controller-uid labels too, as
     # `kubectl get job -o yaml` on a real cluster shows.
@@ -856,7 +857,7 @@ def _parse_index_interval(text: str, completions: int) -> tuple[int, int]:
 
 
 def _validate_indexes_format(text: str, completions: int) -> int:
-    """validateIndexesFormat (spec D8, G17): returns the number of indexes or raises ValueError."""
+    """validateIndexesFormat (JOB-48, API-36): returns the number of indexes or raises ValueError."""
     if not text:
         return 0
     last: int | None = None
@@ -882,7 +883,7 @@ def _index_set(text: str, completions: int) -> set[int]:
 
 
 def _validate_job_spec(spec: Obj, path: str, errs: _Errs) -> None:
-    """validateJobSpec: shared by Jobs and CronJob job templates (spec A13–A18, D10, D11, G3, G4)."""
+    """validateJobSpec: shared by Jobs and CronJob job templates (API-13 to API-18, API-24, API-26, API-27)."""
     for key in (
         "parallelism",
         "completions",
@@ -892,7 +893,7 @@ def _validate_job_spec(spec: Obj, path: str, errs: _Errs) -> None:
         "backoffLimitPerIndex",
         "maxFailedIndexes",
     ):
-        errs.nonnegative(f"{path}.{key}", spec.get(key))  # spec D10
+        errs.nonnegative(f"{path}.{key}", spec.get(key))  # API-24
     completions = spec.get("completions")
     parallelism = spec.get("parallelism")
     blpi = spec.get("backoffLimitPerIndex")
@@ -906,7 +907,7 @@ def _validate_job_spec(spec: Obj, path: str, errs: _Errs) -> None:
     if mode is not None:
         if mode not in ("NonIndexed", "Indexed"):
             errs.not_supported(f"{path}.completionMode", mode, ["NonIndexed", "Indexed"])
-        if mode == "Indexed":  # spec A14, A15
+        if mode == "Indexed":  # API-14, API-15
             if completions is None:
                 errs.required(f"{path}.completions", "when completion mode is Indexed")
             if _is_int(parallelism) and parallelism > _MAX_PARALLELISM_INDEXED:
@@ -959,7 +960,7 @@ def _validate_job_spec(spec: Obj, path: str, errs: _Errs) -> None:
         else:
             _validate_success_policy(spec, f"{path}.successPolicy", errs)
     prp = spec.get("podReplacementPolicy")
-    if prp is not None:  # spec A17
+    if prp is not None:  # API-17
         if pfp is not None:
             if prp != "Failed":
                 errs.not_supported(f"{path}.podReplacementPolicy", prp, ["Failed"])
@@ -969,7 +970,7 @@ def _validate_job_spec(spec: Obj, path: str, errs: _Errs) -> None:
             )
     template = spec.get("template")
     _validate_pod_template(template, f"{path}.template", errs)
-    # spec A13 / D11: pod defaulting turns a missing restartPolicy into Always, so both read
+    # API-13: pod defaulting turns a missing restartPolicy into Always, so both read
     # as "required" here.
     restart = _d(template, "spec", "restartPolicy") or ""
     rp_path = f"{path}.template.spec.restartPolicy"
@@ -984,13 +985,13 @@ def _validate_job_spec(spec: Obj, path: str, errs: _Errs) -> None:
 
 
 def _validate_managed_by(value: Any, path: str, errs: _Errs) -> None:
-    """spec G3, G4: a domain-prefixed path of at most 63 characters with exactly one '/'."""
+    """API-26, API-27: a domain-prefixed path of at most 63 characters with exactly one '/'."""
     if not isinstance(value, str) or not value:
         errs.required(path)
         return
     segments = value.split("/", 1)
     if len(segments) != 2 or not segments[0] or not segments[1] or "/" in segments[1]:
-        # spec G4: the newest API rule admits exactly one '/', which IsDomainPrefixedPath's
+        # API-27: the newest API rule admits exactly one '/', which IsDomainPrefixedPath's
         # wording already describes ("acme.io/foo").
         errs.invalid(path, value, 'must be a domain-prefixed path (such as "acme.io/foo")')
     else:
@@ -1009,7 +1010,7 @@ _CONDITION_STATUSES = ["False", "True", "Unknown"]
 
 
 def _validate_pod_failure_policy(spec: Obj, path: str, errs: _Errs) -> None:
-    """spec A16: the structural rules of podFailurePolicy."""
+    """API-16: the structural rules of podFailurePolicy."""
     rules = _d(spec, "podFailurePolicy", "rules") or []
     if len(rules) > _MAX_PFP_RULES:
         errs.too_many(path + ".rules", len(rules), _MAX_PFP_RULES)
@@ -1080,7 +1081,7 @@ def _validate_pod_failure_policy(spec: Obj, path: str, errs: _Errs) -> None:
 
 
 def _validate_success_policy(spec: Obj, path: str, errs: _Errs) -> None:
-    """spec A18."""
+    """API-18."""
     rules = _d(spec, "successPolicy", "rules") or []
     completions = c if _is_int(c := spec.get("completions")) else 0
     if not rules:
@@ -1125,7 +1126,7 @@ def _validate_success_policy(spec: Obj, path: str, errs: _Errs) -> None:
 
 
 def _validate_job(job: Obj, require_prefixed: bool, errs: _Errs) -> None:
-    """ValidateJob (spec A11–A18, D12)."""
+    """ValidateJob (API-11 to API-18, API-25)."""
     meta = job.get("metadata") or {}
     _validate_object_meta(meta, is_dns1123_subdomain, errs)
     _validate_generated_selector(job, require_prefixed, errs)
@@ -1136,7 +1137,7 @@ def _validate_job(job: Obj, require_prefixed: bool, errs: _Errs) -> None:
         errs.required("spec.selector")
     else:
         _validate_label_selector(selector, "spec.selector", errs)
-    if _selector_is_valid(selector):  # spec A12
+    if _selector_is_valid(selector):  # API-12
         t_labels = _d(spec, "template", "metadata", "labels") or {}
         if not _selector_matches(selector, t_labels):
             errs.invalid(
@@ -1146,7 +1147,7 @@ def _validate_job(job: Obj, require_prefixed: bool, errs: _Errs) -> None:
             )
     completions = spec.get("completions")
     if spec.get("completionMode") == "Indexed" and _is_int(completions) and completions > 0:
-        # spec A14: the controller names pods' hostnames <name>-<index>.
+        # API-14: the controller names pods' hostnames <name>-<index>.
         hostname = f"{meta.get('name') or ''}-{completions - 1}"
         if is_dns1123_label(hostname):
             errs.invalid(
@@ -1157,10 +1158,10 @@ def _validate_job(job: Obj, require_prefixed: bool, errs: _Errs) -> None:
 
 
 def _validate_job_update(job: Obj, old: Obj, errs: _Errs) -> None:
-    """ValidateJobSpecUpdate (spec A19, A20, G5)."""
+    """ValidateJobSpecUpdate (API-19, API-20, API-28)."""
     spec = job.get("spec") or {}
     old_spec = old.get("spec") or {}
-    # spec A19: completions is immutable except for elastic Indexed Jobs.
+    # API-19: completions is immutable except for elastic Indexed Jobs.
     if spec.get("completionMode") != "Indexed":
         errs.immutable("spec.completions", spec.get("completions"), old_spec.get("completions"))
     elif (
@@ -1174,7 +1175,7 @@ def _validate_job_update(job: Obj, old: Obj, errs: _Errs) -> None:
                 "can only be modified in tandem with spec.parallelism",
             )
     errs.immutable("spec.selector", spec.get("selector"), old_spec.get("selector"))
-    # spec A20: the template may change only its scheduling directives, and only while the old
+    # API-20: the template may change only its scheduling directives, and only while the old
     # Job is suspended and has never started.
     template = spec.get("template") or {}
     old_template = old_spec.get("template") or {}
@@ -1207,7 +1208,7 @@ def _validate_job_update(job: Obj, old: Obj, errs: _Errs) -> None:
         "managedBy",
         "successPolicy",
     ):
-        errs.immutable(f"spec.{key}", spec.get(key), old_spec.get(key))  # spec A19, G5
+        errs.immutable(f"spec.{key}", spec.get(key), old_spec.get(key))  # API-19, API-28
 
 
 def _conditions_true(job: Obj, ctype: str) -> bool:
@@ -1222,9 +1223,9 @@ def _is_finished(job: Obj) -> bool:
 
 
 def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
-    """ValidateJobStatusUpdate with the JobManagedBy options of the Job status strategy (G10–G28).
+    """ValidateJobStatusUpdate with the JobManagedBy options of the Job status strategy (API-29 to API-47).
 
-    Most checks run only when a field they involve changed in this write (spec G12), so a Job
+    Most checks run only when a field they involve changed in this write (API-31), so a Job
     whose stored status is already odd can still receive unrelated status writes.
     """
     st = job.get("status") or {}
@@ -1264,7 +1265,7 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
     uncounted = st.get("uncountedTerminatedPods")
     uncounted_changed = not _sem_equal(uncounted, ost.get("uncountedTerminatedPods"))
 
-    # validateJobStatus — always-on checks (spec G10)
+    # validateJobStatus — always-on checks (API-29)
     for key in ("active", "succeeded", "failed", "ready", "terminating"):
         errs.nonnegative(f"{sp}.{key}", st.get(key))
     if isinstance(uncounted, dict):
@@ -1279,11 +1280,11 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
                 else:
                     seen.add(uid)
     cond = f"{sp}.conditions"
-    if (complete_changed or failed_changed) and complete and failed:  # spec G16
+    if (complete_changed or failed_changed) and complete and failed:  # API-35
         errs.invalid(cond, _OMIT, "cannot set Complete=True and Failed=true conditions")
     if (complete_changed or ft_changed) and complete and ft:
         errs.invalid(cond, _OMIT, "cannot set Complete=True and FailureTarget=true conditions")
-    if (complete_changed or ct_changed) and st.get("completionTime") and not complete:  # spec G25
+    if (complete_changed or ct_changed) and st.get("completionTime") and not complete:  # API-44
         errs.invalid(
             f"{sp}.completionTime",
             st.get("completionTime"),
@@ -1291,13 +1292,13 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
         )
     if (complete_changed or ct_changed) and not st.get("completionTime") and complete:
         errs.required(f"{sp}.completionTime", "completionTime is required for Complete jobs")
-    if (start_changed or ct_changed) and start and ct and ct < start:  # spec G23
+    if (start_changed or ct_changed) and start and ct and ct < start:  # API-42
         errs.invalid(
             f"{sp}.completionTime",
             st.get("completionTime"),
             "completionTime cannot be set before startTime",
         )
-    if (failed_changed or fi_changed) and failed and not ft:  # spec G26
+    if (failed_changed or fi_changed) and failed and not ft:  # API-45
         errs.invalid(
             cond, _OMIT, "cannot set Failed=True condition without the FailureTarget=true condition"
         )
@@ -1307,13 +1308,13 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
             _OMIT,
             "cannot set Complete=True condition without the SuccessCriteriaMet=true condition",
         )
-    if (finished_changed or active_changed) and finished and num(st, "active") > 0:  # spec G19
+    if (finished_changed or active_changed) and finished and num(st, "active") > 0:  # API-38
         errs.invalid(f"{sp}.active", num(st, "active"), "active>0 is invalid for finished job")
-    if (finished_changed or start_changed) and finished and not st.get("startTime"):  # spec G20
+    if (finished_changed or start_changed) and finished and not st.get("startTime"):  # API-39
         errs.required(f"{sp}.startTime", "startTime is required for finished job")
     if (
         (finished_changed or uncounted_changed) and finished and isinstance(uncounted, dict)
-    ):  # spec G21
+    ):  # API-40
         if (uncounted.get("succeeded") or []) or (uncounted.get("failed") or []):
             errs.invalid(
                 f"{sp}.uncountedTerminatedPods",
@@ -1321,7 +1322,7 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
                 "uncountedTerminatedPods needs to be empty for finished job",
             )
     completions = spec.get("completions")
-    if ci_changed and _is_int(completions):  # spec G17
+    if ci_changed and _is_int(completions):  # API-36
         try:
             _validate_indexes_format(ci, completions)
         except ValueError as e:
@@ -1342,7 +1343,7 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
             ci,
             "cannot set non-empty completedIndexes when non-indexed completion mode",
         )
-    if fi_changed and spec.get("backoffLimitPerIndex") is None and fi is not None:  # spec G18
+    if fi_changed and spec.get("backoffLimitPerIndex") is None and fi is not None:  # API-37
         errs.invalid(
             f"{sp}.failedIndexes",
             fi,
@@ -1362,14 +1363,14 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
         and finished
         and _is_int(terminating)
         and terminating > 0
-    ):  # G27
+    ):  # API-46
         errs.invalid(f"{sp}.terminating", terminating, "terminating>0 is invalid for finished job")
     ready = st.get("ready")
     if (
         (ready_changed or active_changed) and _is_int(ready) and ready > num(st, "active")
-    ):  # spec G28
+    ):  # API-47
         errs.invalid(f"{sp}.ready", ready, "cannot set more ready pods than active")
-    if scm and failed:  # spec G10
+    if scm and failed:  # API-29
         errs.invalid(cond, _OMIT, "cannot set SuccessCriteriaMet=True and Failed=true conditions")
     if scm and ft:
         errs.invalid(
@@ -1383,21 +1384,21 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
         )
 
     # ValidateJobStatusUpdate — transitions
-    for ctype in ("Failed", "Complete", "FailureTarget"):  # spec G15
+    for ctype in ("Failed", "Complete", "FailureTarget"):  # API-34
         if _conditions_true(old, ctype) and not _conditions_true(job, ctype):
             errs.invalid(cond, _OMIT, f"cannot disable the terminal {ctype}=True condition")
-    if num(st, "failed") < num(ost, "failed"):  # spec G13
+    if num(st, "failed") < num(ost, "failed"):  # API-32
         errs.invalid(f"{sp}.failed", num(st, "failed"), "cannot decrease the failed counter")
     elastic = indexed and spec.get("completions") == spec.get("parallelism")
-    if not elastic and num(st, "succeeded") < num(ost, "succeeded"):  # spec G14
+    if not elastic and num(st, "succeeded") < num(ost, "succeeded"):  # API-33
         errs.invalid(
             f"{sp}.succeeded", num(st, "succeeded"), "cannot decrease the succeeded counter"
         )
-    if ct is not None and old_ct is not None and ct != old_ct:  # spec G24
+    if ct is not None and old_ct is not None and ct != old_ct:  # API-43
         errs.invalid(
             f"{sp}.completionTime", st.get("completionTime"), "completionTime cannot be mutated"
         )
-    if old_start is not None and start != old_start and spec.get("suspend") is not True:  # spec G22
+    if old_start is not None and start != old_start and spec.get("suspend") is not True:  # API-41
         errs.required(f"{sp}.startTime", "startTime cannot be removed for unsuspended job")
     if old_scm and not scm:
         errs.invalid(cond, _OMIT, "cannot disable the SuccessCriteriaMet=True condition")
@@ -1411,7 +1412,7 @@ def _validate_job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
 
 def _job_create(job: Obj, now: datetime, errs: _Errs) -> None:
     _default_job(job)
-    job["status"] = {}  # spec A8: status is cleared on create
+    job["status"] = {}  # API-8: status is cleared on create
     _ensure(job, "metadata")["generation"] = 1
     _generate_selector(job)
     _copy_template_labels(job)
@@ -1419,14 +1420,14 @@ def _job_create(job: Obj, now: datetime, errs: _Errs) -> None:
 
 
 def _require_prefixed_on_update(old: Obj) -> bool:
-    # spec A11: the prefixed labels are required on update only if the old template had both.
+    # API-11: the prefixed labels are required on update only if the old template had both.
     t_labels = _d(old, "spec", "template", "metadata", "labels") or {}
     return JOB_NAME_LABEL in t_labels and CONTROLLER_UID_LABEL in t_labels
 
 
 def _job_update(job: Obj, old: Obj, errs: _Errs) -> None:
     _default_job(job)
-    job["status"] = clone(old.get("status") or {})  # spec A22
+    job["status"] = clone(old.get("status") or {})  # API-22
     _bump_generation(job, old)
     _copy_template_labels(job)
     _validate_job(job, _require_prefixed_on_update(old), errs)
@@ -1434,12 +1435,12 @@ def _job_update(job: Obj, old: Obj, errs: _Errs) -> None:
 
 
 def _job_status_update(job: Obj, old: Obj, errs: _Errs) -> None:
-    job["spec"] = clone(old.get("spec") or {})  # spec A22, G9
+    job["spec"] = clone(old.get("spec") or {})  # API-22
     _validate_job_status_update(job, old, errs)
 
 
 def _bump_generation(new: Obj, old: Obj) -> None:
-    # Any spec change increments metadata.generation (spec A21).
+    # Any spec change increments metadata.generation (API-21).
     meta = _ensure(new, "metadata")
     old_gen = _d(old, "metadata", "generation")
     base = old_gen if _is_int(old_gen) else 1
@@ -1447,7 +1448,7 @@ def _bump_generation(new: Obj, old: Obj) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# CronJobs: defaults (D1), validation (D3–D11, B8, B9)
+# CronJobs: defaults (API-48), validation (API-50 to API-57, API-13, API-24)
 # --------------------------------------------------------------------------------------------
 
 _TZ_PART_RE = re.compile(r"^[A-Za-z.\-_0-9+]{1,14}$")
@@ -1457,7 +1458,7 @@ _CONCURRENCY = ["Allow", "Forbid", "Replace"]
 def _default_cronjob(cj: Obj) -> None:
     spec = _ensure(cj, "spec")
     if not spec.get("concurrencyPolicy"):
-        spec["concurrencyPolicy"] = "Allow"  # spec D1
+        spec["concurrencyPolicy"] = "Allow"  # API-48
     if spec.get("suspend") is None:
         spec["suspend"] = False
     if spec.get("successfulJobsHistoryLimit") is None:
@@ -1515,17 +1516,17 @@ def _validate_cronjob_spec(spec: Obj, old_spec: Obj | None, errs: _Errs) -> None
                 schedule,
                 "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
             )
-    errs.nonnegative("spec.startingDeadlineSeconds", spec.get("startingDeadlineSeconds"))  # spec D5
+    errs.nonnegative("spec.startingDeadlineSeconds", spec.get("startingDeadlineSeconds"))  # API-52
     if old_spec is None or old_spec.get("timeZone") != spec.get("timeZone"):
-        _validate_time_zone(spec.get("timeZone"), "spec.timeZone", errs)  # spec D6, B9
+        _validate_time_zone(spec.get("timeZone"), "spec.timeZone", errs)  # API-53
     policy = spec.get("concurrencyPolicy") or ""
     if not policy:
-        errs.required("spec.concurrencyPolicy")  # spec D7
+        errs.required("spec.concurrencyPolicy")  # API-54
     elif policy not in _CONCURRENCY:
         errs.not_supported("spec.concurrencyPolicy", policy, _CONCURRENCY)
     job_spec = _d(spec, "jobTemplate", "spec") or {}
     _validate_job_spec(job_spec, "spec.jobTemplate.spec", errs)
-    if job_spec.get("selector") is not None:  # spec D9
+    if job_spec.get("selector") is not None:  # API-56
         errs.invalid(
             "spec.jobTemplate.spec.selector",
             job_spec.get("selector"),
@@ -1535,7 +1536,7 @@ def _validate_cronjob_spec(spec: Obj, old_spec: Obj | None, errs: _Errs) -> None
         errs.not_supported("spec.jobTemplate.spec.manualSelector", True, ["nil", "false"])
     errs.nonnegative(
         "spec.successfulJobsHistoryLimit", spec.get("successfulJobsHistoryLimit")
-    )  # spec D8
+    )  # API-55
     errs.nonnegative("spec.failedJobsHistoryLimit", spec.get("failedJobsHistoryLimit"))
 
 
@@ -1547,7 +1548,7 @@ def _cronjob_create(cj: Obj, now: datetime, errs: _Errs) -> None:
     _validate_object_meta(meta, is_dns1123_subdomain, errs)
     _validate_cronjob_spec(cj.get("spec") or {}, None, errs)
     name = meta.get("name") or ""
-    if len(name) > 52:  # spec D3: create only; 63 minus the 11-character "-<minutes>" suffix
+    if len(name) > 52:  # API-50: create only; 63 minus the 11-character "-<minutes>" suffix
         errs.invalid("metadata.name", name, "must be no more than 52 characters")
 
 

@@ -13,7 +13,7 @@ Threads: each informer runs list+watch in a thread with the synchronous
 Memory: an informer keeps, and hands on, only :func:`bridge_view` of each object (the fields the
 subset models of workflows/models/ read), never the decoded API object. A burst of watch events
 queues faster than workflows are started, and with full objects that backlog, not the workflow
-cache, was most of the worker's memory with 10,000 TTL timers (README, bench/ttl.py).
+cache, was most of the worker's memory with 10,000 TTL timers (docs/benchmarks.md, bench/ttl.py).
 """
 
 from __future__ import annotations

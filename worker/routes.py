@@ -75,7 +75,7 @@ from workflows.ttl import TTLAfterFinishedWorkflow
 log = logging.getLogger("batchd.bridge")
 
 _meter = metrics.get_meter("batchd.bridge")
-#: spec job-policies L10: upstream's informer-side Job controller metric, for the Pods batchd watches
+#: POL-54: upstream's informer-side Job controller metric, for the Pods batchd watches
 TRACKING_FINALIZER = _meter.create_counter(
     TERMINATED_PODS_TRACKING_FINALIZER,
     description=next(m.description for m in METRICS if m.name == TERMINATED_PODS_TRACKING_FINALIZER))
@@ -313,7 +313,7 @@ class JobRouter:
 
     @staticmethod
     def count_tracking_finalizer(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        """L10: count a Pod entering or leaving "finished and holding the tracking finalizer"."""
+        """POL-54: count a Pod entering or leaving "finished and holding the tracking finalizer"."""
         event = tracking_finalizer_event(old, new)
         if event is not None:
             TRACKING_FINALIZER.add(1, {"event": event})
@@ -329,7 +329,7 @@ def _job_of_pod(meta: dict[str, Any]) -> str | None:
 
     The controller reference goes first: a Pod relabeled so that it no longer matches its Job's
     selector (even the ``controller-uid`` label changed) must still wake its Job, which releases
-    it (B23); an orphan is routed by its labels, for adoption.
+    it (JOB-26); an orphan is routed by its labels, for adoption (JOB-25).
     """
     owner = controller_of(meta)
     ns = meta.get("namespace", "")

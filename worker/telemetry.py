@@ -112,7 +112,7 @@ class _MetricsExporter(MetricsExporter):
 
 
 def job_controller_views() -> list[View]:
-    """One view per upstream Job controller metric: upstream's labels only; the histogram's buckets (L4, L5)."""
+    """One view per upstream Job controller metric: upstream's labels only; the histogram's buckets (POL-48, POL-49)."""
     views = []
     for m in jobmetrics.METRICS:
         aggregation = ExplicitBucketHistogramAggregation(list(m.buckets)) if m.buckets else None

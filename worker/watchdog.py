@@ -3,7 +3,7 @@
 Layer: worker. Started by worker/app.py beside the bridge; reads Temporal visibility and
 writes Kubernetes Events through :class:`activities.kube.Kube`.
 
-batchd's decisions are total over what the API accepts (README: TIME-1), so a workflow task that
+batchd's decisions are total over what the API accepts (TIME-1 in docs/design.md), so a workflow task that
 fails is a bug. The Temporal server marks such a workflow with the search attribute
 ``TemporalReportedProblems`` after a few consecutive failures (its dynamic config
 ``system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute``, 5 by default). The

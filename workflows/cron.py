@@ -2,7 +2,7 @@
 
 Layer: workflows, pure (no I/O, no wall clock, no temporalio). Callers: the CronJob workflow,
 which imports it through ``workflow.unsafe.imports_passed_through()`` (``ZoneInfo`` only works
-outside the sandbox, notes/temporal-python-sdk.md §4), and the bridge, to validate a spec.
+outside the sandbox), and the bridge, to validate a spec.
 Every time is passed in as an aware datetime; a naive one is a bug and raises ValueError.
 Results are whole-second UTC datetimes.
 

@@ -1,4 +1,4 @@
-"""batchd's public identities: task queue, workflow IDs and search attributes (see README).
+"""batchd's public identities: task queue, workflow IDs and search attributes (docs/operations.md#identities).
 
 Layer: workflows (pure). Callers: the bridge (starts and signals workflows by these IDs), the
 workflows (upsert the attributes), the CLI (lists and describes by them), the harness

@@ -9,12 +9,12 @@ Each *sync* mirrors upstream's ``syncJob``:
 1. ``observe_job``: a fresh snapshot — the Job and every Pod it owns (orphans adopted, Pods
    that stopped matching its selector set apart);
 2. ``jobsync.plan_sync``: what to release, delete, create, record, and when to look again;
-3. act: release the Pods that stopped matching (B23), delete and create Pods (batched), then
+3. act: release the Pods that stopped matching (JOB-26), delete and create Pods (batched), then
    the tracking protocol — step 1 write the new uncounted uids (and interim conditions), step 2
    remove those Pods' finalizers, step 3 fold the uids into ``succeeded``/``failed`` — each an
    idempotent activity.
 
-Upstream's ``job_controller_*`` metrics (spec job-policies L4-L12) are recorded here, where the
+Upstream's ``job_controller_*`` metrics (POL-48 to POL-56) are recorded here, where the
 sync's action, its outcome and each successful status write are known, through
 ``workflow.metric_meter()``: it records nothing while a history is replayed, so a worker restart
 counts nothing twice. The sync duration is measured in workflow time (``workflow.now()`` at the
@@ -82,12 +82,12 @@ BULK_HEARTBEAT = timedelta(seconds=10)
 CREATE_BACKOFF_MAX = timedelta(minutes=5)
 #: the API server's alphabet for generated names (no vowels, no look-alike digits)
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-#: B23 release: a new activity, only ever scheduled for Pods that stopped matching their selector
+#: JOB-26 release: a new activity, only ever scheduled for Pods that stopped matching their selector
 RELEASE_UNMATCHED_PATCH = "release-unmatched-pods"
 
 
 class JobMetrics:
-    """Upstream's ``job_controller_*`` instruments (L4-L12) on ``workflow.metric_meter()``.
+    """Upstream's ``job_controller_*`` instruments (POL-48 to POL-56) on ``workflow.metric_meter()``.
 
     The meter is replay-safe (nothing is recorded while replaying). The attributes the SDK adds
     (``namespace``, ``task_queue``, ``workflow_type``) are dropped by the worker's views
@@ -110,7 +110,7 @@ class JobMetrics:
         counter.add(value, labels)
 
     def synced(self, mode: str, action: str, *, error: bool, took: timedelta) -> None:
-        """L5: one sample per sync of a live Job."""
+        """POL-49: one sample per sync of a live Job."""
         labels = {"completion_mode": mode, "result": "error" if error else "success", "action": action}
         if self._duration is None:
             self._duration = workflow.metric_meter().create_histogram_float(
@@ -119,7 +119,7 @@ class JobMetrics:
         self.add(jobmetrics.SYNCS, 1, **labels)
 
     def written(self, before: JobStatusView, after: JobStatusView, snap: JobSnapshot) -> None:
-        """L7, L8, L11: what a successful status write finished."""
+        """POL-51, POL-52, POL-55: what a successful status write finished."""
         mode = jobmetrics.completion_mode(snap.spec)
         rises = jobmetrics.status_rises(before, after, snap.spec)
         self.add(jobmetrics.PODS_FINISHED, rises.pods_succeeded, completion_mode=mode, result="succeeded")
@@ -148,10 +148,10 @@ class JobWorkflow:
         self._failure_backoff = timedelta(seconds=10)
         self._last: JobSnapshot | None = None
         self.syncs = 0
-        self._expect: list[str] = list(inp.expect)  # B23: Pods the next LIST should show
+        self._expect: list[str] = list(inp.expect)  # JOB-26: Pods the next LIST should show
         self.metrics = JobMetrics()
-        self._sample: tuple[str, str] | None = None  # L5: (completion_mode, action) of this sync
-        self._errored = False  # L5: this sync met an error (result="error")
+        self._sample: tuple[str, str] | None = None  # POL-49: (completion_mode, action) of this sync
+        self._errored = False  # POL-49: this sync met an error (result="error")
 
     @workflow.signal(name="poke")
     def poke(self) -> None:
@@ -214,7 +214,7 @@ class JobWorkflow:
         plan = jobsync.plan_sync(snap, self.memory, workflow.now())
         self._sample = None if snap.gone or plan.finished else (jobmetrics.completion_mode(snap.spec), plan.action)
         self._expect = self.expected_pods(snap, plan)
-        released_unmatched = await self.release_unmatched(snap, plan)  # B23, before all else
+        released_unmatched = await self.release_unmatched(snap, plan)  # JOB-26, before all else
         if plan.delete:
             await self._call(delete_job_pods, DeletePodsInput(namespace=self.ns, pods=plan.delete))
         if plan.release_and_delete:
@@ -230,7 +230,7 @@ class JobWorkflow:
             if written is None:
                 return None, timedelta(0)  # the Job moved on since the snapshot: look again
             status, rv = plan.record, written
-        for action, n in sorted(Counter(plan.policy_actions).items()):  # L9, H19: once step 1 is written
+        for action, n in sorted(Counter(plan.policy_actions).items()):  # POL-53, POL-18: once step 1 is written
             self.metrics.add(jobmetrics.POD_FAILURES_HANDLED, n, action=action)
         if plan.release:  # step 2
             uids = {p.name: p.uid for p in [*snap.pods, *snap.unmatched]}
@@ -259,7 +259,7 @@ class JobWorkflow:
         return None, requeue
 
     async def release_unmatched(self, snap: JobSnapshot, plan: SyncPlan) -> set[str]:
-        """B23: take the Job's ownerReference and finalizer off the Pods that stopped matching; their names."""
+        """JOB-26: take the Job's ownerReference and finalizer off the Pods that stopped matching; their names."""
         if not plan.release_unmatched or not workflow.patched(RELEASE_UNMATCHED_PATCH):
             return set()
         uids = {p.name: p.uid for p in snap.unmatched}
@@ -268,7 +268,7 @@ class JobWorkflow:
         return set(done.names)
 
     def expected_pods(self, snap: JobSnapshot, plan: SyncPlan) -> list[str]:
-        """B23: the Pods the next sync's LIST must show, unless relabeled (those holding the finalizer
+        """JOB-26: the Pods the next sync's LIST must show, unless relabeled (those holding the finalizer
         whose removal is not requested; the Pods this sync creates are added as they are made)."""
         removed = set(self.memory.finalizers_removed)
         dropped = {*plan.release, *plan.release_and_delete}
@@ -282,7 +282,7 @@ class JobWorkflow:
             create_job_pods, CreatePodsInput(namespace=self.ns, name=self.name, uid=self.uid,
                                              indexes=[p.index for p in pods], pods=pods))
         self._expect += res.created
-        # L12: each attempt once; creates refused because the namespace is terminating are in neither
+        # POL-56: each attempt once; creates refused because the namespace is terminating are in neither
         self.metrics.add(jobmetrics.PODS_CREATION, len(res.created), reason=reason, status="succeeded")
         if res.failed + res.refused:
             self._errored = True
@@ -299,7 +299,7 @@ class JobWorkflow:
         return None
 
     async def _fail(self, reason: str, message: str) -> None:
-        """Mark the Job failing (FailureTarget); the next syncs finish it as upstream would (F18)."""
+        """Mark the Job failing (FailureTarget); the next syncs finish it as upstream would (JOB-75)."""
         snap = self._last
         if snap is None or snap.gone or finished_condition(snap.status.conditions) is not None:
             return
@@ -319,7 +319,7 @@ class JobWorkflow:
                              indexed=snap.spec.completion_mode == "Indexed"),
             local=True)
         if res.gone or res.stale:
-            self._errored = True  # upstream's status update fails the sync (L5 result="error")
+            self._errored = True  # upstream's status update fails the sync (POL-49 result="error")
             return None
         self.metrics.written(before, status, snap)
         return res.resource_version

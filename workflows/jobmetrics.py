@@ -1,15 +1,15 @@
-"""Upstream's Job controller metrics: names, label sets, and how much each rose (spec job-policies L4-L12).
+"""Upstream's Job controller metrics: names, label sets, and how much each rose (POL-48 to POL-56).
 
 Layer: workflows, pure (no I/O, no clock, no temporalio). Callers: the Job workflow
 (workflows/job.py) records through ``workflow.metric_meter()``, which records nothing while
 replaying, so a worker that restarts and replays a Job's history counts nothing twice; the
-bridge (worker/bridge.py) counts the tracking-finalizer transitions its Pod informer sees (L10);
+bridge (worker/bridge.py) counts the tracking-finalizer transitions its Pod informer sees (POL-54);
 worker/telemetry.py turns :data:`METRICS` into OpenTelemetry views, so each instrument shows on
 ``/metrics`` with upstream's name, exactly upstream's labels (the Temporal runtime's own
 attributes dropped) and, for the histogram, upstream's buckets.
 
 Names and help texts are upstream's (``pkg/controller/job/metrics/metrics.go``). The decisions
-that need a sync's decision counts (the ``action`` of L6, the creation ``reason`` of L12) are made
+that need a sync's decision counts (the ``action`` of POL-50, the creation ``reason`` of POL-56) are made
 by :func:`workflows.jobsync.plan_sync`; this module computes what rose between two statuses.
 """
 
@@ -31,7 +31,7 @@ TERMINATED_PODS_TRACKING_FINALIZER = "job_controller_terminated_pods_tracking_fi
 FINISHED_INDEXES = "job_controller_job_finished_indexes_total"
 PODS_CREATION = "job_controller_job_pods_creation_total"
 
-#: L5: 0.004 s · 2^k, k = 0…14 (upstream's ``ExponentialBuckets(0.004, 2, 15)``)
+#: POL-49: 0.004 s · 2^k, k = 0…14 (upstream's ``ExponentialBuckets(0.004, 2, 15)``)
 SYNC_DURATION_BUCKETS: tuple[float, ...] = tuple(0.004 * 2**k for k in range(15))
 
 
@@ -71,17 +71,17 @@ METRICS: tuple[MetricSpec, ...] = (
 
 
 def completion_mode(spec: JobSpecView) -> str:
-    """The ``completion_mode`` label: ``Indexed`` or ``NonIndexed`` (L5)."""
+    """The ``completion_mode`` label: ``Indexed`` or ``NonIndexed`` (POL-49)."""
     return spec.completion_mode
 
 
 def backoff_limit_label(spec: JobSpecView) -> str:
-    """L11: ``perIndex`` when backoffLimitPerIndex is set, else ``global``."""
+    """POL-55: ``perIndex`` when backoffLimitPerIndex is set, else ``global``."""
     return "perIndex" if spec.backoff_limit_per_index is not None else "global"
 
 
 def job_finished(before: JobStatusView, after: JobStatusView) -> tuple[str, str] | None:
-    """L7: the ``(result, reason)`` of a status write that finished the Job, else None.
+    """POL-51: the ``(result, reason)`` of a status write that finished the Job, else None.
 
     Args:
         before: the status the write replaced.
@@ -100,7 +100,7 @@ def job_finished(before: JobStatusView, after: JobStatusView) -> tuple[str, str]
 
 
 class StatusRises(NamedTuple):
-    """What rose in one status write (L8, L11); never negative."""
+    """What rose in one status write (POL-52, POL-55); never negative."""
 
     pods_succeeded: int  # status.succeeded (NonIndexed) or completed indexes within completions (Indexed)
     pods_failed: int  # status.failed
@@ -109,10 +109,10 @@ class StatusRises(NamedTuple):
 
 
 def status_rises(before: JobStatusView, after: JobStatusView, spec: JobSpecView) -> StatusRises:
-    """L8, L11: how much each counter rose in a successful status write (upstream ``recordJobPodFinished``).
+    """POL-52, POL-55: how much each counter rose in a successful status write (upstream ``recordJobPodFinished``).
 
     Indexed Jobs count completed indexes within the *current* completions on both sides, so an
-    elastic scale-down that cuts completed indexes is not a fall (K5); nothing is ever negative.
+    elastic scale-down that cuts completed indexes is not a fall (POL-44); nothing is ever negative.
 
     Args:
         before: the status the write replaced.
@@ -140,7 +140,7 @@ def status_rises(before: JobStatusView, after: JobStatusView, spec: JobSpecView)
 
 
 def finished_with_tracking_finalizer(pod: Mapping[str, Any] | None) -> bool:
-    """L10: phase Succeeded or Failed while holding ``batch.kubernetes.io/job-tracking``."""
+    """POL-54: phase Succeeded or Failed while holding ``batch.kubernetes.io/job-tracking``."""
     if not pod:
         return False
     phase = (pod.get("status") or {}).get("phase")
@@ -148,7 +148,7 @@ def finished_with_tracking_finalizer(pod: Mapping[str, Any] | None) -> bool:
 
 
 def tracking_finalizer_event(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> str | None:
-    """L10: ``add`` when a Pod event enters the finished-with-finalizer state, ``delete`` when it leaves it.
+    """POL-54: ``add`` when a Pod event enters the finished-with-finalizer state, ``delete`` when it leaves it.
 
     Upstream's ``recordFinishedPodWithTrackingFinalizer``, for any Pod the informer sees.
 

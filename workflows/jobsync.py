@@ -9,22 +9,23 @@ finalizers of ``release``) and finally calls
 :func:`fold` (step 3) and writes its result if it changed. Every time is passed in as an aware
 datetime; a naive one is a bug and raises ValueError.
 
-Rule numbers refer to ``shared/spec/job.md``; ``H*``-``L*`` to ``shared/spec/job-policies.md``
-(podFailurePolicy, backoffLimitPerIndex, successPolicy, elastic Indexed Jobs). Every decision is
+Rule ids are those of ``docs/job.md``: ``JOB-n`` for the controller, ``POL-n`` for podFailurePolicy,
+backoffLimitPerIndex, successPolicy, elastic Indexed Jobs and the metrics; ``API-n`` are the API
+server's rules in ``docs/kubesim.md``. Every decision is
 total over what the API server accepts: an instant beyond what ``datetime`` holds (a deadline of
 2**63-1 seconds) means "never". Deliberate differences from upstream:
 
-* Finalizer removals are remembered durably (``JobMemory.finalizers_removed``, C11) and a
+* Finalizer removals are remembered durably (``JobMemory.finalizers_removed``, JOB-38) and a
   failure's contribution to the backoff record is remembered by uid
   (``JobMemory.counted_backoff``), so a sync re-run after a crash between any two steps
-  neither double counts nor loses a count (C6, C7, C13, F13). :func:`prune_finalizers_removed`
+  neither double counts nor loses a count (JOB-33, JOB-34, JOB-39, JOB-70). :func:`prune_finalizers_removed`
   keeps that memory bounded however many Pods the Job runs.
 * The Job is not declared finished (``Complete``/``Failed``, step 3) while any Pod of the
   snapshot still holds the tracking finalizer and has not been released; this is what
-  "cannot be marked finished" means after the MaxUncountedPods cap (C10), and it guarantees
+  "cannot be marked finished" means after the MaxUncountedPods cap (JOB-37), and it guarantees
   that no finalizer is left behind once the Job has finished.
 * Suspending clears ``status.startTime`` (KEP-5440, upstream since v1.35) so that resuming can
-  set it to ``now`` (F26) without breaking G22 (kubesim enforces the pre-fix rule that an
+  set it to ``now`` (JOB-82) without breaking API-41 (kubesim enforces the pre-fix rule that an
   unsuspended Job's startTime cannot change). A Job resumed while its startTime is still set
   keeps it.
 * A wake-up is never planned more than :data:`MAX_REQUEUE` ahead: a far deadline is simply
@@ -56,43 +57,43 @@ from workflows.models.job import (
 )
 from workflows.times import plus_seconds
 
-#: C10: step 1 stops recording once new indexes + uncounted uids reach this many.
+#: JOB-37: step 1 stops recording once new indexes + uncounted uids reach this many.
 MAX_UNCOUNTED_PODS = 500
-#: B15: creates and scale-down deletes per sync.
+#: JOB-19: creates and scale-down deletes per sync.
 MAX_POD_CREATE_DELETE_PER_SYNC = 500
-#: F12: Pod recreation backoff, base and cap.
+#: JOB-69: Pod recreation backoff, base and cap.
 DEFAULT_BACKOFF = timedelta(seconds=10)
 MAX_BACKOFF = timedelta(minutes=10)
-#: F16: the shortest requeue.
+#: JOB-73: the shortest requeue.
 MIN_REQUEUE = timedelta(seconds=1)
 #: The longest planned wake-up; a farther deadline is re-examined then (issue 14: totality).
 MAX_REQUEUE = timedelta(days=1)
 
 FAILURE_TARGET, SUCCESS_CRITERIA_MET = "FailureTarget", "SuccessCriteriaMet"
 SUSPENDED = "Suspended"
-#: F3, F5, F21 (newer): reasons and messages, worded as upstream.
+#: JOB-65, JOB-67, JOB-78: reasons and messages, worded as upstream.
 BACKOFF_LIMIT_EXCEEDED = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
 DEADLINE_EXCEEDED = ("DeadlineExceeded", "Job was active longer than specified deadline")
 COMPLETIONS_REACHED = ("CompletionsReached", "Reached expected number of succeeded pods")
-#: I14: the per-index outcomes.
+#: POL-29: the per-index outcomes.
 MAX_FAILED_INDEXES_EXCEEDED = ("MaxFailedIndexesExceeded",
                                "Job has exceeded the specified maximal number of failed indexes")
 FAILED_INDEXES = ("FailedIndexes", "Job has failed indexes")
-POD_FAILURE_POLICY = "PodFailurePolicy"  # H14
-SUCCESS_POLICY = "SuccessPolicy"  # J5
-#: H10: podFailurePolicy actions.
+POD_FAILURE_POLICY = "PodFailurePolicy"  # POL-13
+SUCCESS_POLICY = "SuccessPolicy"  # POL-36
+#: POL-9: podFailurePolicy actions.
 FAIL_JOB, IGNORE, COUNT, FAIL_INDEX = "FailJob", "Ignore", "Count", "FailIndex"
 
 _TERMINAL = ("Succeeded", "Failed")
-_PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}  # controller.ActivePods (B11)
-_GO_ATOI = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts (D9)
+_PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}  # controller.ActivePods (JOB-15)
+_GO_ATOI = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts (JOB-49)
 
 
-# --- index strings (D8, D9) -----------------------------------------------------------------
+# --- index strings (JOB-48, JOB-49) ----------------------------------------------------------
 
 
 def format_indexes(indexes: Iterable[int]) -> str:
-    """Format a set of completion indexes as ``status.completedIndexes`` (D8).
+    """Format a set of completion indexes as ``status.completedIndexes`` (JOB-48).
 
     Args:
         indexes: non-negative indexes, in any order, duplicates allowed.
@@ -117,7 +118,7 @@ def format_indexes(indexes: Iterable[int]) -> str:
 
 
 def parse_indexes(text: str, completions: int) -> set[int]:
-    """Parse an index string leniently, as upstream ``parseIndexesFromString`` (D9).
+    """Parse an index string leniently, as upstream ``parseIndexesFromString`` (JOB-49).
 
     A malformed interval is skipped; an interval starting at or above ``completions`` stops
     the parse; an interval end above ``completions - 1`` is clamped.
@@ -160,7 +161,7 @@ def parse_intervals(text: str, completions: int) -> list[tuple[int, int]]:
     return out
 
 
-# --- backoff (F12, F13, F16) --------------------------------------------------------------
+# --- backoff (JOB-69, JOB-70, JOB-73) --------------------------------------------------------
 
 
 def backoff_remaining(
@@ -170,7 +171,7 @@ def backoff_remaining(
     base: timedelta = DEFAULT_BACKOFF,
     cap: timedelta = MAX_BACKOFF,
 ) -> timedelta:
-    """Time left before the next Pod may be created (F12).
+    """Time left before the next Pod may be created (JOB-69).
 
     Args:
         record: the backoff record after this sync's failures were added.
@@ -202,13 +203,13 @@ def backoff_remaining(
 def new_backoff_record(
     record: BackoffRecord, succeeded: list[PodInfo], failed: list[PodInfo], now: datetime
 ) -> BackoffRecord:
-    """Add the Pods that newly finished in this sync to the backoff record (F13).
+    """Add the Pods that newly finished in this sync to the backoff record (JOB-70).
 
     Args:
         record: the record so far.
         succeeded: Pods newly Succeeded in this sync.
         failed: Pods newly failed in this sync and not yet in the record.
-        now: finish time of a Pod that has none (F14 gives one in practice).
+        now: finish time of a Pod that has none (JOB-71 gives one in practice).
 
     Returns:
         The new record: failures only add up; any success restarts the count with the
@@ -229,32 +230,32 @@ def new_backoff_record(
     )
 
 
-# --- instants that may not fit a datetime (issue 14) ------------------------------------------
+# --- instants that may not fit a datetime (issue 14) -----------------------------------------
 
 
-# --- podFailurePolicy (spec job-policies H) ---------------------------------------------------
+# --- podFailurePolicy (POL-1 to POL-18) ------------------------------------------------------
 
 
 def match_pod_failure_policy(
     pod_failure_policy: PodFailurePolicy | None, failed_pod: PodInfo
 ) -> tuple[str | None, bool, str | None]:
-    """Judge one failed Pod against the rules, first match wins (H4-H10; upstream's name).
+    """Judge one failed Pod against the rules, first match wins (POL-3 to POL-9; upstream's name).
 
     Args:
         pod_failure_policy: ``spec.podFailurePolicy`` (None: every failure counts).
-        failed_pod: a Pod in phase Failed (or one counted as failed while the Job fails, H16).
+        failed_pod: a Pod in phase Failed (or one counted as failed while the Job fails, POL-15).
 
     Returns:
         ``(fail_job_message, count_failed, action)``: the FailureTarget message when a FailJob
-        rule matched (H14), whether the failure counts toward the limits (False only for
-        Ignore), and the matched action (None when no rule matched, H19).
+        rule matched (POL-13), whether the failure counts toward the limits (False only for
+        Ignore), and the matched action (None when no rule matched, POL-18).
     """
     if pod_failure_policy is None:
         return None, True, None
     ref = f"{failed_pod.namespace}/{failed_pod.name}"
     for i, rule in enumerate(pod_failure_policy.rules):
         if rule.action not in (FAIL_JOB, IGNORE, COUNT, FAIL_INDEX):
-            continue  # H5: an action from a newer API is skipped
+            continue  # POL-4: an action from a newer API is skipped
         if rule.on_exit_codes is not None:
             container = match_on_exit_codes(failed_pod, rule.on_exit_codes.container_name,
                                             rule.on_exit_codes.operator, rule.on_exit_codes.values)
@@ -278,7 +279,7 @@ def match_pod_failure_policy(
 def match_on_exit_codes(
     pod: PodInfo, container_name: str | None, operator: str, values: Iterable[int]
 ) -> ContainerExit | None:
-    """H6-H8: the first terminated container (containers, then init containers) whose non-zero
+    """POL-5 to POL-7: the first terminated container (containers, then init containers) whose non-zero
     code satisfies the operator; exit code 0 and unknown operators never match."""
     wanted = set(values)
     for c in pod.containers:
@@ -292,28 +293,28 @@ def match_on_exit_codes(
 
 
 def match_on_pod_conditions(pod: PodInfo, patterns: Iterable[Any]) -> PodCondition | None:
-    """H9: the first Pod condition whose type and status equal some pattern's, compared literally."""
+    """POL-8: the first Pod condition whose type and status equal some pattern's, compared literally."""
     wanted = [(p.type, p.status) for p in patterns]
     return next((c for c in pod.conditions if (c.type, c.status) in wanted), None)
 
 
 def get_fail_job_message(spec: JobSpecView, pods: Iterable[PodInfo]) -> str | None:
-    """H12, H13: the message of the first Failed Pod (any index) that matches a FailJob rule."""
+    """POL-11, POL-12: the message of the first Failed Pod (any index) that matches a FailJob rule."""
     if spec.pod_failure_policy is None:
         return None
     for p in pods:
-        if p.phase == "Failed":  # a podFailurePolicy implies the Failed replacement policy (H3)
+        if p.phase == "Failed":  # a podFailurePolicy implies the Failed replacement policy (POL-2)
             message, _, _ = match_pod_failure_policy(spec.pod_failure_policy, p)
             if message is not None:
                 return message
     return None
 
 
-# --- backoffLimitPerIndex (spec job-policies I) -----------------------------------------------
+# --- backoffLimitPerIndex (POL-19 to POL-32) -------------------------------------------------
 
 
 def get_new_index_failure_counts(spec: JobSpecView, pod_being_replaced: PodInfo | None) -> tuple[int, int]:
-    """I5: the (failure, ignored) counts of the Pod that replaces ``pod_being_replaced``."""
+    """POL-21: the (failure, ignored) counts of the Pod that replaces ``pod_being_replaced``."""
     if pod_being_replaced is None:
         return 0, 0
     failures, ignored = pod_being_replaced.failure_count, pod_being_replaced.ignored_failure_count
@@ -322,7 +323,7 @@ def get_new_index_failure_counts(spec: JobSpecView, pod_being_replaced: PodInfo 
 
 
 def is_index_failed(spec: JobSpecView, pod: PodInfo, replace_failed_only: bool) -> bool:
-    """I8: the Pod failed by a FailIndex rule, or in a counted way at its index's last retry."""
+    """POL-24: the Pod failed by a FailIndex rule, or in a counted way at its index's last retry."""
     if not _pod_failed(pod, replace_failed_only):
         return False
     _, count_failed, action = match_pod_failure_policy(spec.pod_failure_policy, pod)
@@ -335,7 +336,7 @@ def is_index_failed(spec: JobSpecView, pod: PodInfo, replace_failed_only: bool) 
 def calculate_failed_indexes(
     spec: JobSpecView, failed_indexes: str | None, pods: Iterable[PodInfo], replace_failed_only: bool
 ) -> set[int]:
-    """I8, I9: the previous failed indexes (clamped to completions, K5) and the newly failed ones."""
+    """POL-24, POL-25: the previous failed indexes (clamped to completions, POL-44) and the newly failed ones."""
     completions = spec.completions or 0
     out = parse_indexes(failed_indexes or "", completions)
     for p in pods:
@@ -348,14 +349,14 @@ def calculate_failed_indexes(
 def get_pods_with_delayed_deletion_per_index(
     spec: JobSpecView, pods: Iterable[PodInfo], busy_indexes: set[int], replace_failed_only: bool,
 ) -> dict[int, PodInfo]:
-    """I7: per retried index, the failed Pod whose finalizer waits for the replacement.
+    """POL-23: per retried index, the failed Pod whose finalizer waits for the replacement.
 
     Args:
         spec: the Job spec.
         pods: the Job's Pods.
         busy_indexes: indexes that succeeded, failed or have an active Pod: none of their Pods
             is held back.
-        replace_failed_only: the effective podReplacementPolicy is Failed (E2).
+        replace_failed_only: the effective podReplacementPolicy is Failed (JOB-56).
 
     Returns:
         For each index, the Pod with the highest failure + ignored count, the later finish
@@ -378,7 +379,7 @@ def get_remaining_time_per_index(
     last_failed_pod: PodInfo | None, now: datetime, *, base: timedelta = DEFAULT_BACKOFF,
     cap: timedelta = MAX_BACKOFF,
 ) -> timedelta:
-    """I12: the wait before ``last_failed_pod``'s index may run again; zero without one."""
+    """POL-28: the wait before ``last_failed_pod``'s index may run again; zero without one."""
     if last_failed_pod is None:
         return timedelta(0)
     n = last_failed_pod.failure_count + last_failed_pod.ignored_failure_count + 1
@@ -400,17 +401,17 @@ def _delay_rank(p: PodInfo) -> tuple[int, datetime]:
     return p.failure_count + p.ignored_failure_count, p.finish_time or p.creation_time or datetime.min.replace(tzinfo=UTC)
 
 
-# --- successPolicy (spec job-policies J) ------------------------------------------------------
+# --- successPolicy (POL-33 to POL-41) --------------------------------------------------------
 
 
 def match_success_policy(
     success_policy: SuccessPolicy | None, completions: int, succeeded_indexes: set[int]
 ) -> tuple[str, bool]:
-    """J2-J4: the first rule the succeeded indexes satisfy (upstream's name and argument order).
+    """POL-33 to POL-35: the first rule the succeeded indexes satisfy (upstream's name and argument order).
 
     Args:
         success_policy: ``spec.successPolicy`` (None never matches).
-        completions: ``spec.completions``; rule indexes at or beyond it are dropped (D9).
+        completions: ``spec.completions``; rule indexes at or beyond it are dropped (JOB-49).
         succeeded_indexes: the indexes that succeeded, all below ``completions``.
 
     Returns:
@@ -422,7 +423,7 @@ def match_success_policy(
         if rule.succeeded_indexes is not None:
             required = parse_intervals(rule.succeeded_indexes, completions)
             if not required:
-                continue  # J4: a rule that parses to nothing is skipped
+                continue  # POL-35: a rule that parses to nothing is skipped
             # Intervals may overlap if the string is not canonical; count each index once.
             contains = sum(1 for ix in succeeded_indexes if any(a <= ix <= b for a, b in required))
             total = _covered(required)
@@ -435,10 +436,10 @@ def match_success_policy(
 
 
 def prune_finalizers_removed(snap: JobSnapshot, removed: Iterable[str]) -> list[str]:
-    """The part of ``memory.finalizers_removed`` still worth keeping (C11), to bound memory.
+    """The part of ``memory.finalizers_removed`` still worth keeping (JOB-38), to bound memory.
 
     A uid matters only while a fresh read still shows its Pod holding the finalizer: a Pod that
-    is gone, or whose finalizer is gone, counts as released anyway (C6). Call it on the
+    is gone, or whose finalizer is gone, counts as released anyway (JOB-33). Call it on the
     snapshot a plan was computed from, before adding that sync's released uids.
 
     Args:
@@ -452,7 +453,7 @@ def prune_finalizers_removed(snap: JobSnapshot, removed: Iterable[str]) -> list[
     return [u for u in removed if u in holding]
 
 
-# --- step 3 (C6, F18-F20) -----------------------------------------------------------------
+# --- step 3 (JOB-33, JOB-75 to JOB-77) -------------------------------------------------------
 
 
 def fold(
@@ -462,14 +463,14 @@ def fold(
     spec: JobSpecView,
     now: datetime,
 ) -> JobStatusView:
-    """Step 3: count released Pods and, once nothing is pending, finish the Job (C6, C14, F18-F20).
+    """Step 3: count released Pods and, once nothing is pending, finish the Job (JOB-33, JOB-40, JOB-75 to JOB-77).
 
     Each uid in the uncounted lists whose Pod no longer holds the finalizer (uid in
     ``removed``, Pod missing from ``pods``, or ``has_finalizer`` False) moves into
     ``succeeded``/``failed``. Then, if ``FailureTarget``/``SuccessCriteriaMet`` is True, both
     lists are empty, ``active`` and ``terminating`` are 0 and no Pod of ``pods`` still holds an
     unreleased finalizer, ``Failed`` (same reason/message) or ``Complete`` (+ completionTime) is
-    added with ``now`` as its time (G19-G29).
+    added with ``now`` as its time (API-38 to API-47, JOB-86).
 
     Args:
         status: the status as written in step 1 (``plan.record``), or the snapshot's if the
@@ -477,7 +478,7 @@ def fold(
         pods: the Pods of the snapshot the plan was computed from.
         removed: uids whose finalizer removal succeeded (``memory.finalizers_removed`` after
             step 2).
-        spec: the Job's spec (Indexed Jobs count succeeded indexes, D7).
+        spec: the Job's spec (Indexed Jobs count succeeded indexes, JOB-47).
         now: the current instant (aware).
 
     Returns:
@@ -492,7 +493,7 @@ def fold(
     keep_f = [u for u in status.uncounted_failed if not _released(u, by_uid, removed)]
     succeeded = status.succeeded + len(status.uncounted_succeeded) - len(keep_s)
     if spec.completion_mode == "Indexed" and spec.completions is not None:
-        succeeded = len(parse_indexes(status.completed_indexes, spec.completions))  # D7, K5
+        succeeded = len(parse_indexes(status.completed_indexes, spec.completions))  # JOB-47, POL-44
     out = status.model_copy(
         update={
             "uncounted_succeeded": keep_s,
@@ -507,28 +508,28 @@ def fold(
 def _enact_job_finished(
     status: JobStatusView, pods: list[PodInfo], removed: set[str], now: datetime
 ) -> JobStatusView:
-    """Add Complete or Failed once the interim condition's Pods are all accounted (F18-F20)."""
+    """Add Complete or Failed once the interim condition's Pods are all accounted (JOB-75 to JOB-77)."""
     if finished_condition(status.conditions) is not None:
         return status
     target = _true(status.conditions, FAILURE_TARGET) or _true(status.conditions, SUCCESS_CRITERIA_MET)
     if target is None or status.uncounted_succeeded or status.uncounted_failed:
-        return status  # C14
+        return status  # JOB-40
     if status.terminating or status.active or status.ready:
-        return status  # E11, F19, G19, G27
+        return status  # JOB-76, API-38, API-46
     if any(p.has_finalizer and p.uid not in removed for p in pods):
-        return status  # C10: Pods not yet recorded; no finalizer left behind
+        return status  # JOB-37: Pods not yet recorded; no finalizer left behind
     final = FAILED if target.type == FAILURE_TARGET else COMPLETE
     conditions, _ = _ensure(status.conditions, final, "True", target.reason, target.message, now)
     return status.model_copy(
         update={
             "conditions": conditions,
-            "start_time": status.start_time or now,  # G20 (a Job failed while suspended)
-            "completion_time": now if final == COMPLETE else status.completion_time,  # F20
+            "start_time": status.start_time or now,  # API-39 (a Job failed while suspended)
+            "completion_time": now if final == COMPLETE else status.completion_time,  # JOB-77
         }
     )
 
 
-# --- one sync (upstream syncJob) ------------------------------------------------------------
+# --- one sync (upstream syncJob) -------------------------------------------------------------
 
 
 def plan_sync(
@@ -543,14 +544,14 @@ def plan_sync(
 
     Args:
         snap: a fresh read of the Job and its Pods.
-        memory: the workflow's durable memory (backoff record, released finalizers, C11).
+        memory: the workflow's durable memory (backoff record, released finalizers, JOB-38).
         now: the current instant (aware).
-        backoff_base: first recreation delay (F12); shorter only in tests.
-        backoff_cap: longest recreation delay (F12).
+        backoff_base: first recreation delay (JOB-69); shorter only in tests.
+        backoff_cap: longest recreation delay (JOB-69).
 
     Returns:
-        The plan. A gone Job (``record`` None) or a finished one (``finished``, C18) only
-        releases the finalizers its Pods still hold (C15-C17, G8).
+        The plan. A gone Job (``record`` None) or a finished one (``finished``, JOB-4) only
+        releases the finalizers its Pods still hold (JOB-3).
 
     Raises:
         ValueError: ``now`` is naive.
@@ -565,15 +566,15 @@ def plan_sync(
 
 
 def release_unmatched_pods(snap: JobSnapshot) -> tuple[list[str], list[str]]:
-    """B23, second half (upstream ``ClaimObject``): what becomes of Pods that stopped matching.
+    """JOB-26 (upstream ``ClaimObject``): what becomes of Pods that stopped matching.
 
     ``snap.unmatched`` holds the Pods the Job controls (controller reference = its uid) whose
     labels no longer match its selector. They are not the Job's any more: never active, never
-    counted (a uid already in the uncounted lists is folded as released, C6). Upstream releases
+    counted (a uid already in the uncounted lists is folded as released, JOB-33). Upstream releases
     them unless the Job is being deleted, and its release patch removes the tracking finalizer
     with the reference. While the Job is being deleted upstream leaves them owned, so the garbage
     collector still deletes them with the Job; their finalizer then goes without counting, as
-    every Pod's does while the Job is being deleted (C9), so none holds it forever.
+    every Pod's does while the Job is being deleted (JOB-36), so none holds it forever.
 
     Args:
         snap: a fresh snapshot of a live (not gone, not finished) Job.
@@ -597,14 +598,14 @@ class _Sync:
         self.base, self.cap = base, cap
         self.removed = set(memory.finalizers_removed)
         self.indexed = self.spec.completion_mode == "Indexed"
-        self.limit = self.spec.completions or 0  # Indexed: valid indexes are [0, limit) (B9)
-        # E2, H3: a podFailurePolicy implies the Failed replacement policy.
+        self.limit = self.spec.completions or 0  # Indexed: valid indexes are [0, limit) (JOB-13)
+        # JOB-56, POL-2: a podFailurePolicy implies the Failed replacement policy.
         self.replace_failed_only = (self.spec.pod_replacement_policy == "Failed"
                                     or self.spec.pod_failure_policy is not None)
         self.per_index = self.indexed and self.spec.backoff_limit_per_index is not None  # I
         st = snap.status
         by_uid = {p.uid: p for p in snap.pods}
-        # C7: step 3 runs at the start of every sync (crash between steps 2 and 3).
+        # JOB-34: step 3 runs at the start of every sync (crash between steps 2 and 3).
         self.uncounted_s = [u for u in st.uncounted_succeeded if not _released(u, by_uid, self.removed)]
         self.uncounted_f = [u for u in st.uncounted_failed if not _released(u, by_uid, self.removed)]
         self.succeeded_total = st.succeeded + len(st.uncounted_succeeded) - len(self.uncounted_s)
@@ -612,11 +613,11 @@ class _Sync:
         self.conditions = list(st.conditions)
         self.start_time = st.start_time
         self.prev_indexes = parse_indexes(st.completed_indexes, self.limit) if self.indexed else set()
-        self.active_pods = [p for p in snap.pods if _is_active(p)]  # D1
+        self.active_pods = [p for p in snap.pods if _is_active(p)]  # JOB-41
         self.active = len(self.active_pods)
-        self.ready = sum(1 for p in self.active_pods if p.ready)  # D2
-        self.terminating = sum(1 for p in snap.pods if p.deleting and p.phase not in _TERMINAL)  # D3
-        self.succeeded = self.failed = 0  # decision counts (D5-D7)
+        self.ready = sum(1 for p in self.active_pods if p.ready)  # JOB-42
+        self.terminating = sum(1 for p in snap.pods if p.deleting and p.phase not in _TERMINAL)  # JOB-43
+        self.succeeded = self.failed = 0  # decision counts (JOB-45 to JOB-47)
         self.succeeded_indexes: set[int] = set()
         self.completed_indexes: set[int] = set(self.prev_indexes)
         self.finishing: Condition | None = None
@@ -630,17 +631,17 @@ class _Sync:
         self.backoff = memory.backoff
         self.counted_backoff: list[str] = []
         self.failed_indexes: set[int] = set()
-        self.delayed: dict[int, PodInfo] = {}  # I7: failed Pods kept until their index runs again
-        self.policy_actions: list[str] = []  # H19: actions matched by Pods recorded in this sync
-        self.action = "reconciling"  # L6: unless manageJob runs
-        self.creation_reason = "new"  # L12
+        self.delayed: dict[int, PodInfo] = {}  # POL-23: failed Pods kept until their index runs again
+        self.policy_actions: list[str] = []  # POL-18: actions matched by Pods recorded in this sync
+        self.action = "reconciling"  # POL-50: unless manageJob runs
+        self.creation_reason = "new"  # POL-56
 
     # -- the steps of syncJob --
 
     def sync_job(self) -> SyncPlan:
         """Run the sync in upstream's order and assemble the plan."""
         if self.start_time is None and not self.spec.suspend:
-            self.start_time = self.now  # F27
+            self.start_time = self.now  # JOB-83
         self.count_new_finished_pods()
         self.finishing = self.past_failure_conditions()
         if self.indexed:
@@ -648,7 +649,7 @@ class _Sync:
         if self.finishing is not None:
             self.delete_active_pods()
         else:
-            manage_called = not self.snap.deleting  # B25
+            manage_called = not self.snap.deleting  # JOB-27
             if manage_called:
                 self.manage_job()
             if self.complete():
@@ -660,7 +661,7 @@ class _Sync:
         return self.build_plan()
 
     def count_new_finished_pods(self) -> None:
-        """Decision counts (D5-D7, D17) and the backoff record (F13, F15)."""
+        """Decision counts (JOB-45 to JOB-47, JOB-52) and the backoff record (JOB-70, JOB-72)."""
         uncounted = set(self.uncounted_s) | set(self.uncounted_f)
         new = [p for p in self.snap.pods
                if self._tracked(p) and p.uid not in uncounted and self._valid(p)]
@@ -670,12 +671,12 @@ class _Sync:
         self.succeeded_indexes = self.prev_indexes | {
             p.index for p in new_succeeded if p.index is not None and self.indexed}
         if self.indexed:
-            self.succeeded = len(self.succeeded_indexes)  # D7
+            self.succeeded = len(self.succeeded_indexes)  # JOB-47
         else:
-            self.succeeded = self.succeeded_total + len(self.uncounted_s) + len(new_succeeded)  # D6
+            self.succeeded = self.succeeded_total + len(self.uncounted_s) + len(new_succeeded)  # JOB-46
         ignored = sum(1 for p in new_failed if not self._counts_as_failed(p))
-        self.failed = self.failed_total + len(self.uncounted_f) + len(new_failed) - ignored  # D5, H10
-        # F13 with a durable record: a failure counts once, even if step 1 already recorded it.
+        self.failed = self.failed_total + len(self.uncounted_f) + len(new_failed) - ignored  # JOB-45, POL-9
+        # JOB-70 with a durable record: a failure counts once, even if step 1 already recorded it.
         counted = set(self.memory.counted_backoff)
         recorded = set(self.snap.status.uncounted_failed)
         for_backoff = [p for p in self.snap.pods if p.uid not in counted and self._failed(p)
@@ -686,15 +687,15 @@ class _Sync:
         self.counted_backoff += [p.uid for p in for_backoff]
 
     def past_failure_conditions(self) -> Condition | None:
-        """The finishing condition, first that applies (F1-F6); requeue for the deadline (F6)."""
+        """The finishing condition, first that applies (JOB-63 to JOB-68); requeue for the deadline (JOB-68)."""
         existing = _true(self.conditions, SUCCESS_CRITERIA_MET) or _true(self.conditions, FAILURE_TARGET)
         if existing is not None:
-            return existing  # F1 (1), (2); F2
+            return existing  # JOB-63, the first two; JOB-64
         message = get_fail_job_message(self.spec, self.snap.pods)
         if message is not None:
-            return _condition(FAILURE_TARGET, POD_FAILURE_POLICY, message, self.now)  # H12-H14
+            return _condition(FAILURE_TARGET, POD_FAILURE_POLICY, message, self.now)  # POL-11 to POL-13
         if self.failed > self.spec.backoff_limit or self.past_backoff_limit_on_failure():
-            return _condition(FAILURE_TARGET, *BACKOFF_LIMIT_EXCEEDED, self.now)  # F3, F4, F28
+            return _condition(FAILURE_TARGET, *BACKOFF_LIMIT_EXCEEDED, self.now)  # JOB-65, JOB-66, JOB-84
         ads = self.spec.active_deadline_seconds
         if ads is None or self.spec.suspend or self.start_time is None:
             return None
@@ -703,12 +704,12 @@ class _Sync:
             return None  # beyond any representable instant: never
         left = deadline - self.now
         if left <= timedelta(0):
-            return _condition(FAILURE_TARGET, *DEADLINE_EXCEEDED, self.now)  # F5
-        self.requeue.append(left)  # F6
+            return _condition(FAILURE_TARGET, *DEADLINE_EXCEEDED, self.now)  # JOB-67
+        self.requeue.append(left)  # JOB-68
         return None
 
     def indexed_job_conditions(self) -> None:
-        """F1 (6)-(8): failed indexes (I9, I14) and the success policy (J2-J5), after the rest."""
+        """JOB-63, sixth to eighth: failed indexes (POL-25, POL-29) and the success policy (POL-33 to POL-36), after the rest."""
         if self.per_index:
             self.failed_indexes = calculate_failed_indexes(
                 self.spec, self.snap.status.failed_indexes, self.snap.pods, self.replace_failed_only)
@@ -727,7 +728,7 @@ class _Sync:
                 self.finishing = _condition(SUCCESS_CRITERIA_MET, SUCCESS_POLICY, message, self.now)
 
     def past_backoff_limit_on_failure(self) -> bool:
-        """F4: restartPolicy OnFailure counts container restarts of Pending/Running Pods."""
+        """JOB-66: restartPolicy OnFailure counts container restarts of Pending/Running Pods."""
         if self.spec.restart_policy != "OnFailure":
             return False
         restarts = sum(p.restart_count for p in self.snap.pods if p.phase in ("Pending", "Running"))
@@ -736,45 +737,45 @@ class _Sync:
         return restarts >= self.spec.backoff_limit
 
     def delete_active_pods(self) -> None:
-        """F17: a finishing Job deletes every active Pod, keeping the finalizer (no cap)."""
+        """JOB-74: a finishing Job deletes every active Pod, keeping the finalizer (no cap)."""
         self.delete = [p.name for p in self.active_pods]
-        self.terminating += self.active  # D3
+        self.terminating += self.active  # JOB-43
         self.active = self.ready = 0
 
     def manage_job(self) -> None:
-        """Suspend, scale down or create, never both (B10-B17, E3, E4, F25); the L6 action."""
-        self.action = "pods_deleted"  # L6: the suspend path, even with nothing to delete
+        """Suspend, scale down or create, never both (JOB-14 to JOB-21, JOB-57, JOB-58, JOB-81); the POL-50 action."""
+        self.action = "pods_deleted"  # POL-50: the suspend path, even with nothing to delete
         if self.spec.suspend:
-            self._scale_down(self.active_pods_for_removal(self.active))  # F25, no cap (B15)
+            self._scale_down(self.active_pods_for_removal(self.active))  # JOB-81, no cap (JOB-19)
             return
         want = self.want_active()
         rm = self.active_pods_for_removal(max(self.active - want, 0))
         if rm:
-            self._scale_down(rm[:MAX_POD_CREATE_DELETE_PER_SYNC])  # B11, B15
-            return  # B12: deletion wins
-        diff = want - self.active - (self.terminating if self.replace_failed_only else 0)  # B14
+            self._scale_down(rm[:MAX_POD_CREATE_DELETE_PER_SYNC])  # JOB-15, JOB-19
+            return  # JOB-16: deletion wins
+        diff = want - self.active - (self.terminating if self.replace_failed_only else 0)  # JOB-18
         if diff <= 0:
             self.action = "tracking"
             return
-        self.action = "pods_created"  # L6: attempted or held back by a backoff
+        self.action = "pods_created"  # POL-50: attempted or held back by a backoff
         self.creation_reason = self.pods_creation_reason()
         remaining = timedelta(0)
-        if not self.per_index:  # F16: per-index Jobs wait per index instead
+        if not self.per_index:  # JOB-73: per-index Jobs wait per index instead
             remaining = backoff_remaining(self.backoff, self.now, base=self.base, cap=self.cap)
         if remaining > timedelta(0):
-            self.requeue.append(max(remaining, MIN_REQUEUE))  # B16, F16
+            self.requeue.append(max(remaining, MIN_REQUEUE))  # JOB-20, JOB-73
             return
-        diff = min(diff, MAX_POD_CREATE_DELETE_PER_SYNC)  # B15
+        diff = min(diff, MAX_POD_CREATE_DELETE_PER_SYNC)  # JOB-19
         if self.per_index:
             self.create = self.pods_for_independent_indexes(self.first_pending_indexes(diff))
         elif self.indexed:
-            self.create = [PodToCreate(index=i) for i in self.first_pending_indexes(diff)]  # B17
+            self.create = [PodToCreate(index=i) for i in self.first_pending_indexes(diff)]  # JOB-21
         else:
             self.create = [PodToCreate() for _ in range(diff)]
-        self.active += len(self.create)  # D1, B22
+        self.active += len(self.create)  # JOB-41, JOB-24
 
     def pods_for_independent_indexes(self, indexes: list[int]) -> list[PodToCreate]:
-        """I4, I5, I12: the pending indexes whose own backoff is over, with their counts."""
+        """POL-20, POL-21, POL-28: the pending indexes whose own backoff is over, with their counts."""
         out: list[PodToCreate] = []
         waits: list[timedelta] = []
         for ix in indexes:
@@ -790,9 +791,9 @@ class _Sync:
         return out
 
     def pods_creation_reason(self) -> str:
-        """L12: the ``reason`` of the Pods this sync creates (upstream ``recordJobPodsCreationTotal``).
+        """POL-56: the ``reason`` of the Pods this sync creates (upstream ``recordJobPodsCreationTotal``).
 
-        It reads the podReplacementPolicy *field* (a podFailurePolicy defaults it to Failed, A5),
+        It reads the podReplacementPolicy *field* (a podFailurePolicy defaults it to Failed, API-5),
         the decision count of failures and the terminating Pods.
         """
         if self.spec.pod_replacement_policy == "Failed" and self.failed > 0:
@@ -802,13 +803,13 @@ class _Sync:
         return "new"
 
     def want_active(self) -> int:
-        """B10: the number of Pods that should be active."""
+        """JOB-14: the number of Pods that should be active."""
         if self.spec.completions is None:
             return self.active if self.succeeded > 0 else self.spec.parallelism
         return max(0, min(self.spec.completions - self.succeeded, self.spec.parallelism))
 
     def active_pods_for_removal(self, rm_at_least: int) -> list[PodInfo]:
-        """B11: Indexed out-of-range and duplicate Pods first, then the least advanced."""
+        """JOB-15: Indexed out-of-range and duplicate Pods first, then the least advanced."""
         rm: list[PodInfo] = []
         left = self.active_pods
         if self.indexed:
@@ -818,7 +819,7 @@ class _Sync:
         return rm
 
     def _duplicated_index_pods(self) -> tuple[list[PodInfo], list[PodInfo]]:
-        """Out-of-range Pods, and all but the most advanced Pod of each index (B9, B11)."""
+        """Out-of-range Pods, and all but the most advanced Pod of each index (JOB-13, JOB-15)."""
         rm = [p for p in self.active_pods if not self._valid(p)]
         by_index: dict[int, list[PodInfo]] = {}
         for p in self.active_pods:
@@ -832,8 +833,8 @@ class _Sync:
         return rm, left
 
     def first_pending_indexes(self, count: int) -> list[int]:
-        """B17, E4: the lowest indexes not succeeded, not active and (under Failed) not terminating."""
-        busy = self.succeeded_indexes | self.failed_indexes  # I11: a failed index never runs again
+        """JOB-21, JOB-58: the lowest indexes not succeeded, not active and (under Failed) not terminating."""
+        busy = self.succeeded_indexes | self.failed_indexes  # POL-27: a failed index never runs again
         busy.update(p.index for p in self.active_pods if p.index is not None)
         if self.replace_failed_only:
             busy.update(p.index for p in self.snap.pods
@@ -847,13 +848,13 @@ class _Sync:
         return out
 
     def complete(self) -> bool:
-        """D18: enough successes and nothing active after this sync's deletions."""
+        """JOB-53: enough successes and nothing active after this sync's deletions."""
         if self.spec.completions is None:
             return self.succeeded > 0 and self.active == 0
         return self.succeeded >= self.spec.completions and self.active == 0
 
     def update_suspend_condition(self) -> None:
-        """F25-F27: Suspended=True/False and the matching Event; startTime on resume."""
+        """JOB-81 to JOB-83: Suspended=True/False and the matching Event; startTime on resume."""
         if self.spec.suspend:
             self.conditions, changed = _ensure(self.conditions, SUSPENDED, "True", "JobSuspended",
                                                "Job suspended", self.now)
@@ -865,12 +866,12 @@ class _Sync:
                                            "Job resumed", self.now)
         if changed:
             self._event("Normal", "Resumed", "Job resumed")
-            self.start_time = self.start_time or self.now  # F26
+            self.start_time = self.start_time or self.now  # JOB-82
 
     def track_job_status(self) -> None:
-        """Step 1 (C3, C8-C10, C13, D15-D17): uids to record and finalizers to release."""
+        """Step 1 (JOB-30, JOB-35 to JOB-37, JOB-39, JOB-50 to JOB-52): uids to record and finalizers to release."""
         failing = self.finishing is not None and self.finishing.type != SUCCESS_CRITERIA_MET
-        release_all = self.snap.deleting or self.finishing is not None  # C8
+        release_all = self.snap.deleting or self.finishing is not None  # JOB-35
         skip = set(self.release_and_delete)
         recorded = set(self.uncounted_s) | set(self.uncounted_f)
         new_indexes: set[int] = set()
@@ -878,22 +879,22 @@ class _Sync:
             if not p.has_finalizer or p.name in skip:
                 continue
             if p.uid in self.removed:
-                self.release.append(p.name)  # C11: already released; ask again
+                self.release.append(p.name)  # JOB-38: already released; ask again
                 continue
             failed = self._failed(p)
             if not (release_all or failed or p.phase == "Succeeded"):
                 continue
             if not release_all and p.index is not None and _uid(self.delayed.get(p.index)) == p.uid:
-                continue  # I7: its counts seed the index's next Pod
+                continue  # POL-23: its counts seed the index's next Pod
             self.release.append(p.name)
             self._record(p, failed or failing, new_indexes)
             if len(new_indexes) + len(self.uncounted_s) + len(self.uncounted_f) >= MAX_UNCOUNTED_PODS:
-                self.reached_max = True  # C10
+                self.reached_max = True  # JOB-37
                 break
         self.completed_indexes = self.prev_indexes | new_indexes
 
     def _record(self, p: PodInfo, count_failed: bool, new_indexes: set[int]) -> None:
-        """C3, C9, C13: record one released Pod as succeeded or failed, or not at all."""
+        """JOB-30, JOB-36, JOB-39: record one released Pod as succeeded or failed, or not at all."""
         if p.phase == "Succeeded" and p.uid not in self.uncounted_f:
             if not self.indexed:
                 if p.uid not in self.uncounted_s:
@@ -904,16 +905,16 @@ class _Sync:
             if self.spec.pod_failure_policy is not None:
                 _, counts, action = match_pod_failure_policy(self.spec.pod_failure_policy, p)
                 if action is not None:
-                    self.policy_actions.append(action)  # H19
+                    self.policy_actions.append(action)  # POL-18
                 if not counts:
-                    return  # H10: Ignore; the finalizer still goes
-            self.uncounted_f.append(p.uid)  # D4, D15, D17
+                    return  # POL-9: Ignore; the finalizer still goes
+            self.uncounted_f.append(p.uid)  # JOB-44, JOB-50, JOB-52
 
     def add_interim_condition(self) -> None:
-        """F18, F19, F24, D19: FailureTarget or SuccessCriteriaMet in the step-1 write.
+        """JOB-75, JOB-76, JOB-80, JOB-54: FailureTarget or SuccessCriteriaMet in the step-1 write.
 
         The finish Events are planned on every sync from the interim condition until the Job
-        is finished (C18 plans none), so a crash after step 1 cannot lose them; the workflow
+        is finished (JOB-4 plans none), so a crash after step 1 cannot lose them; the workflow
         dedupes them.
         """
         cond = self.finishing
@@ -935,18 +936,18 @@ class _Sync:
         st = self.snap.status
         status = st.model_copy(update={
             "active": self.active, "ready": self.ready, "terminating": self.terminating,
-            # J10, K5: succeeded indexes within the current completions; may drop on scale-down.
+            # POL-41, POL-44: succeeded indexes within the current completions; may drop on scale-down.
             "succeeded": len(self.completed_indexes) if self.indexed else self.succeeded_total,
             "failed": self.failed_total,
             "completed_indexes": format_indexes(self.completed_indexes) if self.indexed else "",
-            "failed_indexes": format_indexes(self.failed_indexes) if self.per_index else None,  # I9
+            "failed_indexes": format_indexes(self.failed_indexes) if self.per_index else None,  # POL-25
             "uncounted_succeeded": self.uncounted_s, "uncounted_failed": self.uncounted_f,
             "start_time": self.start_time, "conditions": self.conditions,
         })
         if self.reached_max:
             self.requeue.append(MIN_REQUEUE)
         requeue = min(self.requeue) if self.requeue else None
-        release_unmatched, drop_finalizer = release_unmatched_pods(self.snap)  # B23
+        release_unmatched, drop_finalizer = release_unmatched_pods(self.snap)  # JOB-26
         return SyncPlan(
             record=None if status == st else status,
             create=self.create, events=self.events, backoff=self.backoff,
@@ -961,32 +962,32 @@ class _Sync:
     # -- helpers --
 
     def _scale_down(self, pods: list[PodInfo]) -> None:
-        """B13: release the finalizer, then delete; the Pods become terminating (D3)."""
+        """JOB-17: release the finalizer, then delete; the Pods become terminating (JOB-43)."""
         self.release_and_delete = [p.name for p in pods]
         self.active -= len(pods)
         self.ready -= sum(1 for p in pods if p.ready)
         self.terminating += len(pods)
 
     def _tracked(self, p: PodInfo) -> bool:
-        """C1, C11: the Pod holds the finalizer and its removal was not requested."""
+        """JOB-28, JOB-38: the Pod holds the finalizer and its removal was not requested."""
         return p.has_finalizer and p.uid not in self.removed
 
     def _valid(self, p: PodInfo) -> bool:
-        """B9, D17: any Pod of a NonIndexed Job; an index in [0, completions) otherwise."""
+        """JOB-13, JOB-52: any Pod of a NonIndexed Job; an index in [0, completions) otherwise."""
         return not self.indexed or (p.index is not None and 0 <= p.index < self.limit)
 
     def _failed(self, p: PodInfo) -> bool:
         return _pod_failed(p, self.replace_failed_only)
 
     def _counts_as_failed(self, p: PodInfo) -> bool:
-        """H10: every failure counts, except one an Ignore rule matches."""
+        """POL-9: every failure counts, except one an Ignore rule matches."""
         return match_pod_failure_policy(self.spec.pod_failure_policy, p)[1]
 
     def _event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.events.append(JobEvent(type=type_, reason=reason, message=message))
 
 
-# --- small pure helpers -----------------------------------------------------------------------
+# --- small pure helpers ----------------------------------------------------------------------
 
 
 def _aware(now: datetime) -> datetime:
@@ -996,7 +997,7 @@ def _aware(now: datetime) -> datetime:
 
 
 def _released(uid: str, by_uid: dict[str, PodInfo], removed: set[str]) -> bool:
-    """C6: the Pod of an uncounted uid no longer holds the finalizer."""
+    """JOB-33: the Pod of an uncounted uid no longer holds the finalizer."""
     pod = by_uid.get(uid)
     return uid in removed or pod is None or not pod.has_finalizer
 
@@ -1006,18 +1007,18 @@ def _uid(p: PodInfo | None) -> str | None:
 
 
 def _pod_failed(p: PodInfo, replace_failed_only: bool) -> bool:
-    """D4, E5, E6: Failed, or terminating and not Succeeded under TerminatingOrFailed."""
+    """JOB-44, JOB-59, JOB-60: Failed, or terminating and not Succeeded under TerminatingOrFailed."""
     if p.phase == "Failed":
         return True
     return not replace_failed_only and p.deleting and p.phase != "Succeeded"
 
 
 def _is_active(p: PodInfo) -> bool:
-    return p.phase not in _TERMINAL and not p.deleting  # D1
+    return p.phase not in _TERMINAL and not p.deleting  # JOB-41
 
 
 def _finish(p: PodInfo, now: datetime) -> datetime:
-    return p.finish_time or p.creation_time or now  # F14
+    return p.finish_time or p.creation_time or now  # JOB-71
 
 
 def _active_pods_order(p: PodInfo) -> tuple[int, bool, int, tuple[int, float]]:
@@ -1027,7 +1028,7 @@ def _active_pods_order(p: PodInfo) -> tuple[int, bool, int, tuple[int, float]]:
 
 
 def _true(conditions: list[Condition], type_: str) -> Condition | None:
-    """The condition of that type if its status is True (F2)."""
+    """The condition of that type if its status is True (JOB-64)."""
     return next((c for c in conditions if c.type == type_ and c.status == "True"), None)
 
 
@@ -1040,7 +1041,7 @@ def _ensure(
     conditions: list[Condition], type_: str, status: str, reason: str | None,
     message: str | None, now: datetime,
 ) -> tuple[list[Condition], bool]:
-    """F23: rewrite a condition whose status/reason/message changed; never append a False one."""
+    """JOB-79: rewrite a condition whose status/reason/message changed; never append a False one."""
     out = list(conditions)
     for i, c in enumerate(out):
         if c.type == type_:

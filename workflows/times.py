@@ -8,7 +8,7 @@ The API accepts durations that ``datetime`` cannot add: ``ttlSecondsAfterFinishe
 2^31−1 s after a finish time near year 9999, ``startingDeadlineSeconds`` and
 ``activeDeadlineSeconds`` up to 2^63−1 s, a Pod TTL label of any length. An instant beyond
 ``datetime``'s range is one that never comes: :func:`plus_seconds` returns None for it, and
-callers read None as "no expiry", "no deadline" (README: TIME-1).
+callers read None as "no expiry", "no deadline" (TIME-1 in docs/design.md).
 """
 
 from __future__ import annotations

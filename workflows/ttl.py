@@ -13,8 +13,8 @@ The flow mirrors upstream's ``processJob`` / ``processTTL`` with the workqueue's
 2. Sleep until the expiry on a timer whose summary names the object and the instant; a new
    observation (TTL patched, object deleted) wakes it at once and the decision is re-made.
 3. At expiry, ``delete_expired`` re-reads the object, re-runs the decision on the fresh copy,
-   and deletes with uid and resourceVersion preconditions and Foreground propagation (A11,
-   A12); if the fresh copy expires later, is held or changed meanwhile, the loop decides again.
+   and deletes with uid and resourceVersion preconditions and Foreground propagation (TTL-11,
+   TTL-12); if the fresh copy expires later, is held or changed meanwhile, the loop decides again.
 
 A held object (``batchd.io/ttl-hold``, TTL-HOLD in docs/ttl.md) keeps its expiry timer, whose
 summary names the hold; once expired it waits, with no timer, for the hold to go.
@@ -137,7 +137,7 @@ class TTLAfterFinishedWorkflow:
         return await self.clean_up(obs)
 
     async def clean_up(self, obs: TTLObservation) -> TTLResult | None:
-        """At expiry: fresh GET, re-check, delete (A11–A13)."""
+        """At expiry: fresh GET, re-check, delete (TTL-11 to TTL-13)."""
         res = await workflow.execute_local_activity(
             delete_expired,
             DeleteExpiredInput(ref=obs.ref),

@@ -68,7 +68,7 @@ class Condition(K8sModel):
     message: str | None = None
 
 
-#: The condition types that end a Job when their status is "True" (TTL-2, C31, F18).
+#: The condition types that end a Job when their status is "True" (TTL-2, CJ-48, JOB-75, JOB-76).
 COMPLETE, FAILED = "Complete", "Failed"
 
 
@@ -78,7 +78,7 @@ def finished_condition(conditions: Iterable[Condition]) -> Condition | None:
     A Job has finished when a ``Complete`` or ``Failed`` condition has status ``"True"``
     (TTL-2); ``FailureTarget`` and ``SuccessCriteriaMet`` only announce it. Of several, the first
     in list order counts: its type is the outcome and its ``lastTransitionTime`` the finish time
-    (TTL-3, C31). The TTL decision, the CronJob's Job summaries, the Job controller and the
+    (TTL-3, CJ-48). The TTL decision, the CronJob's Job summaries, the Job controller and the
     bridge all ask this one question.
     """
     return next((c for c in conditions if c.type in (COMPLETE, FAILED) and c.status == "True"), None)

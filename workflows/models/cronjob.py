@@ -217,11 +217,11 @@ class CreateJobInput(K8sModel):
     cronjob_uid: str
     job_name: str
     scheduled: datetime
-    scheduled_annotation: str | None = None  # C18, computed by the workflow (it owns the zone math)
+    scheduled_annotation: str | None = None  # CJ-33, computed by the workflow (it owns the zone math)
     manual: bool = False
     # A creation armed ahead of its time (``create_cronjob_job_at``): wait until ``not_before``
     # (at most ``wait_at_most`` seconds, whatever the two clocks say), then create only if the
-    # CronJob's spec is still at ``generation`` and the time is not past ``latest`` (B13).
+    # CronJob's spec is still at ``generation`` and the time is not past ``latest`` (CJ-53).
     not_before: datetime | None = None
     wait_at_most: float = 0.0
     generation: int | None = None
@@ -240,7 +240,7 @@ class CreateJobResult(K8sModel):
 
 
 class DeleteJobsInput(K8sModel):
-    """Delete Jobs with Background propagation (Replace: C14; history limits: C33)."""
+    """Delete Jobs with Background propagation (Replace: CJ-29; history limits: CJ-50)."""
 
     namespace: str
     cronjob_name: str
@@ -255,7 +255,7 @@ class DeleteJobsResult(K8sModel):
 
 
 class SyncCronJobInput(K8sModel):
-    """Write the CronJob's status (C2) and batchd's annotations (next schedule time, counters)."""
+    """Write the CronJob's status (CJ-45) and batchd's annotations (next schedule time, counters)."""
 
     namespace: str
     name: str

@@ -32,7 +32,7 @@ ReplacementPolicy = Literal["TerminatingOrFailed", "Failed"]
 
 
 class ContainerExit(K8sModel):
-    """One container status as podFailurePolicy reads it (spec job-policies H6)."""
+    """One container status as podFailurePolicy reads it (POL-5)."""
 
     name: str = ""
     exit_code: int | None = None  # state.terminated.exitCode; None while not terminated
@@ -40,7 +40,7 @@ class ContainerExit(K8sModel):
 
 
 class PodCondition(K8sModel):
-    """A Pod condition's type and status, all onPodConditions compares (H9)."""
+    """A Pod condition's type and status, all onPodConditions compares (POL-8)."""
 
     type: str
     status: str = "True"
@@ -52,23 +52,23 @@ class PodInfo(K8sModel):
     name: str
     uid: str
     namespace: str = ""
-    index: int | None = None  # completion index (Indexed Jobs); None if missing or invalid (B9)
+    index: int | None = None  # completion index (Indexed Jobs); None if missing or invalid (JOB-13)
     phase: str = "Pending"
     deleting: bool = False  # deletionTimestamp set
-    has_finalizer: bool = True  # batch.kubernetes.io/job-tracking still present (C1)
+    has_finalizer: bool = True  # batch.kubernetes.io/job-tracking still present (JOB-28)
     ready: bool = False
     creation_time: datetime | None = None
-    finish_time: datetime | None = None  # F14 (a)-(d), filled in by the activity
-    restart_count: int = 0  # all containers and init containers (F4)
-    #: containerStatuses then initContainerStatuses, in list order (H6)
+    finish_time: datetime | None = None  # JOB-71 (a)-(d), filled in by the activity
+    restart_count: int = 0  # all containers and init containers (JOB-66)
+    #: containerStatuses then initContainerStatuses, in list order (POL-5)
     containers: list[ContainerExit] = Field(default_factory=list)
     conditions: list[PodCondition] = Field(default_factory=list)
-    failure_count: int = 0  # job-index-failure-count annotation, read as upstream does (I6)
-    ignored_failure_count: int = 0  # job-index-ignored-failure-count annotation (I6)
+    failure_count: int = 0  # job-index-failure-count annotation, read as upstream does (POL-22)
+    ignored_failure_count: int = 0  # job-index-ignored-failure-count annotation (POL-22)
 
 
 class OnExitCodesRequirement(K8sModel):
-    """``podFailurePolicy.rules[].onExitCodes`` (H6-H8)."""
+    """``podFailurePolicy.rules[].onExitCodes`` (POL-5 to POL-7)."""
 
     container_name: str | None = None
     operator: str = ""
@@ -76,7 +76,7 @@ class OnExitCodesRequirement(K8sModel):
 
 
 class OnPodConditionsPattern(K8sModel):
-    """One of ``podFailurePolicy.rules[].onPodConditions`` (H9; status defaults to True, A6)."""
+    """One of ``podFailurePolicy.rules[].onPodConditions`` (POL-8; status defaults to True, API-6)."""
 
     type: str
     status: str = "True"
@@ -111,8 +111,8 @@ class JobSpecView(K8sModel):
     active_deadline_seconds: int | None = None
     suspend: bool = False
     pod_replacement_policy: ReplacementPolicy = "TerminatingOrFailed"
-    restart_policy: str = "Never"  # the Pod template's (F4)
-    pod_failure_policy: PodFailurePolicy | None = None  # spec job-policies H
+    restart_policy: str = "Never"  # the Pod template's (JOB-66)
+    pod_failure_policy: PodFailurePolicy | None = None  # POL-1 to POL-18
     backoff_limit_per_index: int | None = None  # I
     max_failed_indexes: int | None = None  # I
     success_policy: SuccessPolicy | None = None  # J
@@ -127,7 +127,7 @@ class JobStatusView(K8sModel):
     succeeded: int = 0
     failed: int = 0
     completed_indexes: str = ""
-    failed_indexes: str | None = None  # None if and only if backoffLimitPerIndex is unset (I9)
+    failed_indexes: str | None = None  # None if and only if backoffLimitPerIndex is unset (POL-25)
     uncounted_succeeded: list[str] = Field(default_factory=list)
     uncounted_failed: list[str] = Field(default_factory=list)
     start_time: datetime | None = None
@@ -147,13 +147,13 @@ class JobSnapshot(K8sModel):
     spec: JobSpecView = Field(default_factory=JobSpecView)
     status: JobStatusView = Field(default_factory=JobStatusView)
     pods: list[PodInfo] = Field(default_factory=list)
-    #: B23: Pods the Job controls whose labels no longer match its selector (to be released);
+    #: JOB-26: Pods the Job controls whose labels no longer match its selector (to be released);
     #: never counted, never active
     unmatched: list[PodInfo] = Field(default_factory=list)
 
 
 class BackoffRecord(K8sModel):
-    """Pod-recreation backoff (F12, F13), durable here where upstream keeps it in memory (F15)."""
+    """Pod-recreation backoff (JOB-69, JOB-70), durable here where upstream keeps it in memory (JOB-72)."""
 
     failures_after_last_success: int = 0
     last_failure_time: datetime | None = None
@@ -163,15 +163,15 @@ class JobMemory(K8sModel):
     """What the Job workflow remembers across syncs beyond the API's status."""
 
     backoff: BackoffRecord = Field(default_factory=BackoffRecord)
-    finalizers_removed: list[str] = Field(default_factory=list)  # uids (C11), durable instead of in-memory
+    finalizers_removed: list[str] = Field(default_factory=list)  # uids (JOB-38), durable instead of in-memory
     counted_backoff: list[str] = Field(default_factory=list)  # failed-pod uids already added to the backoff record
 
 
 class PodToCreate(K8sModel):
     index: int | None = None  # completion index for Indexed Jobs
-    #: job-index-failure-count for the new Pod; None: the Job has no backoffLimitPerIndex (I4)
+    #: job-index-failure-count for the new Pod; None: the Job has no backoffLimitPerIndex (POL-20)
     failure_count: int | None = None
-    ignored_failure_count: int = 0  # job-index-ignored-failure-count, written only when > 0 (I4)
+    ignored_failure_count: int = 0  # job-index-ignored-failure-count, written only when > 0 (POL-20)
     #: the name's random tail, drawn in the workflow: a creation retried after a worker died
     #: mid-batch meets its own Pod (409) instead of making a second one for the same index
     suffix: str | None = None
@@ -194,20 +194,20 @@ class SyncPlan(K8sModel):
     record: JobStatusView | None = None  # step 1: status with new uncounted uids, interim conditions, counts
     release: list[str] = Field(default_factory=list)  # step 2: pod names whose finalizer to remove
     create: list[PodToCreate] = Field(default_factory=list)
-    delete: list[str] = Field(default_factory=list)  # plain DELETE, finalizer kept (F17: finishing)
-    release_and_delete: list[str] = Field(default_factory=list)  # finalizer removed first, not counted (B13)
+    delete: list[str] = Field(default_factory=list)  # plain DELETE, finalizer kept (JOB-74: finishing)
+    release_and_delete: list[str] = Field(default_factory=list)  # finalizer removed first, not counted (JOB-17)
     events: list[JobEvent] = Field(default_factory=list)
     backoff: BackoffRecord = Field(default_factory=BackoffRecord)
     counted_backoff: list[str] = Field(default_factory=list)
     requeue_after: timedelta | None = None  # backoff wait or active deadline
-    finished: bool = False  # the Job already carries Complete=True or Failed=True (C18)
-    policy_actions: list[str] = Field(default_factory=list)  # H19: podFailurePolicy actions of recorded Pods
-    #: B23, first of all: Pods to release (the Job's ownerReference and the tracking finalizer removed)
+    finished: bool = False  # the Job already carries Complete=True or Failed=True (JOB-4)
+    policy_actions: list[str] = Field(default_factory=list)  # POL-18: podFailurePolicy actions of recorded Pods
+    #: JOB-26, first of all: Pods to release (the Job's ownerReference and the tracking finalizer removed)
     release_unmatched: list[str] = Field(default_factory=list)
-    #: L6: what the sync did, the ``action`` label of job_controller_job_sync* (reconciling, tracking,
+    #: POL-50: what the sync did, the ``action`` label of job_controller_job_sync* (reconciling, tracking,
     #: pods_created, pods_deleted)
     action: str = "reconciling"
-    #: L12: the ``reason`` label of job_controller_job_pods_creation_total for ``create``
+    #: POL-56: the ``reason`` label of job_controller_job_pods_creation_total for ``create``
     creation_reason: str = "new"
 
 
@@ -218,7 +218,7 @@ def _ts(raw: object) -> datetime | None:
 
 
 def _failure_count(annotations: dict[str, Any], key: str) -> int:
-    """I6: an annotation that is missing, not a Go integer, negative or beyond int32 reads as 0."""
+    """POL-22: an annotation that is missing, not a Go integer, negative or beyond int32 reads as 0."""
     raw = annotations.get(key)
     if not isinstance(raw, str) or not _GO_INT.fullmatch(raw):
         return 0
@@ -238,7 +238,7 @@ def _container_exits(status: dict[str, Any]) -> list[ContainerExit]:
 
 
 def pod_info(raw: dict[str, Any]) -> PodInfo:
-    """Summarise a Pod as the Job controller reads it (B9 index, C1 finalizer, D2 ready, F14 finish time)."""
+    """Summarise a Pod as the Job controller reads it (JOB-13 index, JOB-28 finalizer, JOB-42 ready, JOB-71 finish time)."""
     meta = raw.get("metadata") or {}
     status = raw.get("status") or {}
     annotations = meta.get("annotations") or {}
@@ -248,7 +248,7 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
     terminated = [((s.get("state") or {}).get("terminated") or {}) for s in statuses]
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     ready = (conditions.get("Ready") or {}).get("status") == "True"
-    # F14: (a) every container terminated -> latest finishedAt; (b) Ready=False transition;
+    # JOB-71: (a) every container terminated -> latest finishedAt; (b) Ready=False transition;
     # (c) deletionTimestamp - grace; (d) creationTimestamp
     finish: datetime | None = None
     finished_at = [_ts(t.get("finishedAt")) for t in terminated if t]
@@ -278,10 +278,10 @@ def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, name
                  uid: str, unmatched: list[dict[str, Any]] | None = None) -> JobSnapshot:
     """A :class:`JobSnapshot` from a fresh GET of the Job (None: gone) and the LIST of its Pods.
 
-    ``unmatched`` are Pods the Job controls whose labels no longer match its selector (B23).
+    ``unmatched`` are Pods the Job controls whose labels no longer match its selector (JOB-26).
 
     Pods that finished, no longer hold the tracking finalizer and are not in the uncounted lists
-    are already counted (C1) and play no part in any decision: they are left out, which keeps
+    are already counted (JOB-28) and play no part in any decision: they are left out, which keeps
     snapshots (and so workflow history) proportional to the Pods in flight, not to completions.
     """
     uncounted_uids = set()
@@ -341,7 +341,7 @@ class JobInput(K8sModel):
     name: str
     uid: str
     memory: JobMemory = Field(default_factory=JobMemory)
-    expect: list[str] = Field(default_factory=list)  # ObserveJobInput.expect of the next sync (B23)
+    expect: list[str] = Field(default_factory=list)  # ObserveJobInput.expect of the next sync (JOB-26)
 
 
 class ObserveJobInput(K8sModel):
@@ -350,7 +350,7 @@ class ObserveJobInput(K8sModel):
     uid: str
     #: Pods the workflow last saw holding the tracking finalizer (and those it just created): one
     #: missing from the selector's LIST was relabeled or lost its finalizer to someone, so the
-    #: activity reads it by name (B23 release); in the steady state every one is listed, at no cost
+    #: activity reads it by name (JOB-26 release); in the steady state every one is listed, at no cost
     expect: list[str] = Field(default_factory=list)
 
 
@@ -374,14 +374,14 @@ class CreatePodsInput(K8sModel):
     name: str
     uid: str
     indexes: list[int | None] = Field(default_factory=list)
-    #: the Pods to create with their per-index counts (I4); when set, ``indexes`` is ignored
+    #: the Pods to create with their per-index counts (POL-20); when set, ``indexes`` is ignored
     pods: list[PodToCreate] = Field(default_factory=list)
 
 
 class CreatePodsResult(K8sModel):
     created: list[str] = Field(default_factory=list)
     failed: int = 0  # attempts that failed for another reason (5xx, timeouts, …)
-    refused: int = 0  # attempts refused with 422 or 403 (namespace-terminating refusals not included, B19)
+    refused: int = 0  # attempts refused with 422 or 403 (namespace-terminating refusals not included, JOB-23)
     invalid: str | None = None  # 422: the template is rejected; retrying cannot help
     forbidden: str | None = None  # 403 (quota-like): back off
     gone: bool = False
@@ -393,7 +393,7 @@ class ReleaseInput(K8sModel):
 
 
 class ReleaseUnmatchedInput(K8sModel):
-    """B23: take the Job's ownerReference (and the tracking finalizer) off Pods that stopped matching."""
+    """JOB-26: take the Job's ownerReference (and the tracking finalizer) off Pods that stopped matching."""
 
     namespace: str
     job_uid: str
@@ -418,7 +418,7 @@ class PodsResult(K8sModel):
 
 @declare_activity
 def observe_job(inp: ObserveJobInput) -> JobSnapshot:
-    """GET the Job and LIST the Pods its selector matches, claiming them as upstream (B23), as one snapshot."""
+    """GET the Job and LIST the Pods its selector matches, claiming them as upstream (JOB-25), as one snapshot."""
     raise NotImplementedError
 
 
@@ -430,23 +430,23 @@ def write_job_status(inp: WriteStatusInput) -> PodsResult:
 
 @declare_activity
 def create_job_pods(inp: CreatePodsInput) -> CreatePodsResult:
-    """Create Pods in slow-start batches of 1, 2, 4, … (B18); stop after a batch with an error."""
+    """Create Pods in slow-start batches of 1, 2, 4, … (JOB-22); stop after a batch with an error."""
     raise NotImplementedError
 
 
 @declare_activity
 def release_job_pods(inp: ReleaseInput) -> PodsResult:
-    """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, C5)."""
+    """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, JOB-32)."""
     raise NotImplementedError
 
 
 @declare_activity
 def release_unmatched_job_pods(inp: ReleaseUnmatchedInput) -> PodsResult:
-    """B23: release Pods whose labels stopped matching, as upstream's ``ReleasePod``."""
+    """JOB-26: release Pods whose labels stopped matching, as upstream's ``ReleasePod``."""
     raise NotImplementedError
 
 
 @declare_activity
 def delete_job_pods(inp: DeletePodsInput) -> PodsResult:
-    """Delete Pods; with ``release`` the finalizer goes first so they are never counted (B13)."""
+    """Delete Pods; with ``release`` the finalizer goes first so they are never counted (JOB-17)."""
     raise NotImplementedError

@@ -69,7 +69,7 @@ class TTLObservation(K8sModel):
 
     ``gone`` marks an object that no longer exists (404, or its name now has another uid).
     ``finished`` with a ``None`` ``finish_time`` is the state upstream treats as an error
-    (A5): the object finished but carries no time to count from.
+    (TTL-5): the object finished but carries no time to count from.
     ``problem`` names why the object is outside TTL control although it asks for a TTL (a Pod
     owned by a Job, a Pod that restarts Always, an unparseable label or per-outcome annotation);
     the bridge turns it into a Warning Event.
@@ -96,7 +96,7 @@ class TTLObservation(K8sModel):
 
     @classmethod
     def of_job(cls, job: Job) -> TTLObservation:
-        """Observe a Job (A3, A4: the first Complete/Failed=True condition's transition time).
+        """Observe a Job (TTL-2, TTL-3: the first Complete/Failed=True condition's transition time).
 
         The TTL in force is the finished outcome's per-outcome annotation, if any, else the spec
         field (TTL-OUTCOME). A bad per-outcome value, whatever the outcome, is a ``problem`` and no
@@ -176,7 +176,7 @@ class TTLObservation(K8sModel):
                           component=TTL_COMPONENT)
 
     def needs_cleanup(self) -> bool:
-        """Whether TTL cleanup applies at all (A2, A10): a TTL, finished, not being deleted."""
+        """Whether TTL cleanup applies at all (TTL-4): a TTL, finished, not being deleted."""
         return not self.gone and not self.deleting and self.ttl_seconds is not None and self.finished
 
 
@@ -201,20 +201,20 @@ class TimeLeft(K8sModel):
 
     @property
     def expired(self) -> bool:
-        """A6: expired when nothing remains."""
+        """TTL-6: expired when nothing remains."""
         return self.remaining is not None and self.remaining <= timedelta(0)
 
 
 def expiry(finish_time: datetime, ttl_seconds: int) -> datetime | None:
-    """A6: ``finish_time + ttl_seconds``, or None when that is too far to represent (never)."""
+    """TTL-6: ``finish_time + ttl_seconds``, or None when that is too far to represent (never)."""
     return plus_seconds(finish_time, ttl_seconds)
 
 
 def time_left(obs: TTLObservation, now: datetime) -> TimeLeft | None:
-    """Expiry of an object that needs cleanup (A6–A8, A15); ``None`` when it has no finish time (A5).
+    """Expiry of an object that needs cleanup (TTL-6 to TTL-9); ``None`` when it has no finish time (TTL-5).
 
     A finish time later than ``now`` is clock skew between the API server and the worker: the
-    formula stays the same, which defers cleanup (A8); the flag lets the caller log a warning.
+    formula stays the same, which defers cleanup (TTL-8); the flag lets the caller log a warning.
 
     Raises:
         ValueError: if ``now`` is naive or the object does not need cleanup.
@@ -273,7 +273,7 @@ class TTLResult(K8sModel):
 
 
 class DeleteExpiredInput(K8sModel):
-    """Delete ``ref`` if a fresh read still shows it expired (A11, A12)."""
+    """Delete ``ref`` if a fresh read still shows it expired (TTL-11, TTL-12)."""
 
     ref: ObjectRef
 
@@ -298,5 +298,5 @@ def read_ttl_object(inp: ObserveInput) -> TTLObservation:
 
 @declare_activity
 def delete_expired(inp: DeleteExpiredInput) -> DeleteExpiredResult:
-    """GET fresh, re-run the decision on the fresh copy, delete only if it is expired (A11–A13)."""
+    """GET fresh, re-run the decision on the fresh copy, delete only if it is expired (TTL-11 to TTL-13)."""
     raise NotImplementedError
