@@ -154,7 +154,7 @@ async def test_worker_sigkilled_during_a_forbid_catch_up_creates_each_missed_job
 async def test_a_time_missed_beyond_the_starting_deadline_is_skipped(
     client: Any, kube: Kube, namespace: str, task_queue: str,
 ) -> None:
-    # spec B13, B22: the worker is down across a schedule time; when it comes back the missed time
+    # CJ-13, CJ-20: the worker is down across a schedule time; when it comes back the missed time
     # is older than startingDeadlineSeconds, so it is dropped silently and the next one runs.
     # (A cron schedule: with @every, upstream's deadline clamp shifts the grid and never fires.)
     kube.create("CronJob", namespace, cronjob_manifest("deadline", "* * * * *", sds=15))
@@ -168,7 +168,7 @@ async def test_a_time_missed_beyond_the_starting_deadline_is_skipped(
         assert await _last(client, namespace, "deadline") == first, "the missed time must not run"
         third = await eventually(lambda: _after(client, namespace, "deadline", first), timeout=60, what="next run")
     assert third == first + timedelta(minutes=2)
-    assert not [e for e in kube.list("Event", namespace)["items"] if e["reason"] == "MissSchedule"]  # B22: silent
+    assert not [e for e in kube.list("Event", namespace)["items"] if e["reason"] == "MissSchedule"]  # CJ-20: silent
 
 
 async def _last(client: Any, ns: str, name: str) -> datetime | None:

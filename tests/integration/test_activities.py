@@ -180,7 +180,7 @@ async def test_an_armed_creation_refuses_a_changed_spec(kube: Kube, namespace) -
 
 
 async def test_an_armed_creation_past_its_starting_deadline_creates_nothing(kube: Kube, namespace) -> None:
-    cj = _cronjob(kube, namespace, "late")  # spec B13: the run would start after its deadline
+    cj = _cronjob(kube, namespace, "late")  # CJ-13: the run would start after its deadline
     inp = _armed(cj, latest=utcnow() - timedelta(seconds=1))
     res = await ActivityEnvironment().run(CronJobActivities(kube).create_job_at, inp)
     assert res.outcome == "too_late" and kube.get("Job", namespace, inp.job_name) is None
@@ -266,7 +266,7 @@ def test_a_retried_pod_creation_meets_its_own_pods_and_makes_no_second(kube: Kub
 
 
 def test_a_relabeled_pod_is_found_by_name_and_released_from_its_job(kube: Kube, namespace) -> None:
-    # spec job.md B23: the selector's LIST no longer shows it; the expected name is read, set
+    # JOB-26: the selector's LIST no longer shows it; the expected name is read, set
     # apart as unmatched, and released with upstream's patch (ownerReference by uid + finalizer)
     from activities.job import JobActivities
     from tests.integration.test_job import job_manifest

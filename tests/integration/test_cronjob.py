@@ -1,6 +1,6 @@
 """Tier 3: CronJob workflows end to end — kubesim over HTTP, the real dev server, worker + bridge.
 
-Most tests use ``@every Ns`` schedules (real, short); upstream names Jobs by the minute (C15, C16),
+Most tests use ``@every Ns`` schedules (real, short); upstream names Jobs by the minute (CJ-30, CJ-31),
 so a test that needs several distinct Jobs fast-forwards the workflow's virtual clock instead. With
 the default ``cronjob_lead`` every Allow run is an armed creation (the lead exceeds the interval);
 the fast-forwarded Allow tests set it to 0, since an armed creation waits on the worker's real clock.
@@ -69,13 +69,13 @@ async def test_job_is_created_for_the_due_time_with_upstreams_metadata(client, k
         cj = kube.create("CronJob", namespace, cronjob_manifest("every", "@every 2s", job_managed_by=None))
         [job] = await eventually(lambda: jobs_of(kube, namespace, "every"), what="a Job")
         meta = job["metadata"]
-        assert meta["labels"]["app"] == "every" and meta["annotations"]["team"] == "batch"  # spec C17
+        assert meta["labels"]["app"] == "every" and meta["annotations"]["team"] == "batch"  # CJ-32
         owner = meta["ownerReferences"][0]
         assert (owner["kind"], owner["uid"], owner["controller"], owner["blockOwnerDeletion"]) == \
-            ("CronJob", cj["metadata"]["uid"], True, True)  # spec C19
+            ("CronJob", cj["metadata"]["uid"], True, True)  # CJ-34
         assert job["spec"]["managedBy"] == JOB_MANAGED_BY
         scheduled = datetime.fromisoformat(meta["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"].replace("Z", "+00:00"))
-        assert meta["name"] == f"every-{int(scheduled.timestamp()) // 60}"  # spec C15
+        assert meta["name"] == f"every-{int(scheduled.timestamp()) // 60}"  # CJ-30
         fresh = await eventually(lambda: (c := kube.get("CronJob", namespace, "every")) and c.get("status", {}).get("active") and c)
         assert fresh["status"]["active"][0]["uid"] == meta["uid"]
         assert fresh["status"]["lastScheduleTime"] == scheduled.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -95,7 +95,7 @@ async def test_replace_deletes_the_active_job_then_creates_the_next(client, kube
 
 
 async def test_history_limits_delete_the_oldest_finished_jobs(client, kube, namespace, task_queue, skipper):
-    # spec C31-C33: keep 1 successful and 1 failed, oldest by startTime deleted. Daily, and a day
+    # CJ-48 to CJ-50: keep 1 successful and 1 failed, oldest by startTime deleted. Daily, and a day
     # fast-forwarded at a time: the real time the test takes never reaches another schedule time.
     async with running(client, kube, task_queue, namespace, cronjob_lead=0):
         kube.create("CronJob", namespace, cronjob_manifest("hist", "0 0 * * *", limits=(1, 1)))
@@ -115,7 +115,7 @@ async def test_history_limits_delete_the_oldest_finished_jobs(client, kube, name
 
 
 async def test_more_than_100_missed_times_warns_and_runs_only_the_latest(client, kube, namespace, task_queue, skipper):
-    # spec B17, B19
+    # CJ-17, CJ-18
     async with running(client, kube, task_queue, namespace, cronjob_lead=0):
         kube.create("CronJob", namespace, cronjob_manifest("late", "* * * * *", suspend=True))
         handle = await started(client, namespace, "late")
@@ -231,7 +231,7 @@ async def _described(client: Client, ns: str, name: str, key: str, value: Any) -
 
 async def test_forbid_skips_while_a_job_is_active_and_the_ledger_and_last_failure_say_so(
         client, kube, namespace, task_queue, skipper):
-    # spec C13 (CJ-28): no new Job while one is active; the skipped time runs when the active one
+    # CJ-28: no new Job while one is active; the skipped time runs when the active one
     # ends. CJ-LEDGER, CJ-LAST-FAILURE: the first fails; a trigger is a run of its own
     async with running(client, kube, task_queue, namespace):
         handle, first = await first_job_then_the_next_time(client, kube, namespace, skipper, "ledger", "Forbid")

@@ -40,7 +40,7 @@ def ledger_rows(history: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
 async def test_catch_up_all_runs_every_missed_time_within_the_deadline_oldest_first(
         client, kube: Kube, namespace, task_queue):
     # CJ-CATCH-UP with Allow: 10 minutes down, a 300 s deadline: the 5 times within it run, the
-    # older 5 are dropped silently (B22), and upstream's default would have run only the last.
+    # older 5 are dropped silently (CJ-20), and upstream's default would have run only the last.
     floor = minute_floor(utcnow())
     kube.create("CronJob", namespace, cronjob_manifest("all", "* * * * *", sds=300,
                                                        annotations={"batchd.io/catch-up": "all"}))
@@ -90,7 +90,7 @@ async def test_catch_up_with_forbid_runs_the_latest_100_one_at_a_time_in_order(
 
 
 async def test_a_suspension_is_not_caught_up(client, kube: Kube, namespace, task_queue, skipper):
-    # CJ-CATCH-UP: resume runs only the latest time (C10); the others are "suspended" in the ledger
+    # CJ-CATCH-UP: resume runs only the latest time (CJ-25); the others are "suspended" in the ledger
     kube.create("CronJob", namespace, cronjob_manifest("paused", "* * * * *", suspend=True,
                                                        annotations={"batchd.io/catch-up": "all"}))
     async with running(client, kube, task_queue, namespace, cronjob_lead=0):

@@ -84,7 +84,7 @@ async def start(client: Client, tq: str, obs: CronJobObservation):
 
 
 async def test_unknown_time_zone_warns_once_and_waits_for_a_spec_change(client: Client, task_queue: str) -> None:
-    # spec B10: Warning UnknownTimeZone, no Job, no requeue - then a fixed spec schedules again
+    # CJ-10: Warning UnknownTimeZone, no Job, no requeue - then a fixed spec schedules again
     kube = FakeKube()
     async with Worker(client, task_queue=task_queue, workflows=[CronJobWorkflow], activities=kube.activities()):
         handle = await start(client, task_queue, observation("@every 1s", time_zone="Mars/Olympus"))
@@ -101,7 +101,7 @@ async def test_unknown_time_zone_warns_once_and_waits_for_a_spec_change(client: 
 
 
 async def test_unparseable_schedule_warns_once(client: Client, task_queue: str) -> None:
-    # spec B11
+    # CJ-11
     kube = FakeKube()
     async with Worker(client, task_queue=task_queue, workflows=[CronJobWorkflow], activities=kube.activities()):
         handle = await start(client, task_queue, observation("61 * * * *"))
@@ -114,7 +114,7 @@ async def test_unparseable_schedule_warns_once(client: Client, task_queue: str) 
 
 
 async def test_impossible_date_is_an_invalid_schedule(client: Client, task_queue: str) -> None:
-    # spec B15, B18: 0 0 31 2 * never fires
+    # CJ-15: 0 0 31 2 * never fires
     kube = FakeKube()
     async with Worker(client, task_queue=task_queue, workflows=[CronJobWorkflow], activities=kube.activities()):
         handle = await start(client, task_queue, observation("0 0 31 2 *"))
@@ -124,7 +124,7 @@ async def test_impossible_date_is_an_invalid_schedule(client: Client, task_queue
 
 
 async def test_tz_prefix_warns_unsupported_but_still_schedules(client: Client, task_queue: str) -> None:
-    # spec B6
+    # CJ-8
     kube = FakeKube()
     async with Worker(client, task_queue=task_queue, workflows=[CronJobWorkflow], activities=kube.activities()):
         handle = await start(client, task_queue, observation("TZ=UTC @every 1s"))

@@ -35,7 +35,7 @@ async def result_of(client: Client, wid: str, timeout: float = 30) -> TTLResult:
 
 
 async def test_finished_job_is_deleted_once_its_ttl_expires_and_not_before(client, kube: Kube, namespace, task_queue):
-    # spec A6, A12
+    # TTL-6, TTL-12
     async with running(client, kube, task_queue, namespace):
         job = create_job(kube, namespace, "etl", ttl=2)
         finished = second(utcnow())
@@ -48,7 +48,7 @@ async def test_finished_job_is_deleted_once_its_ttl_expires_and_not_before(clien
 
 
 async def test_failed_job_with_ttl_zero_is_deleted_right_after_finishing(client, kube, namespace, task_queue):
-    # spec A15
+    # TTL-9
     async with running(client, kube, task_queue, namespace):
         job = create_job(kube, namespace, "zero", ttl=0)
         finish_job(kube, namespace, "zero", second(utcnow()), failed=True)
@@ -89,7 +89,7 @@ async def test_lowering_the_ttl_rearms_the_timer_at_once(client, kube, namespace
 
 
 async def test_removing_the_ttl_ends_the_workflow_and_keeps_the_job(client, kube, namespace, task_queue):
-    # spec A16: no TTL, never deleted
+    # TTL-10: no TTL, never deleted
     async with running(client, kube, task_queue, namespace):
         wid, _ = await finished_and_asleep(client, kube, namespace, "keep", ttl=3600)
         kube.patch("Job", namespace, "keep", {"spec": {"ttlSecondsAfterFinished": None}})
@@ -99,7 +99,7 @@ async def test_removing_the_ttl_ends_the_workflow_and_keeps_the_job(client, kube
 
 
 async def test_a_job_already_being_deleted_is_left_alone(client, kube, namespace, task_queue):
-    # spec A10: deletionTimestamp set (a finalizer holds the Job) -> the workflow ends without deleting
+    # TTL-4: deletionTimestamp set (a finalizer holds the Job) -> the workflow ends without deleting
     async with running(client, kube, task_queue, namespace):
         job = create_job(kube, namespace, "held", ttl=3600, finalizers=["test.batchd.io/hold"])
         finish_job(kube, namespace, "held", second(utcnow()))

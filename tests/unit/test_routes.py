@@ -60,7 +60,7 @@ def make_pod(*, label: str = "30", owner: str | None = None, restart: str = "Nev
         "phase": "Succeeded", "containerStatuses": [{"name": "c", "state": {"terminated": {"finishedAt": at(-10)}}}]}}
 
 
-# -- the one "finished" predicate (TTL-2, TTL-3, C31) ------------------------------------------
+# -- the one "finished" predicate (TTL-2, TTL-3, CJ-48) ----------------------------------------
 
 
 def c(type_: str, status: str = "True", when: str = "2026-11-22T09:00:00Z") -> Condition:

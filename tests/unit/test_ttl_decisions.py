@@ -39,10 +39,10 @@ NEEDS_CLEANUP = [
     ("failed job with ttl", make_job(conditions=[cond("Failed")]), True),
     ("running job", make_job(conditions=[]), False),
     ("no ttl", make_job(ttl=None, conditions=[cond("Complete")]), False),
-    ("being deleted", make_job(conditions=[cond("Complete")], deleting=True), False),  # spec A10
-    ("FailureTarget is not finished", make_job(conditions=[cond("FailureTarget")]), False),  # spec A3
-    ("SuccessCriteriaMet is not finished", make_job(conditions=[cond("SuccessCriteriaMet")]), False),  # spec A3
-    ("Complete=False is not finished", make_job(conditions=[cond("Complete", "False")]), False),  # spec A3
+    ("being deleted", make_job(conditions=[cond("Complete")], deleting=True), False),  # TTL-4
+    ("FailureTarget is not finished", make_job(conditions=[cond("FailureTarget")]), False),  # TTL-2
+    ("SuccessCriteriaMet is not finished", make_job(conditions=[cond("SuccessCriteriaMet")]), False),  # TTL-2
+    ("Complete=False is not finished", make_job(conditions=[cond("Complete", "False")]), False),  # TTL-2
     ("Suspended is not finished", make_job(conditions=[cond("Suspended")]), False),
 ]
 
@@ -58,11 +58,11 @@ TIME_LEFT = [
     ("Job failed 10s ago, 15s TTL", [cond("Failed", at=ago(10))], 15, 5.0),
     ("Job completed 10s ago, 10s TTL: expires now", [cond("Complete", at=ago(10))], 10, 0.0),
     ("Job completed 20s ago, 10s TTL: expired 10s ago", [cond("Complete", at=ago(20))], 10, -10.0),
-    ("TTL 0 expires at the finish time", [cond("Complete", at=ago(3))], 0, -3.0),  # spec A15
+    ("TTL 0 expires at the finish time", [cond("Complete", at=ago(3))], 0, -3.0),  # TTL-9
     ("huge TTL (int32 max) stays far in the future", [cond("Complete", at=NOW)], 2**31 - 1, float(2**31 - 1)),
-    ("clock skew: finished 30s in the future", [cond("Complete", at=NOW + timedelta(seconds=30))], 10, 40.0),  # spec A8
+    ("clock skew: finished 30s in the future", [cond("Complete", at=NOW + timedelta(seconds=30))], 10, 40.0),  # TTL-8
     ("first finished condition wins", [cond("FailureTarget", at=ago(99)), cond("Failed", at=ago(4)),
-                                       cond("Complete", at=ago(50))], 10, 6.0),  # spec A4
+                                       cond("Complete", at=ago(50))], 10, 6.0),  # TTL-3
 ]
 
 
@@ -75,13 +75,13 @@ def test_time_left(conditions: list[dict[str, Any]], ttl: int, remaining: float)
     assert left.expire_at == NOW + timedelta(seconds=remaining)
 
 
-def test_clock_skew_is_flagged_so_the_workflow_can_warn() -> None:  # spec A8
+def test_clock_skew_is_flagged_so_the_workflow_can_warn() -> None:  # TTL-8
     job = make_job(conditions=[cond("Complete", at=NOW + timedelta(seconds=1))])
     left = time_left(TTLObservation.of_job(job), NOW)
     assert left is not None and left.finish_in_future and not left.expired
 
 
-def test_finished_without_transition_time_has_no_expiry() -> None:  # spec A5
+def test_finished_without_transition_time_has_no_expiry() -> None:  # TTL-5
     assert time_left(TTLObservation.of_job(make_job(conditions=[cond("Complete", at=None)])), NOW) is None
 
 
