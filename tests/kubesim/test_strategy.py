@@ -1,6 +1,6 @@
 """kubesim.strategy: defaults, validation and status/spec separation, called directly on dicts.
 
-Rule numbers refer to shared/spec/job.md and shared/spec/cronjob-and-ttl.md.
+Rule ids are the API-n of docs/kubesim.md (and a few JOB-n, CJ-n of docs/job.md, docs/cronjob.md).
 """
 
 from __future__ import annotations
@@ -115,32 +115,32 @@ JOB_DEFAULTS = [
         "completions and parallelism unset both default to 1",
         {},
         {"completions": 1, "parallelism": 1},
-    ),  # spec A1
+    ),  # API-1
     (
         "only parallelism unset defaults parallelism, completions stays",
         {"completions": 5},
         {"completions": 5, "parallelism": 1},
-    ),  # A1
+    ),  # API-1
     (
         "only completions unset keeps completions nil",
         {"parallelism": 3},
         {"parallelism": 3, "completions": None},
-    ),  # A2
-    ("backoffLimit defaults to 6", {}, {"backoffLimit": 6}),  # spec A3
+    ),  # API-2
+    ("backoffLimit defaults to 6", {}, {"backoffLimit": 6}),  # API-3
     (
         "backoffLimit defaults to MaxInt32 with backoffLimitPerIndex",
         {"completionMode": "Indexed", "completions": 3, "backoffLimitPerIndex": 1},
         {"backoffLimit": 2147483647},
-    ),  # spec A3
-    ("completionMode defaults to NonIndexed", {}, {"completionMode": "NonIndexed"}),  # spec A4
-    ("suspend defaults to false", {}, {"suspend": False}),  # spec A4
-    ("manualSelector defaults to false", {}, {"manualSelector": False}),  # spec A4
+    ),  # API-3
+    ("completionMode defaults to NonIndexed", {}, {"completionMode": "NonIndexed"}),  # API-4
+    ("suspend defaults to false", {}, {"suspend": False}),  # API-4
+    ("manualSelector defaults to false", {}, {"manualSelector": False}),  # API-4
     (
         "podReplacementPolicy defaults to TerminatingOrFailed",
         {},
         {"podReplacementPolicy": "TerminatingOrFailed"},
-    ),  # A5
-    ("ttlSecondsAfterFinished has no default", {}, {"ttlSecondsAfterFinished": None}),  # spec D2
+    ),  # API-5
+    ("ttlSecondsAfterFinished has no default", {}, {"ttlSecondsAfterFinished": None}),  # API-49
     ("an explicit backoffLimit is kept", {"backoffLimit": 0}, {"backoffLimit": 0}),
 ]
 
@@ -155,7 +155,7 @@ def test_job_defaults(overrides: dict[str, Any], expected: dict[str, Any]) -> No
 
 
 def test_pod_failure_policy_makes_replacement_policy_failed_and_condition_status_true() -> None:
-    # spec A5, A6
+    # API-5, API-6
     pfp = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
     spec = create("batch", "jobs", job(podFailurePolicy=pfp))["spec"]
     assert spec["podReplacementPolicy"] == "Failed"
@@ -163,7 +163,7 @@ def test_pod_failure_policy_makes_replacement_policy_failed_and_condition_status
 
 
 def test_job_create_generates_selector_and_template_labels() -> None:
-    # spec A9, A10
+    # API-9, API-10
     out = create("batch", "jobs", job())
     labels = out["spec"]["template"]["metadata"]["labels"]
     assert labels == {
@@ -176,7 +176,7 @@ def test_job_create_generates_selector_and_template_labels() -> None:
 
 
 def test_job_labels_default_to_template_labels() -> None:
-    # spec A7 (as stored: the Job also carries the generated labels, as on a real cluster)
+    # API-7 (as stored: the Job also carries the generated labels, as on a real cluster)
     body = job()
     body["spec"]["template"]["metadata"] = {"labels": {"app": "pi"}}
     out = create("batch", "jobs", body)
@@ -191,7 +191,7 @@ def test_job_own_labels_are_kept() -> None:
 
 
 def test_job_create_clears_status_and_sets_generation_1() -> None:
-    # spec A8
+    # API-8
     body = job()
     body["status"] = {"active": 3, "succeeded": 2}
     body["metadata"]["generation"] = 7
@@ -273,49 +273,49 @@ JOB_INVALID = [
         "spec.ttlSecondsAfterFinished",
         "FieldValueInvalid",
         f"Invalid value: -1: {NEG}",
-    ),  # D10
+    ),  # API-24
     (
         "negative parallelism is invalid",
         {"parallelism": -1},
         "spec.parallelism",
         "FieldValueInvalid",
         NEG,
-    ),  # D10
+    ),  # API-24
     (
         "negative completions is invalid",
         {"completions": -2},
         "spec.completions",
         "FieldValueInvalid",
         NEG,
-    ),  # D10
+    ),  # API-24
     (
         "negative activeDeadlineSeconds is invalid",
         {"activeDeadlineSeconds": -5},
         "spec.activeDeadlineSeconds",
         "FieldValueInvalid",
         NEG,
-    ),  # D10
+    ),  # API-24
     (
         "negative backoffLimit is invalid",
         {"backoffLimit": -1},
         "spec.backoffLimit",
         "FieldValueInvalid",
         NEG,
-    ),  # D10
+    ),  # API-24
     (
         "Indexed without completions is required",
         {"completionMode": "Indexed", "parallelism": 2},
         "spec.completions",
         "FieldValueRequired",
         "Required value: when completion mode is Indexed",
-    ),  # A14
+    ),  # API-14
     (
         "Indexed parallelism above 100000 is invalid",
         {"completionMode": "Indexed", "completions": 5, "parallelism": 100001},
         "spec.parallelism",
         "FieldValueInvalid",
         "must be less than or equal to 100000 when completion mode is Indexed",
-    ),  # A14
+    ),  # API-14
     (
         "unknown completionMode is not supported",
         {"completionMode": "Sometimes"},
@@ -329,14 +329,14 @@ JOB_INVALID = [
         "spec.backoffLimitPerIndex",
         "FieldValueInvalid",
         "requires indexed completion mode",
-    ),  # A15
+    ),  # API-15
     (
         "maxFailedIndexes needs backoffLimitPerIndex",
         {"completionMode": "Indexed", "completions": 3, "maxFailedIndexes": 1},
         "spec.backoffLimitPerIndex",
         "FieldValueRequired",
         "when maxFailedIndexes is specified",
-    ),  # A15
+    ),  # API-15
     (
         "maxFailedIndexes above completions is invalid",
         {
@@ -348,49 +348,49 @@ JOB_INVALID = [
         "spec.maxFailedIndexes",
         "FieldValueInvalid",
         "must be less than or equal to completions",
-    ),  # A15
+    ),  # API-15
     (
         "unknown podReplacementPolicy is not supported",
         {"podReplacementPolicy": "Never"},
         "spec.podReplacementPolicy",
         "FieldValueNotSupported",
         'supported values: "Failed", "TerminatingOrFailed"',
-    ),  # A17
+    ),  # API-17
     (
         "successPolicy needs Indexed mode",
         {"successPolicy": {"rules": [{"succeededCount": 1}]}},
         "spec.successPolicy",
         "FieldValueInvalid",
         "requires indexed completion mode",
-    ),  # A18
+    ),  # API-18
     (
         "managedBy without a domain prefix is invalid",
         {"managedBy": "controller"},
         "spec.managedBy",
         "FieldValueInvalid",
         'must be a domain-prefixed path (such as \\"acme.io/foo\\")',
-    ),  # G3
+    ),  # API-26
     (
         "managedBy with an invalid domain is invalid",
         {"managedBy": "Not_A.Domain/x"},
         "spec.managedBy",
         "FieldValueInvalid",
         "RFC 1123 subdomain",
-    ),  # G3
+    ),  # API-26
     (
         "managedBy with two slashes is invalid",
         {"managedBy": "batchd.io/job/controller"},
         "spec.managedBy",
         "FieldValueInvalid",
         "domain-prefixed path",
-    ),  # G4
+    ),  # API-27
     (
         "managedBy longer than 63 characters is too long",
         {"managedBy": "batchd.io/" + "x" * 60},
         "spec.managedBy",
         "FieldValueTooLong",
         "Too long: may not be more than 63 bytes",
-    ),  # G3
+    ),  # API-26
 ]
 
 
@@ -407,7 +407,7 @@ def test_job_spec_validation(
 
 
 RESTART_POLICY = [
-    # spec A13 / D11: pod defaulting turns a missing restartPolicy into Always, reported as Required
+    # API-13: pod defaulting turns a missing restartPolicy into Always, reported as Required
     (
         "missing restartPolicy reads as required",
         None,
@@ -444,7 +444,7 @@ def test_job_template_restart_policy(policy: str | None, reason: str, fragment: 
 
 
 def test_pod_failure_policy_requires_restart_policy_never() -> None:
-    # spec A13, D11
+    # API-13
     body = job(
         podFailurePolicy={
             "rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [1]}}]
@@ -460,7 +460,7 @@ def test_pod_failure_policy_requires_restart_policy_never() -> None:
 
 
 POD_FAILURE_POLICY_INVALID = [
-    # spec A16
+    # API-16
     (
         "exit code 0 with In is invalid",
         {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [0]}},
@@ -508,7 +508,7 @@ def test_pod_failure_policy_validation(rule: dict[str, Any], field: str, fragmen
 
 
 def test_indexed_job_name_must_leave_room_for_the_hostname_suffix() -> None:
-    # spec A14
+    # API-14
     causes = rejected("batch", "jobs", job(name="a" * 62, completionMode="Indexed", completions=10))
     assert any(
         c[0] == "metadata.name" and "will not able to create pod with invalid DNS label" in c[2]
@@ -517,7 +517,7 @@ def test_indexed_job_name_must_leave_room_for_the_hostname_suffix() -> None:
 
 
 def test_manual_selector_must_match_template_labels() -> None:
-    # spec A12
+    # API-12
     body = job(manualSelector=True, selector={"matchLabels": {"app": "x"}})
     body["spec"]["template"]["metadata"] = {"labels": {"app": "y"}}
     causes = rejected("batch", "jobs", body)
@@ -537,7 +537,7 @@ def test_manual_selector_matching_template_is_accepted() -> None:
 
 
 def test_conflicting_generated_label_is_rejected() -> None:
-    # spec A11: the template must carry job-name=<name>
+    # API-11: the template must carry job-name=<name>
     body = job()
     body["spec"]["template"]["metadata"] = {"labels": {"job-name": "other"}}
     causes = rejected("batch", "jobs", body)
@@ -547,7 +547,7 @@ def test_conflicting_generated_label_is_rejected() -> None:
 
 
 def test_valid_indexed_job_with_success_policy_is_accepted() -> None:
-    # spec A18
+    # API-18
     out = create(
         "batch",
         "jobs",
@@ -562,7 +562,7 @@ def test_valid_indexed_job_with_success_policy_is_accepted() -> None:
 
 
 def test_managed_by_batchd_value_is_accepted() -> None:
-    # spec G3
+    # API-26
     assert (
         create("batch", "jobs", job(managedBy="batchd.io/job-controller"))["spec"]["managedBy"]
         == "batchd.io/job-controller"
@@ -672,7 +672,7 @@ def stored_job() -> dict[str, Any]:
 
 
 def test_spec_change_bumps_generation(stored_job: dict[str, Any]) -> None:
-    # spec A21
+    # API-21
     new = copy.deepcopy(stored_job)
     new["spec"]["ttlSecondsAfterFinished"] = 200
     assert update("batch", "jobs", stored_job, new)["metadata"]["generation"] == 2
@@ -692,14 +692,14 @@ def test_client_cannot_set_generation(stored_job: dict[str, Any]) -> None:
 
 
 def test_main_resource_write_ignores_status(stored_job: dict[str, Any]) -> None:
-    # spec A22
+    # API-22
     new = copy.deepcopy(stored_job)
     new["status"] = {"active": 5}
     assert update("batch", "jobs", stored_job, new)["status"] == {}
 
 
 def test_status_write_ignores_spec_but_keeps_labels(stored_job: dict[str, Any]) -> None:
-    # spec A22, G9: /status ignores spec only
+    # API-22: /status ignores spec only
     new = copy.deepcopy(stored_job)
     new["spec"]["parallelism"] = 9
     new["metadata"]["labels"]["seen"] = "yes"
@@ -712,7 +712,7 @@ def test_status_write_ignores_spec_but_keeps_labels(stored_job: dict[str, Any]) 
 
 
 IMMUTABLE = [
-    # spec A19, A20, G5
+    # API-19, API-20, API-28
     ("completions is immutable", lambda s: s.update(completions=3), "spec.completions"),
     (
         "selector is immutable",
@@ -746,7 +746,7 @@ def test_job_immutable_fields(stored_job: dict[str, Any], mutate: Any, field: st
 
 
 MUTABLE = [
-    # spec A21
+    # API-21
     ("parallelism is mutable", lambda s: s.update(parallelism=4)),
     ("suspend is mutable", lambda s: s.update(suspend=True)),
     ("activeDeadlineSeconds is mutable", lambda s: s.update(activeDeadlineSeconds=60)),
@@ -763,7 +763,7 @@ def test_job_mutable_fields(stored_job: dict[str, Any], mutate: Any) -> None:
 
 
 def test_managed_by_cannot_be_changed() -> None:
-    # spec G5
+    # API-28
     old = create("batch", "jobs", job(managedBy="batchd.io/job-controller"))
     new = copy.deepcopy(old)
     new["spec"]["managedBy"] = "other.io/x"
@@ -771,7 +771,7 @@ def test_managed_by_cannot_be_changed() -> None:
 
 
 def test_suspended_unstarted_job_may_change_scheduling_directives() -> None:
-    # spec A20
+    # API-20
     old = create("batch", "jobs", job(suspend=True))
     new = copy.deepcopy(old)
     new["spec"]["template"]["spec"]["nodeSelector"] = {"zone": "a"}
@@ -782,7 +782,7 @@ def test_suspended_unstarted_job_may_change_scheduling_directives() -> None:
 
 
 def test_started_job_may_not_change_node_selector() -> None:
-    # spec A20
+    # API-20
     old = create("batch", "jobs", job(suspend=True))
     old["status"] = {"startTime": "2026-01-01T00:00:00Z"}
     new = copy.deepcopy(old)
@@ -791,7 +791,7 @@ def test_started_job_may_not_change_node_selector() -> None:
 
 
 def test_elastic_indexed_job_may_change_completions_with_parallelism() -> None:
-    # spec A19
+    # API-19
     old = create("batch", "jobs", job(completionMode="Indexed", completions=4, parallelism=4))
     new = copy.deepcopy(old)
     new["spec"].update(completions=2, parallelism=2)
@@ -802,7 +802,7 @@ def test_elastic_indexed_job_may_change_completions_with_parallelism() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Job /status validation (G10–G28)
+# Job /status validation (API-29 to API-47)
 # --------------------------------------------------------------------------------------------
 
 START = "2026-01-01T00:00:00Z"
@@ -827,35 +827,35 @@ STATUS_INVALID = [
         {"failed": 1},
         "status.failed",
         "cannot decrease the failed counter",
-    ),  # G13
+    ),  # API-32
     (
         "succeeded never decreases",
         {"succeeded": 2},
         {"succeeded": 1},
         "status.succeeded",
         "cannot decrease the succeeded counter",
-    ),  # G14
+    ),  # API-33
     (
         "negative active is invalid",
         {},
         {"active": -1},
         "status.active",
         "must be greater than or equal to 0",
-    ),  # G10
+    ),  # API-29
     (
         "duplicate uncounted uids are invalid",
         {},
         {"uncountedTerminatedPods": {"succeeded": ["a"], "failed": ["a"]}},
         "status.uncountedTerminatedPods.failed[0]",
         'Duplicate value: "a"',
-    ),  # G10
+    ),  # API-29
     (
         "empty uncounted uid is invalid",
         {},
         {"uncountedTerminatedPods": {"failed": [""]}},
         "status.uncountedTerminatedPods.failed[0]",
         "must not be empty",
-    ),  # G10
+    ),  # API-29
     (
         "Complete cannot be removed",
         {
@@ -866,21 +866,21 @@ STATUS_INVALID = [
         {"startTime": START, "completionTime": LATER, "conditions": [cond("SuccessCriteriaMet")]},
         "status.conditions",
         "cannot disable the terminal Complete=True condition",
-    ),  # G15
+    ),  # API-34
     (
         "FailureTarget cannot be removed",
         {"startTime": START, "conditions": [cond("FailureTarget")]},
         {"startTime": START, "conditions": []},
         "status.conditions",
         "cannot disable the terminal FailureTarget=True condition",
-    ),  # G15
+    ),  # API-34
     (
         "Failed cannot flip to False",
         {"startTime": START, "conditions": [cond("FailureTarget"), cond("Failed")]},
         {"startTime": START, "conditions": [cond("FailureTarget"), cond("Failed", "False")]},
         "status.conditions",
         "cannot disable the terminal Failed=True condition",
-    ),  # G15
+    ),  # API-34
     (
         "Complete and Failed are exclusive",
         {"startTime": START},
@@ -896,7 +896,7 @@ STATUS_INVALID = [
         },
         "status.conditions",
         "cannot set Complete=True and Failed=true conditions",
-    ),  # G16
+    ),  # API-35
     (
         "Complete and FailureTarget are exclusive",
         {"startTime": START},
@@ -907,21 +907,21 @@ STATUS_INVALID = [
         },
         "status.conditions",
         "cannot set Complete=True and FailureTarget=true conditions",
-    ),  # G16
+    ),  # API-35
     (
         "a finished job must have active 0",
         {"startTime": START, "active": 1, "conditions": [cond("FailureTarget")]},
         {"startTime": START, "active": 1, "conditions": [cond("FailureTarget"), cond("Failed")]},
         "status.active",
         "active>0 is invalid for finished job",
-    ),  # G19
+    ),  # API-38
     (
         "a finished job must have a startTime",
         {"conditions": [cond("FailureTarget")]},
         {"conditions": [cond("FailureTarget"), cond("Failed")]},
         "status.startTime",
         "startTime is required for finished job",
-    ),  # G20
+    ),  # API-39
     (
         "a finished job must have empty uncounted pods",
         {"startTime": START, "conditions": [cond("FailureTarget")]},
@@ -932,14 +932,14 @@ STATUS_INVALID = [
         },
         "status.uncountedTerminatedPods",
         "uncountedTerminatedPods needs to be empty for finished job",
-    ),  # G21
+    ),  # API-40
     (
         "startTime may not change while unsuspended",
         {"startTime": START},
         {"startTime": LATER},
         "status.startTime",
         "startTime cannot be removed for unsuspended job",
-    ),  # G22
+    ),  # API-41
     (
         "completionTime before startTime is invalid",
         {"startTime": LATER, "conditions": [cond("SuccessCriteriaMet")]},
@@ -950,7 +950,7 @@ STATUS_INVALID = [
         },
         "status.completionTime",
         "completionTime cannot be set before startTime",
-    ),  # G23
+    ),  # API-42
     (
         "completionTime cannot be mutated",
         {
@@ -965,35 +965,35 @@ STATUS_INVALID = [
         },
         "status.completionTime",
         "completionTime cannot be mutated",
-    ),  # G24
+    ),  # API-43
     (
         "completionTime needs Complete",
         {"startTime": START},
         {"startTime": START, "completionTime": LATER},
         "status.completionTime",
         "cannot set completionTime when there is no Complete=True condition",
-    ),  # G25
+    ),  # API-44
     (
         "Complete needs completionTime",
         {"startTime": START, "conditions": [cond("SuccessCriteriaMet")]},
         {"startTime": START, "conditions": [cond("SuccessCriteriaMet"), cond("Complete")]},
         "status.completionTime",
         "completionTime is required for Complete jobs",
-    ),  # G25
+    ),  # API-44
     (
         "Failed needs FailureTarget",
         {"startTime": START},
         {"startTime": START, "conditions": [cond("Failed")]},
         "status.conditions",
         "cannot set Failed=True condition without the FailureTarget=true condition",
-    ),  # G26
+    ),  # API-45
     (
         "Complete needs SuccessCriteriaMet",
         {"startTime": START},
         {"startTime": START, "completionTime": LATER, "conditions": [cond("Complete")]},
         "status.conditions",
         "cannot set Complete=True condition without the SuccessCriteriaMet=true condition",
-    ),  # G26
+    ),  # API-45
     (
         "a finished job must have terminating 0",
         {"startTime": START, "terminating": 1, "conditions": [cond("FailureTarget")]},
@@ -1004,42 +1004,42 @@ STATUS_INVALID = [
         },
         "status.terminating",
         "terminating>0 is invalid for finished job",
-    ),  # G27
+    ),  # API-46
     (
         "ready may not exceed active",
         {"active": 1},
         {"active": 1, "ready": 2},
         "status.ready",
         "cannot set more ready pods than active",
-    ),  # G28
+    ),  # API-47
     (
         "SuccessCriteriaMet cannot be removed",
         {"conditions": [cond("SuccessCriteriaMet")]},
         {"conditions": []},
         "status.conditions",
         "cannot disable the SuccessCriteriaMet=True condition",
-    ),  # G10
+    ),  # API-29
     (
         "SuccessCriteriaMet excludes FailureTarget",
         {},
         {"conditions": [cond("SuccessCriteriaMet"), cond("FailureTarget")]},
         "status.conditions",
         "cannot set SuccessCriteriaMet=True and FailureTarget=true conditions",
-    ),  # G10
+    ),  # API-29
     (
         "completedIndexes must be empty for NonIndexed jobs",
         {},
         {"completedIndexes": "0"},
         "status.completedIndexes",
         "cannot set non-empty completedIndexes when non-indexed completion mode",
-    ),  # G17
+    ),  # API-36
     (
         "failedIndexes needs backoffLimitPerIndex",
         {},
         {"failedIndexes": ""},
         "status.failedIndexes",
         "cannot set non-null failedIndexes when backoffLimitPerIndex is null",
-    ),  # G18
+    ),  # API-37
 ]
 
 
@@ -1061,7 +1061,7 @@ def test_job_status_validation(
 
 
 def test_two_phase_success_is_accepted(stored_job: dict[str, Any]) -> None:
-    # spec G29: SuccessCriteriaMet first, then Complete + completionTime with everything at 0
+    # JOB-86: SuccessCriteriaMet first, then Complete + completionTime with everything at 0
     running = with_status(
         stored_job, startTime=START, active=1, ready=1, uncountedTerminatedPods={}
     )
@@ -1101,7 +1101,7 @@ def test_two_phase_failure_is_accepted(stored_job: dict[str, Any]) -> None:
 
 
 def test_checks_run_only_when_their_fields_change(stored_job: dict[str, Any]) -> None:
-    # spec G12: a stored status that already breaks G19 does not block an unrelated write
+    # API-31: a stored status that already breaks API-38 does not block an unrelated write
     old = with_status(
         stored_job, startTime=START, active=2, conditions=[cond("FailureTarget"), cond("Failed")]
     )
@@ -1111,14 +1111,14 @@ def test_checks_run_only_when_their_fields_change(stored_job: dict[str, Any]) ->
 
 
 def test_suspended_job_may_clear_start_time() -> None:
-    # spec G22, F27
+    # API-41, JOB-83
     old = create("batch", "jobs", job(suspend=True))
     old["status"] = {"startTime": START}
     assert "startTime" not in update("batch", "jobs", old, with_status(old), "status")["status"]
 
 
 COMPLETED_INDEXES = [
-    # spec D8, G17: (id, completedIndexes, valid?)
+    # JOB-48, API-36: (id, completedIndexes, valid?)
     ("a canonical index set is valid", "0,2-4", True),
     ("an index at completions is too large", "0-5", False),
     ("decreasing indexes are invalid", "3,1", False),
@@ -1150,7 +1150,7 @@ def test_completed_indexes_format(indexes: str, valid: bool) -> None:
 
 
 def test_cronjob_defaults() -> None:
-    # spec D1
+    # API-48
     out = create("batch", "cronjobs", cronjob())
     spec = out["spec"]
     assert (
@@ -1173,7 +1173,7 @@ def test_cronjob_defaults() -> None:
 
 
 VALID_SCHEDULES = [
-    # spec B1–B3
+    # CJ-3 to CJ-5
     ("every 5 minutes", "*/5 * * * *"),
     ("a list", "0,15,30,45 * * * *"),
     ("a range", "0 9-17 * * *"),
@@ -1205,7 +1205,7 @@ def test_valid_schedules(schedule: str) -> None:
 
 
 INVALID_SCHEDULES = [
-    # spec B1–B3, D4
+    # CJ-3 to CJ-5, API-51
     ("7 as day of week is out of range", "0 0 * * 7", "end of range (7) above maximum (6): 7"),
     (
         "six fields (seconds) are rejected",
@@ -1254,14 +1254,14 @@ def test_invalid_schedules(schedule: str, message: str) -> None:
 
 
 def test_empty_schedule_is_required() -> None:
-    # spec D4
+    # API-51
     assert ("spec.schedule", "FieldValueRequired", "Required value") in rejected(
         "batch", "cronjobs", cronjob(schedule="")
     )
 
 
 def test_tz_in_schedule_is_rejected_on_create() -> None:
-    # spec B8
+    # API-57
     causes = rejected("batch", "cronjobs", cronjob(schedule="TZ=UTC 0 0 * * *"))
     assert any(
         "cannot use TZ or CRON_TZ in schedule, use timeZone field instead" in c[2] for c in causes
@@ -1269,7 +1269,7 @@ def test_tz_in_schedule_is_rejected_on_create() -> None:
 
 
 def test_tz_in_schedule_stays_allowed_on_update_if_it_was_there() -> None:
-    # spec B8
+    # API-57
     old = create("batch", "cronjobs", cronjob())
     old["spec"]["schedule"] = "CRON_TZ=UTC 0 0 * * *"  # a legacy object
     new = copy.deepcopy(old)
@@ -1283,7 +1283,7 @@ def test_tz_in_schedule_stays_allowed_on_update_if_it_was_there() -> None:
 
 
 TIME_ZONES = [
-    # spec B9: (id, value, error fragment or None)
+    # API-53: (id, value, error fragment or None)
     ("a valid IANA zone is accepted", "Europe/Berlin", None),
     ("UTC is accepted", "UTC", None),
     ("Etc/GMT+5 is accepted", "Etc/GMT+5", None),
@@ -1315,7 +1315,7 @@ def test_time_zone_validation(tz: str, fragment: str | None) -> None:
 
 
 def test_time_zone_is_revalidated_only_when_changed() -> None:
-    # spec B9: an unchanged (even unknown) zone does not block other updates
+    # API-53: an unchanged (even unknown) zone does not block other updates
     old = create("batch", "cronjobs", cronjob())
     old["spec"]["timeZone"] = "Mars/Olympus"
     new = copy.deepcopy(old)
@@ -1329,25 +1329,25 @@ CRONJOB_INVALID = [
         {"startingDeadlineSeconds": -1},
         "spec.startingDeadlineSeconds",
         NEG,
-    ),  # D5
+    ),  # API-52
     (
         "unknown concurrencyPolicy is not supported",
         {"concurrencyPolicy": "Sometimes"},
         "spec.concurrencyPolicy",
         'supported values: "Allow", "Forbid", "Replace"',
-    ),  # D7
+    ),  # API-54
     (
         "negative successfulJobsHistoryLimit is invalid",
         {"successfulJobsHistoryLimit": -1},
         "spec.successfulJobsHistoryLimit",
         NEG,
-    ),  # D8
+    ),  # API-55
     (
         "negative failedJobsHistoryLimit is invalid",
         {"failedJobsHistoryLimit": -1},
         "spec.failedJobsHistoryLimit",
         NEG,
-    ),  # D8
+    ),  # API-55
 ]
 
 
@@ -1362,7 +1362,7 @@ def test_cronjob_spec_validation(overrides: dict[str, Any], field: str, fragment
 
 
 def test_zero_history_limits_and_deadline_are_valid() -> None:
-    # spec D5, D8
+    # API-52, API-55
     out = create(
         "batch",
         "cronjobs",
@@ -1372,7 +1372,7 @@ def test_zero_history_limits_and_deadline_are_valid() -> None:
 
 
 JOB_TEMPLATE_INVALID = [
-    # spec D9, D10, D11
+    # API-56, API-24, API-13
     (
         "a job template selector is rejected",
         {"selector": {"matchLabels": {"a": "b"}}},
@@ -1415,7 +1415,7 @@ def test_cronjob_job_template_validation(
 
 
 def test_cronjob_template_restart_policy_always_reads_as_required() -> None:
-    # spec D11
+    # API-13
     body = cronjob()
     del body["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"]
     causes = rejected("batch", "cronjobs", body)
@@ -1427,7 +1427,7 @@ def test_cronjob_template_restart_policy_always_reads_as_required() -> None:
 
 
 def test_cronjob_name_limit_is_52_on_create_only() -> None:
-    # spec D3
+    # API-50
     assert create("batch", "cronjobs", cronjob(name="a" * 52))["metadata"]["name"] == "a" * 52
     causes = rejected("batch", "cronjobs", cronjob(name="a" * 53))
     assert (
