@@ -1,5 +1,5 @@
 """Tier 3: the Job controller end to end — kubesim's fake kubelet runs the Pods, the real dev server
-runs the workflows. Spec references: shared/spec/job.md.
+runs the workflows. Rule ids: docs/job.md (JOB-n) and docs/kubesim.md (API-n).
 """
 
 from __future__ import annotations
@@ -74,15 +74,15 @@ async def test_nonindexed_job_runs_to_complete_and_counts_every_pod_once(client,
     fresh = kube.get("Job", namespace, "plain")
     st = fresh["status"]
     assert st["succeeded"] == 3 and st.get("failed", 0) == 0 and st["active"] == 0
-    assert condition(fresh, "SuccessCriteriaMet") and condition(fresh, "Complete")  # spec F19, G26
+    assert condition(fresh, "SuccessCriteriaMet") and condition(fresh, "Complete")  # JOB-76, API-45
     assert st["completionTime"] and st["startTime"]
     assert st["uncountedTerminatedPods"] in ({}, {"succeeded": [], "failed": []})
     pods = pods_of(kube, namespace, fresh)
     assert len(pods) == 3 and no_finalizers_left(kube, namespace, fresh)
     p = pods[0]["metadata"]
-    assert p["labels"]["batch.kubernetes.io/job-name"] == "plain"  # spec B1, A9
+    assert p["labels"]["batch.kubernetes.io/job-name"] == "plain"  # JOB-6, API-9
     owner = p["ownerReferences"][0]
-    assert (owner["kind"], owner["controller"], owner["blockOwnerDeletion"]) == ("Job", True, True)  # spec B2
+    assert (owner["kind"], owner["controller"], owner["blockOwnerDeletion"]) == ("Job", True, True)  # JOB-7
 
 
 async def test_indexed_job_completes_every_index_once(client, kube, namespace, task_queue):
@@ -90,19 +90,19 @@ async def test_indexed_job_completes_every_index_once(client, kube, namespace, t
         job = kube.create("Job", namespace, job_manifest("idx", completions=4, parallelism=2, indexed=True))
         assert await outcome(client, namespace, job) == "Complete"
     fresh = kube.get("Job", namespace, "idx")
-    assert fresh["status"]["completedIndexes"] == "0-3" and fresh["status"]["succeeded"] == 4  # spec D7, D8
+    assert fresh["status"]["completedIndexes"] == "0-3" and fresh["status"]["succeeded"] == 4  # JOB-47, JOB-48
     pods = pods_of(kube, namespace, fresh)
     indexes = sorted(int(p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]) for p in pods)
     assert indexes == [0, 1, 2, 3]
     for p in pods:
         i = p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
-        assert p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == i  # spec B4
-        assert p["spec"]["hostname"] == f"idx-{i}"  # spec B5
-        assert p["metadata"]["generateName"] == f"idx-{i}-"  # spec B6
+        assert p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] == i  # JOB-9
+        assert p["spec"]["hostname"] == f"idx-{i}"  # JOB-10
+        assert p["metadata"]["generateName"] == f"idx-{i}-"  # JOB-11
 
 
 async def test_a_pod_deleted_mid_run_is_counted_once_and_replaced(client, kube, namespace, task_queue):
-    # spec E5: under TerminatingOrFailed a deleted running Pod counts failed at once
+    # JOB-59: under TerminatingOrFailed a deleted running Pod counts failed at once
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, job_manifest("victim", completions=2, parallelism=2, run_seconds=3))
         victim = await eventually(lambda: next((p for p in pods_of(kube, namespace, job)
@@ -115,20 +115,20 @@ async def test_a_pod_deleted_mid_run_is_counted_once_and_replaced(client, kube, 
 
 
 async def test_backoff_limit_fails_the_job_after_retries(client, kube, namespace, task_queue):
-    # spec F3, F18: FailureTarget then Failed, reason BackoffLimitExceeded
+    # JOB-65, JOB-75: FailureTarget then Failed, reason BackoffLimitExceeded
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, job_manifest("crash", exit_code=1, backoff_limit=1, run_seconds=0.1))
         assert await outcome(client, namespace, job, timeout=90, record="job-backoff-failed") == "Failed"
     fresh = kube.get("Job", namespace, "crash")
     failed = condition(fresh, "Failed")
     assert failed and failed["reason"] == "BackoffLimitExceeded" and condition(fresh, "FailureTarget")
-    assert fresh["status"]["failed"] == 2 and not fresh["status"].get("completionTime")  # spec F20
+    assert fresh["status"]["failed"] == 2 and not fresh["status"].get("completionTime")  # JOB-77
     pods = sorted(pods_of(kube, namespace, fresh), key=lambda p: p["metadata"]["creationTimestamp"])
     assert len(pods) == 2 and no_finalizers_left(kube, namespace, fresh)
 
 
 async def test_active_deadline_fails_the_job_and_deletes_its_pods(client, kube, namespace, task_queue):
-    # spec F5, F17
+    # JOB-67, JOB-74
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, job_manifest("slow", run_seconds=60, deadline=2))
         assert await outcome(client, namespace, job) == "Failed"
@@ -138,7 +138,7 @@ async def test_active_deadline_fails_the_job_and_deletes_its_pods(client, kube, 
 
 
 async def test_replacement_policy_failed_waits_for_a_terminating_pod_to_finish(client, kube, namespace, task_queue):
-    # spec E1, E3, E6, D3: under Failed, no replacement while the old Pod is terminating
+    # JOB-55, JOB-57, JOB-60, JOB-43: under Failed, no replacement while the old Pod is terminating
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, job_manifest("patient", run_seconds=60, policy="Failed",
                                                           terminate_seconds=3, grace=30))
@@ -156,7 +156,7 @@ async def test_replacement_policy_failed_waits_for_a_terminating_pod_to_finish(c
 
 
 async def test_replacement_policy_terminating_or_failed_replaces_while_terminating(client, kube, namespace, task_queue):
-    # spec E1, E5, E7: the deleted Pod counts failed at once; its replacement waits only for the
+    # JOB-55, JOB-59, JOB-61: the deleted Pod counts failed at once; its replacement waits only for the
     # recreation backoff (10 s from the deletion), not for the Pod to terminate (here 25 s)
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, job_manifest("eager", run_seconds=60, terminate_seconds=25, grace=60))
@@ -179,7 +179,7 @@ def _other(kube: Kube, ns: str, job: dict[str, Any], first: dict[str, Any]) -> d
 
 
 async def test_suspend_deletes_active_pods_and_resume_restarts_the_clock(client, kube, namespace, task_queue):
-    # spec F25, F26
+    # JOB-81, JOB-82
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, job_manifest("nap", run_seconds=30))
         await eventually(lambda: pods_of(kube, namespace, job))

@@ -1,4 +1,4 @@
-"""Tier-1 tables for the Job snapshot's claim of Pods (spec job.md B23; upstream ``ClaimObject``).
+"""Tier-1 tables for the Job snapshot's claim of Pods (JOB-25, JOB-26; upstream ``ClaimObject``).
 
 ``claim_pod`` decides per Pod what the ``observe_job`` activity makes of it; what becomes of the
 Pods that stopped matching is :func:`workflows.jobsync.release_unmatched_pods` (tests/unit/test_jobsync.py).

@@ -1,9 +1,9 @@
 """Tier-1 tables for workflows/jobsync.py: the Job controller's pure sync decisions.
 
-Rule numbers are those of ``shared/spec/job.md``. ``Sim`` applies a plan the way the Job
+Rule ids are those of docs/job.md (JOB-n) and docs/kubesim.md (API-n). ``Sim`` applies a plan the way the Job
 workflow does (deletes, creates, step 1 record, step 2 release, step 3 fold) against a tiny
 in-memory cluster with a fake kubelet, can "crash" after any step and re-sync from a fresh
-snapshot, and checks every status write against the API's rules G10-G28. Every ``now`` is
+snapshot, and checks every status write against the API's rules API-29 to API-47. Every ``now`` is
 a fixed instant; the real clock is never read.
 """
 
@@ -56,7 +56,7 @@ def cond(type_: str, status: str = "True", reason: str | None = None, message: s
 
 def make_snapshot(*pods: PodInfo, status: JobStatusView | None = None, deleting: bool = False,
                   gone: bool = False, **spec: Any) -> JobSnapshot:
-    """A snapshot of Job ``ns/job``; a status defaults to a started Job (F27)."""
+    """A snapshot of Job ``ns/job``; a status defaults to a started Job (JOB-83)."""
     return JobSnapshot(namespace="ns", name="job", uid="job-uid", deleting=deleting, gone=gone,
                        spec=JobSpecView(**spec),
                        status=status or JobStatusView(start_time=NOW - 100 * S), pods=list(pods))
@@ -73,31 +73,31 @@ def is_true(status: JobStatusView, type_: str) -> bool:
 
 
 def check_write(old: JobStatusView, new: JobStatusView, spec: JobSpecView) -> None:
-    """What kubesim's Job status strategy enforces (G10-G28)."""
+    """What kubesim's Job status strategy enforces (API-29 to API-47)."""
     for key in ("active", "ready", "terminating", "succeeded", "failed"):
-        assert getattr(new, key) >= 0, key  # G10
+        assert getattr(new, key) >= 0, key  # API-29
     uids = new.uncounted_succeeded + new.uncounted_failed
-    assert all(uids) and len(set(uids)) == len(uids)  # G10
-    assert new.ready <= new.active  # G28
-    assert new.failed >= old.failed and new.succeeded >= old.succeeded  # G13, G14
+    assert all(uids) and len(set(uids)) == len(uids)  # API-29
+    assert new.ready <= new.active  # API-47
+    assert new.failed >= old.failed and new.succeeded >= old.succeeded  # API-32, API-33
     for t in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet"):
-        assert not is_true(old, t) or is_true(new, t), t  # G15, G10
+        assert not is_true(old, t) or is_true(new, t), t  # API-34, API-29
     complete, failed = is_true(new, "Complete"), is_true(new, "Failed")
-    assert not (complete and (failed or is_true(new, "FailureTarget")))  # G16
+    assert not (complete and (failed or is_true(new, "FailureTarget")))  # API-35
     assert not (is_true(new, "SuccessCriteriaMet") and (failed or is_true(new, "FailureTarget")))
-    assert not complete or is_true(new, "SuccessCriteriaMet")  # G26
-    assert not failed or is_true(new, "FailureTarget")  # G26
-    assert (new.completion_time is not None) == complete  # G25
-    assert old.completion_time is None or new.completion_time == old.completion_time  # G24
-    if complete or failed:  # G19-G21, G27
+    assert not complete or is_true(new, "SuccessCriteriaMet")  # API-45
+    assert not failed or is_true(new, "FailureTarget")  # API-45
+    assert (new.completion_time is not None) == complete  # API-44
+    assert old.completion_time is None or new.completion_time == old.completion_time  # API-43
+    if complete or failed:  # API-38 to API-40, API-46
         assert new.active == new.ready == new.terminating == 0 and not uids
         assert new.start_time is not None
     if old.start_time is not None and new.start_time != old.start_time:
-        assert spec.suspend  # G22 (as kubesim enforces it)
+        assert spec.suspend  # API-41 (as kubesim enforces it)
     if new.completion_time and new.start_time:
-        assert new.completion_time >= new.start_time  # G23
+        assert new.completion_time >= new.start_time  # API-42
     if spec.completion_mode == "NonIndexed":
-        assert new.completed_indexes == ""  # G17
+        assert new.completed_indexes == ""  # API-36
     else:
         assert spec.completions is not None
         assert format_indexes(parse_indexes(new.completed_indexes, spec.completions)) == new.completed_indexes
@@ -118,8 +118,8 @@ class Sim:
         self.failed_uids: set[str] = set()
         self.gc_finished = gc_finished  # PodGC deletes finished Pods once their finalizer is gone
         self.deleting = self.gone = False
-        self.relabeled: set[str] = set()  # B23: Pods whose labels no longer match the selector
-        self.released: dict[str, PodInfo] = {}  # B23: Pods no longer the Job's
+        self.relabeled: set[str] = set()  # JOB-26: Pods whose labels no longer match the selector
+        self.released: dict[str, PodInfo] = {}  # JOB-26: Pods no longer the Job's
 
     def snapshot(self) -> JobSnapshot:
         return JobSnapshot(namespace="ns", name="job", uid="job-uid", spec=self.spec,
@@ -139,12 +139,12 @@ class Sim:
         """One sync; ``crash_after`` in create/record/release stops the workflow there."""
         snap = self.snapshot()
         plan = plan_sync(snap, self.memory, self.now)
-        for name in plan.release_unmatched:  # B23: ownerReference and finalizer removed in one patch
+        for name in plan.release_unmatched:  # JOB-26: ownerReference and finalizer removed in one patch
             self.released[name] = self.pods.pop(name).model_copy(update={"has_finalizer": False})
         for name in plan.delete:
-            self.set(name, deleting=True)  # F17: finalizer kept
+            self.set(name, deleting=True)  # JOB-74: finalizer kept
         for name in plan.release_and_delete:
-            self.set(name, has_finalizer=False, deleting=True)  # B13
+            self.set(name, has_finalizer=False, deleting=True)  # JOB-17
         for want in plan.create:
             self.created += 1
             name = f"job-{self.created}" if want.index is None else f"job-{want.index}-{self.created}"
@@ -181,7 +181,7 @@ class Sim:
                 del self.pods[name]
 
     def kubelet(self, *, fail: Sequence[str] = ()) -> None:
-        """One tick: deleted Pods stop (Failed, E9), Running ones finish, Pending ones start."""
+        """One tick: deleted Pods stop (Failed, JOB-62), Running ones finish, Pending ones start."""
         self.now += S
         for name, p in list(self.pods.items()):
             if p.phase in ("Succeeded", "Failed"):
@@ -221,7 +221,7 @@ CRASHES = [None, "create", "record", "release"]
 CRASH_IDS = ["no crash", "crash after create", "crash after step 1", "crash after step 2"]
 
 
-# --- happy paths through several syncs, with crashes between steps (C3-C7, C13, D6, D7) -------
+# --- happy paths through several syncs, with crashes between steps (JOB-30 to JOB-34, JOB-39, JOB-46, JOB-47) ---
 
 
 @pytest.mark.parametrize("gc_finished", [False, True], ids=["pods kept", "podgc deletes released pods"])
@@ -231,10 +231,10 @@ def test_nonindexed_runs_to_complete_counting_each_pod_once(crash: str | None, g
     sim.run(crash)
     assert sim.status.succeeded == len(sim.succeeded_uids) == 5 and sim.status.failed == 0
     c = ctype(sim.status, "Complete")
-    assert c and c.reason == "CompletionsReached" and c.message == "Reached expected number of succeeded pods"  # F21
-    assert sim.status.completion_time == c.last_transition_time  # F20
-    assert ctype(sim.status, "SuccessCriteriaMet") is not None  # F19
-    assert sim.events.count("Completed") >= 1 and "TooManySucceededPods" not in sim.events  # F24
+    assert c and c.reason == "CompletionsReached" and c.message == "Reached expected number of succeeded pods"  # JOB-78
+    assert sim.status.completion_time == c.last_transition_time  # JOB-77
+    assert ctype(sim.status, "SuccessCriteriaMet") is not None  # JOB-76
+    assert sim.events.count("Completed") >= 1 and "TooManySucceededPods" not in sim.events  # JOB-80
     sim.assert_clean()
 
 
@@ -243,14 +243,14 @@ def test_nonindexed_runs_to_complete_counting_each_pod_once(crash: str | None, g
 def test_indexed_runs_to_complete_with_every_index_once(crash: str | None, gc_finished: bool) -> None:
     sim = Sim(completions=7, parallelism=3, completion_mode="Indexed", gc_finished=gc_finished)
     sim.run(crash)
-    assert sim.status.completed_indexes == "0-6" and sim.status.succeeded == 7  # D7, D8
-    assert sim.status.uncounted_succeeded == []  # C3: no uids for Indexed successes
+    assert sim.status.completed_indexes == "0-6" and sim.status.succeeded == 7  # JOB-47, JOB-48
+    assert sim.status.uncounted_succeeded == []  # JOB-30: no uids for Indexed successes
     assert sorted(p.index for p in sim.pods.values() if p.index is not None) == (
         list(range(7)) if not gc_finished else [])
     sim.assert_clean()
 
 
-def test_indexed_creates_lowest_pending_indexes_first() -> None:  # B17
+def test_indexed_creates_lowest_pending_indexes_first() -> None:  # JOB-21
     status = JobStatusView(start_time=NOW, completed_indexes="0,2", succeeded=2)
     plan = plan_sync(make_snapshot(pod("a", index=1), status=status, completions=8, parallelism=4,
                                    completion_mode="Indexed"), JobMemory(), NOW)
@@ -259,13 +259,13 @@ def test_indexed_creates_lowest_pending_indexes_first() -> None:  # B17
 
 @pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
 def test_work_queue_job_completes_after_first_success_and_the_rest_finish(crash: str | None) -> None:
-    sim = Sim(completions=None, parallelism=3)  # B10, D18
+    sim = Sim(completions=None, parallelism=3)  # JOB-14, JOB-53
     sim.run(crash)
     assert sim.status.succeeded == 3 and sim.created == 3
     sim.assert_clean()
 
 
-def test_succeeded_after_counted_failed_stays_failed() -> None:  # C13, E5
+def test_succeeded_after_counted_failed_stays_failed() -> None:  # JOB-39, JOB-59
     status = JobStatusView(start_time=NOW, uncounted_failed=["u-a"])
     plan = plan_sync(make_snapshot(pod("a", "Succeeded"), status=status, completions=2), JobMemory(), NOW)
     assert plan.record is None or plan.record.uncounted_succeeded == []
@@ -274,14 +274,14 @@ def test_succeeded_after_counted_failed_stays_failed() -> None:  # C13, E5
     assert (folded.succeeded, folded.failed) == (0, 1)
 
 
-def test_too_many_succeeded_pods_warns() -> None:  # D19
+def test_too_many_succeeded_pods_warns() -> None:  # JOB-54
     pods = [pod(n, "Succeeded") for n in "abc"]
     plan = plan_sync(make_snapshot(*pods, completions=2, parallelism=3), JobMemory(), NOW)
     assert [e.reason for e in plan.events] == ["TooManySucceededPods", "Completed"]
     assert plan.record and plan.record.uncounted_succeeded == ["u-a", "u-b", "u-c"]
 
 
-# --- Pods deleted mid-run (D4, E5, C6) -----------------------------------------------------
+# --- Pods deleted mid-run (JOB-44, JOB-59, JOB-33) -----------------------------------------
 
 
 @pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
@@ -295,19 +295,19 @@ def test_pod_deleted_by_someone_mid_run_is_counted_failed_once_and_replaced(cras
         sim.sync(crash)
     sim.sync()
     assert sim.status.failed + len(sim.status.uncounted_failed) == 1
-    sim.now += 30 * S  # past the 10 s backoff (E7)
+    sim.now += 30 * S  # past the 10 s backoff (JOB-61)
     sim.run()
     assert (sim.status.failed, sim.status.succeeded) == (1, 2)
     sim.assert_clean()
 
 
-# --- backoff (F12-F16, B16, E7) ------------------------------------------------------------
+# --- backoff (JOB-69 to JOB-73, JOB-20, JOB-61) --------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("failures", "elapsed", "remaining"),
     [
-        (0, 0, 0),  # F12: n = 0, no delay
+        (0, 0, 0),  # JOB-69: n = 0, no delay
         (1, 0, 10),
         (1, 4, 6),
         (1, 10, 0),
@@ -339,7 +339,7 @@ def test_backoff_remaining(failures: int, elapsed: int, remaining: int) -> None:
     ids=["nothing new", "failures add", "success resets", "failures after success", "tie is not after"],
 )
 def test_new_backoff_record(before: tuple[int, int | None], succeeded_at: list[int],
-                            failed_at: list[int], after: tuple[int, int | None]) -> None:  # F13
+                            failed_at: list[int], after: tuple[int, int | None]) -> None:  # JOB-70
     def rec(n: int, t: int | None) -> BackoffRecord:
         return BackoffRecord(failures_after_last_success=n, last_failure_time=None if t is None else NOW + t * S)
     got = new_backoff_record(rec(*before), [pod(f"s{i}", "Succeeded", finished=NOW + t * S) for i, t in enumerate(succeeded_at)],
@@ -354,13 +354,13 @@ def test_new_backoff_record(before: tuple[int, int | None], succeeded_at: list[i
 )
 def test_failed_pod_replacement_waits_for_backoff(finished_ago: float, creates: int, requeue: int | None) -> None:
     snap = make_snapshot(pod("a", "Failed", finished=NOW - timedelta(seconds=finished_ago)), completions=1)
-    plan = plan_sync(snap, JobMemory(), NOW)  # B16, F16
+    plan = plan_sync(snap, JobMemory(), NOW)  # JOB-20, JOB-73
     assert len(plan.create) == creates
     assert plan.requeue_after == (None if requeue is None else requeue * S)
     assert plan.backoff.failures_after_last_success == 1 and plan.counted_backoff == ["u-a"]
 
 
-def test_backoff_counts_a_failure_once_across_a_crash_after_step_1() -> None:  # F13, C7
+def test_backoff_counts_a_failure_once_across_a_crash_after_step_1() -> None:  # JOB-70, JOB-34
     snap = make_snapshot(pod("a", "Failed", finished=NOW), completions=1)
     first = plan_sync(snap, JobMemory(), NOW)
     assert first.record and first.record.uncounted_failed == ["u-a"]
@@ -370,7 +370,7 @@ def test_backoff_counts_a_failure_once_across_a_crash_after_step_1() -> None:  #
     assert plan_sync(again, stored, NOW).backoff.failures_after_last_success == 1  # not 2
 
 
-# --- failure conditions (F1-F6, F17-F20, D15) ----------------------------------------------
+# --- failure conditions (JOB-63 to JOB-68, JOB-74 to JOB-77, JOB-50) -----------------------
 
 
 @pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
@@ -387,15 +387,15 @@ def test_backoff_limit_exceeded_sets_failure_target_then_failed(crash: str | Non
     plan = sim.sync()
     ft = ctype(sim.status, "FailureTarget")
     assert ft and (ft.reason, ft.message) == ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
-    assert not is_true(sim.status, "Failed")  # F19: the deleted Pod is still terminating
+    assert not is_true(sim.status, "Failed")  # JOB-76: the deleted Pod is still terminating
     if not crash:
-        assert plan.delete == [names[2]] and names[2] in plan.release  # F17, D15
-    assert "BackoffLimitExceeded" in sim.events  # F24 Warning
+        assert plan.delete == [names[2]] and names[2] in plan.release  # JOB-74, JOB-50
+    assert "BackoffLimitExceeded" in sim.events  # JOB-80 Warning
     sim.run()
     failed = ctype(sim.status, "Failed")
-    assert failed and (failed.reason, failed.message) == (ft.reason, ft.message)  # F18
-    assert sim.status.completion_time is None  # F20
-    assert sim.status.failed == 3 and sim.status.succeeded == 0  # D15: the running Pod counts failed
+    assert failed and (failed.reason, failed.message) == (ft.reason, ft.message)  # JOB-75
+    assert sim.status.completion_time is None  # JOB-77
+    assert sim.status.failed == 3 and sim.status.succeeded == 0  # JOB-50: the running Pod counts failed
     sim.assert_clean()
 
 
@@ -405,7 +405,7 @@ def test_backoff_limit_exceeded_sets_failure_target_then_failed(crash: str | Non
      (3, "Pending", 3, True), (5, "Failed", 3, False)],
     ids=["limit 0: any restart", "limit 0: no restart", "below limit", "at limit (>=)", "terminal pods ignored"],
 )
-def test_on_failure_restart_counts(restarts: int, phase: str, limit: int, fails: bool) -> None:  # F4
+def test_on_failure_restart_counts(restarts: int, phase: str, limit: int, fails: bool) -> None:  # JOB-66
     snap = make_snapshot(pod("a", phase, restarts=restarts), restart_policy="OnFailure", backoff_limit=limit,
                          completions=5)
     rec = plan_sync(snap, JobMemory(), NOW).record
@@ -419,7 +419,7 @@ def test_on_failure_restart_counts(restarts: int, phase: str, limit: int, fails:
      (30, False, None, 30), (600, True, None, None)],
     ids=["past deadline", "exactly at deadline (>=)", "requeue for the deadline", "suspended Job cannot hit it"],
 )
-def test_active_deadline(started_ago: int, suspend: bool, reason: str | None, requeue: int | None) -> None:  # F5, F6
+def test_active_deadline(started_ago: int, suspend: bool, reason: str | None, requeue: int | None) -> None:  # JOB-67, JOB-68
     status = JobStatusView(start_time=NOW - started_ago * S, active=1)
     plan = plan_sync(make_snapshot(pod("a", ready=True), status=status, active_deadline_seconds=60,
                                    suspend=suspend), JobMemory(), NOW)
@@ -427,12 +427,12 @@ def test_active_deadline(started_ago: int, suspend: bool, reason: str | None, re
     assert (ft.reason if ft else None) == reason
     if reason:
         assert ft and ft.message == "Job was active longer than specified deadline"
-        assert plan.delete == ["a"] and plan.record and plan.record.uncounted_failed == ["u-a"]  # F17, D15
+        assert plan.delete == ["a"] and plan.record and plan.record.uncounted_failed == ["u-a"]  # JOB-74, JOB-50
         assert (plan.record.active, plan.record.ready, plan.record.terminating) == (0, 0, 1)
     assert plan.requeue_after == (None if requeue is None else requeue * S)
 
 
-def test_existing_failure_target_keeps_failing_and_success_is_never_added() -> None:  # F1, F2, G10
+def test_existing_failure_target_keeps_failing_and_success_is_never_added() -> None:  # JOB-63, JOB-64, API-29
     status = JobStatusView(start_time=NOW, conditions=[cond("FailureTarget", reason="DeadlineExceeded", message="m")])
     plan = plan_sync(make_snapshot(pod("a", "Succeeded"), status=status, completions=1), JobMemory(), NOW)
     assert plan.record and ctype(plan.record, "SuccessCriteriaMet") is None
@@ -440,7 +440,7 @@ def test_existing_failure_target_keeps_failing_and_success_is_never_added() -> N
     assert is_true(done, "Failed") and ctype(done, "Failed").reason == "DeadlineExceeded"  # type: ignore[union-attr]
 
 
-def test_job_failed_while_suspended_gets_a_start_time() -> None:  # F28, G20
+def test_job_failed_while_suspended_gets_a_start_time() -> None:  # JOB-84, API-39
     status = JobStatusView(conditions=[cond("Suspended", reason="JobSuspended", message="Job suspended")])
     sim_snap = make_snapshot(pod("a", "Failed", fin=True), status=status, suspend=True, backoff_limit=0)
     plan = plan_sync(sim_snap, JobMemory(), NOW)
@@ -450,14 +450,14 @@ def test_job_failed_while_suspended_gets_a_start_time() -> None:  # F28, G20
     check_write(sim_snap.status, done, sim_snap.spec)
 
 
-# --- podReplacementPolicy (E1-E7, D3, B14) -------------------------------------------------
+# --- podReplacementPolicy (JOB-55 to JOB-61, JOB-43, JOB-18) -------------------------------
 
 
 @pytest.mark.parametrize(
     ("policy", "phase", "counted", "released", "creates", "terminating"),
     [
-        ("TerminatingOrFailed", "Running", True, True, 1, 1),  # E5: failed at once, replaced
-        ("Failed", "Running", False, False, 0, 1),  # E6: occupies the slot until terminal
+        ("TerminatingOrFailed", "Running", True, True, 1, 1),  # JOB-59: failed at once, replaced
+        ("Failed", "Running", False, False, 0, 1),  # JOB-60: occupies the slot until terminal
         ("Failed", "Failed", True, True, 1, 0),  # terminal: counted and replaced
     ],
     ids=["TerminatingOrFailed: terminating pod counted failed and replaced",
@@ -472,18 +472,18 @@ def test_pod_replacement_policy_with_a_terminating_pod(policy: str, phase: str, 
     assert plan.record is not None
     assert (plan.record.uncounted_failed == ["u-a"]) == counted
     assert (plan.release == ["a"]) == released
-    assert len(plan.create) == creates and plan.record.terminating == terminating  # D3
+    assert len(plan.create) == creates and plan.record.terminating == terminating  # JOB-43
     assert plan.record.active == creates
 
 
-def test_failed_policy_indexed_terminating_index_is_not_pending() -> None:  # E4, B17
+def test_failed_policy_indexed_terminating_index_is_not_pending() -> None:  # JOB-58, JOB-21
     a = pod("a", deleting=True, index=0, finished=NOW - 60 * S)
     plan = plan_sync(make_snapshot(a, completions=4, parallelism=3, completion_mode="Indexed",
                                    pod_replacement_policy="Failed"), JobMemory(), NOW)
     assert [c.index for c in plan.create] == [1, 2]  # 3 - active 0 - terminating 1; index 0 busy
     plan = plan_sync(make_snapshot(a, completions=4, parallelism=3, completion_mode="Indexed",
                                    pod_replacement_policy="TerminatingOrFailed"), JobMemory(), NOW)
-    assert [c.index for c in plan.create] == [0, 1, 2]  # E4: pending as soon as it is deleted
+    assert [c.index for c in plan.create] == [0, 1, 2]  # JOB-58: pending as soon as it is deleted
 
 
 @pytest.mark.parametrize("policy", ["TerminatingOrFailed", "Failed"])
@@ -495,7 +495,7 @@ def test_slow_terminating_pod_in_sim(policy: str) -> None:
     sim.set(name, deleting=True, finish_time=sim.now - 60 * S)
     plan = sim.sync()
     assert sim.status.terminating == 1
-    assert len(plan.create) == (1 if policy == "TerminatingOrFailed" else 0)  # E1
+    assert len(plan.create) == (1 if policy == "TerminatingOrFailed" else 0)  # JOB-55
     sim.kubelet()  # the slow Pod reaches Failed
     sim.now += 60 * S
     sim.run()
@@ -503,7 +503,7 @@ def test_slow_terminating_pod_in_sim(policy: str) -> None:
     sim.assert_clean()
 
 
-# --- suspend / resume (F25-F27, B13) -------------------------------------------------------
+# --- suspend / resume (JOB-81 to JOB-83, JOB-17) -------------------------------------------
 
 
 def test_suspend_then_resume() -> None:
@@ -513,8 +513,8 @@ def test_suspend_then_resume() -> None:
     assert sim.status.start_time == NOW
     sim.spec = sim.spec.model_copy(update={"suspend": True})
     plan = sim.sync()
-    assert sorted(plan.release_and_delete) == sorted(sim.pods) and plan.create == []  # F25, no cap
-    assert plan.release == [] and sim.status.failed == 0  # B13: not counted
+    assert sorted(plan.release_and_delete) == sorted(sim.pods) and plan.create == []  # JOB-81, no cap
+    assert plan.release == [] and sim.status.failed == 0  # JOB-17: not counted
     s = ctype(sim.status, "Suspended")
     assert s and (s.status, s.reason, s.message) == ("True", "JobSuspended", "Job suspended")
     assert sim.status.start_time is None and sim.status.terminating == 2
@@ -527,8 +527,8 @@ def test_suspend_then_resume() -> None:
     plan = sim.sync()
     s = ctype(sim.status, "Suspended")
     assert s and (s.status, s.reason, s.message, s.last_transition_time) == ("False", "JobResumed", "Job resumed", sim.now)
-    assert sim.status.start_time == sim.now and len(plan.create) == 2  # F26
-    assert plan.requeue_after == 3600 * S  # F6 from the new startTime
+    assert sim.status.start_time == sim.now and len(plan.create) == 2  # JOB-82
+    assert plan.requeue_after == 3600 * S  # JOB-68 from the new startTime
     assert "Resumed" in sim.events
     sim.run()
     assert sim.status.succeeded == 4 and sim.status.failed == 0
@@ -537,28 +537,28 @@ def test_suspend_then_resume() -> None:
 
 def test_job_created_suspended_has_no_start_time_and_never_resumed_gets_no_false_condition() -> None:
     plan = plan_sync(make_snapshot(status=JobStatusView(), suspend=True), JobMemory(), NOW)
-    assert plan.record and plan.record.start_time is None and plan.create == []  # F27
+    assert plan.record and plan.record.start_time is None and plan.create == []  # JOB-83
     assert [e.reason for e in plan.events] == ["Suspended"]
     plan = plan_sync(make_snapshot(status=JobStatusView()), JobMemory(), NOW)
-    assert plan.record and ctype(plan.record, "Suspended") is None and plan.record.start_time == NOW  # F26
+    assert plan.record and ctype(plan.record, "Suspended") is None and plan.record.start_time == NOW  # JOB-82
 
 
-def test_unchanged_condition_keeps_its_timestamp() -> None:  # F23
+def test_unchanged_condition_keeps_its_timestamp() -> None:  # JOB-79
     status = JobStatusView(conditions=[cond("Suspended", reason="JobSuspended", message="Job suspended")])
     plan = plan_sync(make_snapshot(status=status, suspend=True), JobMemory(), NOW)
     assert plan.record is None and plan.events == []
 
 
-# --- Job deleting / gone / finished (C8, C9, C15-C18, G8) ------------------------------------
+# --- Job deleting / gone / finished (JOB-35, JOB-36, JOB-3, JOB-4) ---------------------------
 
 
 def test_deleting_job_records_finished_pods_and_releases_every_finalizer() -> None:
     pods = [pod("run"), pod("ok", "Succeeded"), pod("bad", "Failed"), pod("done", "Succeeded", fin=False)]
     plan = plan_sync(make_snapshot(*pods, deleting=True, completions=5, parallelism=5), JobMemory(), NOW)
-    assert plan.create == [] and plan.delete == [] and plan.release_and_delete == []  # B25
-    assert sorted(plan.release) == ["bad", "ok", "run"]  # C8
+    assert plan.create == [] and plan.delete == [] and plan.release_and_delete == []  # JOB-27
+    assert sorted(plan.release) == ["bad", "ok", "run"]  # JOB-35
     assert plan.record and plan.record.uncounted_succeeded == ["u-ok"]
-    assert plan.record.uncounted_failed == ["u-bad"]  # C9: the running Pod is not counted
+    assert plan.record.uncounted_failed == ["u-bad"]  # JOB-36: the running Pod is not counted
 
 
 def test_gone_job_releases_every_finalizer_and_writes_nothing() -> None:
@@ -569,16 +569,16 @@ def test_gone_job_releases_every_finalizer_and_writes_nothing() -> None:
 
 
 @pytest.mark.parametrize("final", ["Complete", "Failed"])
-def test_finished_job_only_releases(final: str) -> None:  # C18
+def test_finished_job_only_releases(final: str) -> None:  # JOB-4
     status = JobStatusView(start_time=NOW, conditions=[cond(final)], completion_time=NOW if final == "Complete" else None)
     memory = JobMemory(backoff=BackoffRecord(failures_after_last_success=3, last_failure_time=NOW))
     plan = plan_sync(make_snapshot(pod("late", "Failed"), pod("x", fin=False), status=status), memory, NOW)
     assert plan.finished and plan.release == ["late"] and plan.record is None
     assert plan.create == plan.delete == plan.release_and_delete == [] and plan.events == []
-    assert plan.backoff == BackoffRecord()  # F15: dropped once finished
+    assert plan.backoff == BackoffRecord()  # JOB-72: dropped once finished
 
 
-# --- scale-down (B11-B13, B15) ---------------------------------------------------------------
+# --- scale-down (JOB-15 to JOB-17, JOB-19) ---------------------------------------------------
 
 
 def test_nonindexed_scale_down_removes_least_advanced_first() -> None:
@@ -588,34 +588,34 @@ def test_nonindexed_scale_down_removes_least_advanced_first() -> None:
     plan = plan_sync(snap, JobMemory(), NOW)
     assert plan.release_and_delete == ["pending", "not-ready", "new-ready"] and plan.create == []
     assert plan.record and (plan.record.active, plan.record.ready, plan.record.terminating) == (1, 1, 3)
-    assert plan.release == [] and plan.record.failed == 0  # B13: never counted
+    assert plan.release == [] and plan.record.failed == 0  # JOB-17: never counted
 
 
-def test_indexed_scale_down_out_of_range_and_duplicates_first_and_no_create() -> None:  # B9, B11, B12
+def test_indexed_scale_down_out_of_range_and_duplicates_first_and_no_create() -> None:  # JOB-13, JOB-15, JOB-16
     pods = [pod("i0-pending", "Pending", index=0), pod("i0-run", index=0, ready=True),
             pod("i9", index=9), pod("noidx"), pod("i1", index=1, ready=True)]
     snap = make_snapshot(*pods, completions=4, parallelism=4, completion_mode="Indexed")
     plan = plan_sync(snap, JobMemory(), NOW)
     assert sorted(plan.release_and_delete) == ["i0-pending", "i9", "noidx"]
-    assert plan.create == []  # B12: deletion wins, indexes 2 and 3 next sync
+    assert plan.create == []  # JOB-16: deletion wins, indexes 2 and 3 next sync
 
 
-def test_out_of_range_failed_pod_is_released_but_not_counted() -> None:  # B9, C9, D17
+def test_out_of_range_failed_pod_is_released_but_not_counted() -> None:  # JOB-13, JOB-36, JOB-52
     snap = make_snapshot(pod("i9", "Failed", index=9), completions=4, parallelism=1, completion_mode="Indexed")
     plan = plan_sync(snap, JobMemory(), NOW)
     assert plan.release == ["i9"] and plan.record and plan.record.uncounted_failed == []
     assert plan.backoff == BackoffRecord()
 
 
-# --- caps (B15, C10) ----------------------------------------------------------------------------
+# --- caps (JOB-19, JOB-37) ----------------------------------------------------------------------
 
 
-def test_create_cap_per_sync() -> None:  # B15
+def test_create_cap_per_sync() -> None:  # JOB-19
     plan = plan_sync(make_snapshot(completions=2000, parallelism=800), JobMemory(), NOW)
     assert len(plan.create) == 500 and plan.record and plan.record.active == 500
 
 
-def test_scale_down_cap_but_suspend_has_none() -> None:  # B15, F25
+def test_scale_down_cap_but_suspend_has_none() -> None:  # JOB-19, JOB-81
     pods = [pod(f"p{i}") for i in range(700)]
     plan = plan_sync(make_snapshot(*pods, completions=2000, parallelism=100), JobMemory(), NOW)
     assert len(plan.release_and_delete) == 500
@@ -624,7 +624,7 @@ def test_scale_down_cap_but_suspend_has_none() -> None:  # B15, F25
 
 
 @pytest.mark.parametrize("mode", ["NonIndexed", "Indexed"])
-def test_max_uncounted_pods_cap_delays_completion(mode: str) -> None:  # C10
+def test_max_uncounted_pods_cap_delays_completion(mode: str) -> None:  # JOB-37
     sim = Sim(completions=600, parallelism=600, completion_mode=mode)
     for i in range(600):
         sim.pods[f"p{i}"] = pod(f"p{i}", "Succeeded", index=i if mode == "Indexed" else None)
@@ -637,7 +637,7 @@ def test_max_uncounted_pods_cap_delays_completion(mode: str) -> None:  # C10
     sim.assert_clean()
 
 
-# --- fold (C6, C14, F18-F20, G19-G27) -----------------------------------------------------------
+# --- fold (JOB-33, JOB-40, JOB-75 to JOB-77, API-38 to API-46) ----------------------------------
 
 
 @pytest.mark.parametrize(
@@ -661,9 +661,9 @@ def test_fold_moves_released_uids(pods: list[PodInfo], removed: set[str], counts
     ("update", "pods", "finishes"),
     [
         ({}, [], True),
-        ({"terminating": 1}, [], False),  # F19, E11
-        ({"uncounted_failed": ["u-z"]}, [pod("z", "Failed")], False),  # C14
-        ({}, [pod("late", "Succeeded")], False),  # C10: not all recorded yet
+        ({"terminating": 1}, [], False),  # JOB-76
+        ({"uncounted_failed": ["u-z"]}, [pod("z", "Failed")], False),  # JOB-40
+        ({}, [pod("late", "Succeeded")], False),  # JOB-37: not all recorded yet
         ({}, [pod("free", "Succeeded", fin=False)], True),
     ],
     ids=["all accounted", "terminating pods", "uncounted uid", "pod holding finalizer", "released pod"],
@@ -678,12 +678,12 @@ def test_fold_finishes_only_when_nothing_is_pending(interim: str, update: dict[s
     assert is_true(out, final) == finishes
     if finishes:
         c = ctype(out, final)
-        assert c and (c.reason, c.message, c.last_transition_time) == ("R", "M", NOW)  # F18, F23
-        assert out.completion_time == (NOW if final == "Complete" else None)  # F20
+        assert c and (c.reason, c.message, c.last_transition_time) == ("R", "M", NOW)  # JOB-75, JOB-79
+        assert out.completion_time == (NOW if final == "Complete" else None)  # JOB-77
         check_write(status, out, JobSpecView())
 
 
-# --- index strings (D8, D9) -----------------------------------------------------------------------
+# --- index strings (JOB-48, JOB-49) ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -742,13 +742,13 @@ def test_naive_now_is_rejected(call: Any) -> None:
         call(datetime(2026, 3, 1, 12, 0))
 
 
-def test_first_sync_initialises_status() -> None:  # F27, D1-D3
+def test_first_sync_initialises_status() -> None:  # JOB-83, JOB-41 to JOB-43
     plan = plan_sync(make_snapshot(status=JobStatusView(), completions=3, parallelism=2), JobMemory(), NOW)
     assert plan.record == JobStatusView(active=2, start_time=NOW)
     assert len(plan.create) == 2 and plan.requeue_after is None
 
 
-# --- crash recovery at the start of a sync (C7, C11) -------------------------------------------
+# --- crash recovery at the start of a sync (JOB-34, JOB-38) ------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -760,14 +760,14 @@ def test_first_sync_initialises_status() -> None:  # F27, D1-D3
         ([pod("a", "Succeeded"), pod("b", "Failed")], [], (0, 0)),
     ],
     ids=["crash after step 2: finalizers gone", "crash after step 2: pods deleted since",
-         "removal remembered durably (C11)", "crash after step 1: still held, not counted yet"],
+         "removal remembered durably (JOB-38)", "crash after step 1: still held, not counted yet"],
 )
 def test_sync_starts_with_step_3(pods: list[PodInfo], removed: list[str], moved: tuple[int, int]) -> None:
     status = JobStatusView(start_time=NOW, uncounted_succeeded=["u-a"], uncounted_failed=["u-b"])
     plan = plan_sync(make_snapshot(*pods, status=status, completions=5, parallelism=0),
                      JobMemory(finalizers_removed=removed), NOW)
     rec = plan.record or status
-    assert (rec.succeeded, rec.failed) == moved  # C7
+    assert (rec.succeeded, rec.failed) == moved  # JOB-34
     assert len(rec.uncounted_succeeded) + len(rec.uncounted_failed) == 2 - sum(moved)
     assert sorted(plan.release) == sorted(p.name for p in pods if p.has_finalizer)  # released (again)
     done = fold(rec, pods, {*removed, *(f"u-{n}" for n in plan.release)}, JobSpecView(), NOW)
@@ -775,7 +775,7 @@ def test_sync_starts_with_step_3(pods: list[PodInfo], removed: list[str], moved:
 
 
 @pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
-def test_job_deleted_mid_run_frees_every_finalizer(crash: str | None) -> None:  # C8, C9, C15-C17, G8
+def test_job_deleted_mid_run_frees_every_finalizer(crash: str | None) -> None:  # JOB-35, JOB-36, JOB-3
     sim = Sim(completions=6, parallelism=3)
     sim.sync()
     sim.kubelet()
@@ -796,7 +796,7 @@ def test_job_deleted_mid_run_frees_every_finalizer(crash: str | None) -> None:  
     assert plan.record is None and plan.release == ["orphan"]
 
 
-def test_prune_finalizers_removed_keeps_only_uids_a_fresh_read_still_shows_held() -> None:  # C11
+def test_prune_finalizers_removed_keeps_only_uids_a_fresh_read_still_shows_held() -> None:  # JOB-38
     snap = make_snapshot(pod("held"), pod("free", fin=False))
     assert prune_finalizers_removed(snap, ["u-gone", "u-free", "u-held"]) == ["u-held"]
 
@@ -818,7 +818,7 @@ def test_pruned_memory_still_counts_each_pod_once(crash: str | None) -> None:
     sim.assert_clean()
 
 
-# --- release of Pods that stopped matching the selector (B23, second half) -------------------------
+# --- release of Pods that stopped matching the selector (JOB-26) -----------------------------------
 
 
 @pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
@@ -846,7 +846,7 @@ def test_a_relabeled_running_pod_is_released_not_counted_and_replaced(crash: str
         (pod("gone", "Succeeded", fin=False), JobStatusView(), (0, 0), ["gone"]),
     ],
     ids=["running: released, not active", "succeeded before counted: never counted",
-         "failed before counted: neither counted nor toward backoff", "uid already uncounted: folded as released (C6)",
+         "failed before counted: neither counted nor toward backoff", "uid already uncounted: folded as released (JOB-33)",
          "finalizer already gone: the reference still goes"],
 )
 def test_unmatched_pods_are_released_and_never_counted(unmatched: PodInfo, status: JobStatusView,
@@ -870,8 +870,8 @@ def test_unmatched_pods_are_released_and_never_counted(unmatched: PodInfo, statu
         ({"status": JobStatusView(start_time=NOW, completion_time=NOW, conditions=[cond("Complete")])}, [], ["run"]),
         ({}, ["run"], []),
     ],
-    ids=["job being deleted: kept owned (the GC deletes it), finalizer dropped uncounted (C9)",
-         "job gone: finalizer dropped (C15)", "job finished: finalizer dropped (C15)", "live job: released"],
+    ids=["job being deleted: kept owned (the GC deletes it), finalizer dropped uncounted (JOB-36)",
+         "job gone: finalizer dropped (JOB-3)", "job finished: finalizer dropped (JOB-3)", "live job: released"],
 )
 def test_unmatched_pod_of_a_job_that_is_not_live_only_loses_its_finalizer(
         state: dict[str, Any], release_unmatched: list[str], release: list[str]) -> None:
@@ -881,7 +881,7 @@ def test_unmatched_pod_of_a_job_that_is_not_live_only_loses_its_finalizer(
     assert plan.record is None or plan.record.uncounted_failed == []
 
 
-# --- metric labels decided by the sync: action (L6) and creation reason (L12) --------------------
+# --- metric labels decided by the sync: action (POL-50) and creation reason (POL-56) -------------
 
 
 @pytest.mark.parametrize(
@@ -904,7 +904,7 @@ def test_unmatched_pod_of_a_job_that_is_not_live_only_loses_its_finalizer(
          "creation held back by the backoff", "per-index creation held back", "nothing to do",
          "completions reached", "finishing condition found", "job being deleted", "interim condition present"],
 )
-def test_sync_action_label(snap: JobSnapshot, action: str) -> None:  # spec job-policies L6
+def test_sync_action_label(snap: JobSnapshot, action: str) -> None:  # POL-50
     assert plan_sync(snap, JobMemory(), NOW).action == action
 
 
@@ -924,6 +924,6 @@ def test_sync_action_label(snap: JobSnapshot, action: str) -> None:  # spec job-
     ids=["first pods", "a failure, TerminatingOrFailed", "a failure, policy field Failed",
          "a terminating pod, no failure", "failures counted earlier", "failures counted earlier, Failed"],
 )
-def test_pods_creation_reason_label(snap: JobSnapshot, reason: str) -> None:  # spec job-policies L12
+def test_pods_creation_reason_label(snap: JobSnapshot, reason: str) -> None:  # POL-56
     plan = plan_sync(snap, JobMemory(), NOW)
     assert plan.create and plan.creation_reason == reason
