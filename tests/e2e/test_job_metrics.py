@@ -1,4 +1,4 @@
-"""Tier 4: upstream's ``job_controller_*`` metrics (spec job-policies L4-L12) on a real worker's /metrics.
+"""Tier 4: upstream's ``job_controller_*`` metrics (POL-48 to POL-56) on a real worker's /metrics.
 
 The in-process workers of the integration tests use the SDK's default runtime, whose metric meter
 records nowhere; only the ``batchd worker`` process wires ``workflow.metric_meter()`` into its
@@ -84,7 +84,7 @@ async def test_job_controller_metrics_count_each_job_and_pod_once_with_upstreams
         (tmp_path / "metrics.txt").write_text(text)  # kept by pytest for a look after a failure
 
     d = lambda name, **labels: delta(before, after, name, **labels)  # noqa: E731
-    # L7: one per finished Job, with the condition's reason
+    # POL-51: one per finished Job, with the condition's reason
     assert d("job_controller_jobs_finished_total", completion_mode="NonIndexed", result="succeeded",
              reason="CompletionsReached") == 1
     assert d("job_controller_jobs_finished_total", completion_mode="NonIndexed", result="failed",
@@ -93,21 +93,21 @@ async def test_job_controller_metrics_count_each_job_and_pod_once_with_upstreams
              reason="BackoffLimitExceeded") == 1
     assert d("job_controller_jobs_finished_total", completion_mode="Indexed", result="failed",
              reason="FailedIndexes") == 1
-    # L8: every Pod finished once
+    # POL-52: every Pod finished once
     assert d("job_controller_job_pods_finished_total", completion_mode="NonIndexed", result="succeeded") == 2
     assert d("job_controller_job_pods_finished_total", completion_mode="NonIndexed", result="failed") == 2
     assert d("job_controller_job_pods_finished_total", completion_mode="Indexed", result="succeeded") == 2
     assert d("job_controller_job_pods_finished_total", completion_mode="Indexed", result="failed") == 1
-    # L9, L11, L12
+    # POL-53, POL-55, POL-56
     assert d("job_controller_pod_failures_handled_by_failure_policy_total", action="FailJob") == 1
     assert d("job_controller_job_finished_indexes_total", status="succeeded", backoffLimit="perIndex") == 2
     assert d("job_controller_job_finished_indexes_total", status="failed", backoffLimit="perIndex") == 1
     assert d("job_controller_job_pods_creation_total", reason="new", status="succeeded") == 7
     assert d("job_controller_job_pods_creation_total", reason="new", status="failed") == 0
-    # L10: each of the 7 Pods entered "finished with the finalizer" once and left it once
+    # POL-54: each of the 7 Pods entered "finished with the finalizer" once and left it once
     assert d("job_controller_terminated_pods_tracking_finalizer_total", event="add") == 7
     assert d("job_controller_terminated_pods_tracking_finalizer_total", event="delete") == 7
-    # L5, L6: one sample per sync of a live Job, the histogram's count equal to the counter's
+    # POL-49, POL-50: one sample per sync of a live Job, the histogram's count equal to the counter's
     syncs: dict[tuple[str, str, str], float] = defaultdict(float)
     for (name, labels), _ in after.items():
         if name == "job_controller_job_syncs_total":
@@ -118,7 +118,7 @@ async def test_job_controller_metrics_count_each_job_and_pod_once_with_upstreams
     assert syncs[("Indexed", "success", "pods_created")] >= 1
     assert syncs[("NonIndexed", "success", "tracking")] >= 1
     assert syncs[("NonIndexed", "success", "reconciling")] >= 2  # a finishing condition found (fatal, crash)
-    # L4: upstream's label sets exactly (the runtime's namespace/task_queue/workflow_type/service dropped)
+    # POL-48: upstream's label sets exactly (the runtime's namespace/task_queue/workflow_type/service dropped)
     for (name, labels), _ in after.items():
         base = name.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
         assert {k for k, _ in labels} - {"le"} == LABELS[base], (name, labels)

@@ -1,7 +1,6 @@
 """Tier 3: the Job API's policies end to end — kubesim's fake kubelet exits Pods with scripted
-codes and evicts them, the real dev server runs the workflows. Spec references:
-shared/spec/job-policies.md (H podFailurePolicy, I backoffLimitPerIndex, J successPolicy,
-K elastic Indexed Jobs).
+codes and evicts them, the real dev server runs the workflows. Rule ids: the POL-n of
+docs/job.md (podFailurePolicy, backoffLimitPerIndex, successPolicy, elastic Indexed Jobs).
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ def fail_job_on_42(name: str) -> dict[str, Any]:
 
 
 async def test_fail_job_on_an_exit_code_fails_the_job_at_once(client, kube: Kube, namespace, task_queue):
-    # H12-H18: FailureTarget then Failed (reason PodFailurePolicy), no retry although backoffLimit is 6
+    # POL-11 to POL-17: FailureTarget then Failed (reason PodFailurePolicy), no retry although backoffLimit is 6
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, fail_job_on_42("fatal"))
         assert await outcome(client, namespace, job, record="job-pod-failure-policy-failjob") == "Failed"
@@ -49,7 +48,7 @@ async def test_fail_job_on_an_exit_code_fails_the_job_at_once(client, kube: Kube
 
 
 async def test_ignore_on_disruption_target_replaces_and_counts_nothing(client, kube: Kube, namespace, task_queue):
-    # H9, H10: an evicted Pod (DisruptionTarget=True) is replaced; status.failed stays 0
+    # POL-8, POL-9: an evicted Pod (DisruptionTarget=True) is replaced; status.failed stays 0
     async with running(client, kube, task_queue, namespace):
         manifest = fail_job_on_42("evicted")
         job = kube.create("Job", namespace, with_spec(manifest, completions=1, parallelism=1, backoffLimit=0,
@@ -72,7 +71,7 @@ async def test_ignore_on_disruption_target_replaces_and_counts_nothing(client, k
 
 
 async def test_backoff_limit_per_index_fails_only_the_index_that_always_fails(client, kube: Kube, namespace, task_queue):
-    # I4, I8, I9, I14: index 2 fails twice (limit 1), the others complete, the Job ends FailedIndexes
+    # POL-20, POL-24, POL-25, POL-29: index 2 fails twice (limit 1), the others complete, the Job ends FailedIndexes
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, with_spec(
             job_manifest("perindex", completions=4, parallelism=4, indexed=True), backoffLimitPerIndex=1,
@@ -92,7 +91,7 @@ async def test_backoff_limit_per_index_fails_only_the_index_that_always_fails(cl
 
 async def test_success_policy_completes_after_two_indexes_and_terminates_the_rest(client, kube: Kube, namespace,
                                                                                   task_queue):
-    # J4-J7, J10: succeededCount 2; the slow indexes are deleted and not counted
+    # POL-35 to POL-38, POL-41: succeededCount 2; the slow indexes are deleted and not counted
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, with_spec(
             job_manifest("leader", completions=5, parallelism=5, indexed=True, run_seconds=60),
@@ -112,7 +111,7 @@ async def test_success_policy_completes_after_two_indexes_and_terminates_the_res
 
 
 async def test_elastic_scale_up_from_4_to_6_completes_all_six_indexes(client, kube: Kube, namespace, task_queue):
-    # K2, K7
+    # POL-42, POL-46
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, job_manifest("elastic", completions=4, parallelism=4, indexed=True,
                                                           run_seconds=3))
@@ -126,7 +125,7 @@ async def test_elastic_scale_up_from_4_to_6_completes_all_six_indexes(client, ku
 
 
 async def test_elastic_scale_down_removes_the_highest_indexes(client, kube: Kube, namespace, task_queue):
-    # K4, K5
+    # POL-43, POL-44
     async with running(client, kube, task_queue, namespace):
         job = kube.create("Job", namespace, job_manifest("shrink", completions=4, parallelism=4, indexed=True,
                                                           run_seconds=5))
@@ -140,7 +139,7 @@ async def test_elastic_scale_down_removes_the_highest_indexes(client, kube: Kube
 
 
 async def test_orphan_pod_matching_a_manual_selector_is_adopted_and_counted(client, kube: Kube, namespace, task_queue):
-    # spec job.md B23: an orphan that matches the selector gets the controller reference and the
+    # JOB-25: an orphan that matches the selector gets the controller reference and the
     # tracking finalizer; a Pod controlled by someone else is left alone
     labels = {"app": "adopter"}
     orphan = kube.create("Pod", namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {
@@ -178,7 +177,7 @@ async def test_orphan_pod_matching_a_manual_selector_is_adopted_and_counted(clie
 
 async def test_a_running_pod_relabeled_out_of_the_selector_is_released_and_replaced(client, kube: Kube, namespace,
                                                                                     task_queue):
-    # spec job.md B23, second half: the Job's controller reference and the tracking finalizer are
+    # JOB-26: the Job's controller reference and the tracking finalizer are
     # patched off the Pod (upstream's ReleasePod), it no longer counts, and a replacement is made
     labels = {"app": "quarantine"}
     manifest = job_manifest("quarantine", completions=2, parallelism=2, run_seconds=10)

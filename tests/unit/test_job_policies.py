@@ -1,7 +1,7 @@
-"""Tier-1 tables for the Job API's policies: podFailurePolicy (H), backoffLimitPerIndex (I),
-successPolicy (J) and elastic Indexed Jobs (K), over the pure functions of workflows/jobsync.py.
+"""Tier-1 tables for the Job API's policies: podFailurePolicy, backoffLimitPerIndex,
+successPolicy and elastic Indexed Jobs, over the pure functions of workflows/jobsync.py.
 
-Rule numbers are those of ``shared/spec/job-policies.md``; case names follow upstream's tables
+Rule ids are the POL-n (and JOB-n) of docs/job.md; case names follow upstream's tables
 (``TestMatchPodFailurePolicy``, ``TestMatchSuccessPolicy``, ``TestSyncJobWithJobBackoffLimitPerIndex``).
 Every ``now`` is a fixed instant.
 """
@@ -77,7 +77,7 @@ def on_conditions(action: str, *patterns: tuple[str, str]) -> dict[str, Any]:
 
 DISRUPTED = (("DisruptionTarget", "True"),)
 
-# --- H: match_pod_failure_policy (upstream TestMatchPodFailurePolicy) --------------------------
+# --- podFailurePolicy: match_pod_failure_policy (upstream TestMatchPodFailurePolicy) ----------
 
 MATCH_CASES = [
     ("no policy: counted, no action", None, failed("p", 42), (None, True, None)),
@@ -86,11 +86,11 @@ MATCH_CASES = [
     ("FailJob rule matched for exit codes", policy(on_codes("FailJob", "In", [1, 2, 3])), failed("p", 2),
      ("Container main for pod ns/p failed with exit code 2 matching FailJob rule at index 0", True, "FailJob")),
     ("successful containers are skipped by the rules: exit code 0 with NotIn",
-     policy(on_codes("FailJob", "NotIn", [111])), failed("p", 0, 111, 0), (None, True, None)),  # H8
+     policy(on_codes("FailJob", "NotIn", [111])), failed("p", 0, 111, 0), (None, True, None)),  # POL-7
     ("NotIn [0] matches any non-zero exit", policy(on_codes("FailJob", "NotIn", [0])), failed("p", 0, 7),
      ("Container main for pod ns/p failed with exit code 7 matching FailJob rule at index 0", True, "FailJob")),
     ("pod with no terminated container matches no exit-code rule", policy(on_codes("FailJob", "NotIn", [1])),
-     failed("p", ("main", None)), (None, True, None)),  # H8
+     failed("p", ("main", None)), (None, True, None)),  # POL-7
     ("rule on a container that does not exist does not match",
      policy(on_codes("FailJob", "In", [5], container="sidecar")), failed("p", 5), (None, True, None)),
     ("rule on a named container matches only that container",
@@ -108,16 +108,16 @@ MATCH_CASES = [
      ("Container main for pod ns/p failed with exit code 2 matching FailJob rule at index 1", True, "FailJob")),
     ("unknown action for rule matching by exit codes - skip rule with unknown action",
      policy(on_codes("UnknownAction", "In", [2]), on_codes("Count", "In", [2])), failed("p", 2),
-     (None, True, "Count")),  # H5
+     (None, True, "Count")),  # POL-4
     ("unknown operator never matches", policy(on_codes("FailJob", "Between", [2])), failed("p", 2),
-     (None, True, None)),  # H7
+     (None, True, None)),  # POL-6
     ("ignore rule matched for pod conditions", policy(on_conditions("Ignore", ("DisruptionTarget", "True"))),
      failed("p", 137, conditions=DISRUPTED), (None, False, "Ignore")),
     ("FailJob rule matched for pod conditions", policy(on_conditions("FailJob", ("DisruptionTarget", "True"))),
      failed("p", 137, conditions=DISRUPTED),
      ("Pod ns/p has condition DisruptionTarget matching FailJob rule at index 0", True, "FailJob")),
     ("pod condition status compared literally", policy(on_conditions("Ignore", ("DisruptionTarget", "False"))),
-     failed("p", 1, conditions=DISRUPTED), (None, True, None)),  # H9
+     failed("p", 1, conditions=DISRUPTED), (None, True, None)),  # POL-8
     ("Unknown status matches only Unknown", policy(on_conditions("Ignore", ("Custom", "Unknown"))),
      failed("p", 1, conditions=(("Custom", "Unknown"),)), (None, False, "Ignore")),
     ("FailIndex rule matched for exit codes", policy(on_codes("FailIndex", "In", [2])), failed("p", 2),
@@ -131,24 +131,24 @@ def test_match_pod_failure_policy(pfp: PodFailurePolicy | None, p: PodInfo, want
     assert match_pod_failure_policy(pfp, p) == want
 
 
-# --- H: the sync (upstream TestSyncJobWithPodFailurePolicy-style) -----------------------------
+# --- podFailurePolicy: the sync (upstream TestSyncJobWithPodFailurePolicy-style) -------------
 
 FAIL_ON_42 = {"rules": [on_codes("FailJob", "In", [42]), on_conditions("Ignore", ("DisruptionTarget", "True"))]}
 
 
-def test_fail_job_rule_sets_failure_target_and_deletes_the_rest_without_retry() -> None:  # H12, H14, H15
+def test_fail_job_rule_sets_failure_target_and_deletes_the_rest_without_retry() -> None:  # POL-11, POL-13, POL-14
     running = pod("r", "Running")
     snap = make_snapshot(failed("bad", 42), running, completions=3, parallelism=2, pod_failure_policy=FAIL_ON_42)
     plan = plan_sync(snap, JobMemory(), NOW)
     ft = ctype(plan.record, "FailureTarget")
     assert ft is not None and ft.reason == "PodFailurePolicy"
     assert ft.message == "Container main for pod ns/bad failed with exit code 42 matching FailJob rule at index 0"
-    assert plan.create == [] and plan.delete == ["r"]  # H15: plain DELETE, finalizer kept
-    assert plan.record is not None and sorted(plan.record.uncounted_failed) == ["u-bad", "u-r"]  # H16
-    assert ("Warning", "PodFailurePolicy") in [(e.type, e.reason) for e in plan.events]  # H18
+    assert plan.create == [] and plan.delete == ["r"]  # POL-14: plain DELETE, finalizer kept
+    assert plan.record is not None and sorted(plan.record.uncounted_failed) == ["u-bad", "u-r"]  # POL-15
+    assert ("Warning", "PodFailurePolicy") in [(e.type, e.reason) for e in plan.events]  # POL-17
 
 
-def test_fail_job_rule_with_a_terminating_pod_waits_for_it_before_failed() -> None:  # H17
+def test_fail_job_rule_with_a_terminating_pod_waits_for_it_before_failed() -> None:  # POL-16
     sim = Sim(completions=2, parallelism=2, pod_failure_policy=FAIL_ON_42)
     sim.sync()
     sim.kubelet()  # Pending -> Running
@@ -161,25 +161,25 @@ def test_fail_job_rule_with_a_terminating_pod_waits_for_it_before_failed() -> No
     sim.sync()
     f = ctype(sim.status, "Failed")
     assert f is not None and f.reason == "PodFailurePolicy" and sim.status.terminating == 0
-    assert sim.status.failed == 2 and sim.status.completion_time is None  # H16, H18
+    assert sim.status.failed == 2 and sim.status.completion_time is None  # POL-15, POL-17
     sim.assert_clean()
 
 
-def test_fail_job_outranks_backoff_limit_and_success() -> None:  # H12, F1
+def test_fail_job_outranks_backoff_limit_and_success() -> None:  # POL-11, JOB-63
     snap = make_snapshot(failed("a", 42), failed("b", 1), completions=1, backoff_limit=0,
                          pod_failure_policy=FAIL_ON_42)
     plan = plan_sync(snap, JobMemory(), NOW)
     assert (ft := ctype(plan.record, "FailureTarget")) is not None and ft.reason == "PodFailurePolicy"
 
 
-def test_fail_job_is_not_evaluated_once_success_criteria_met() -> None:  # H12, J8
+def test_fail_job_is_not_evaluated_once_success_criteria_met() -> None:  # POL-11, POL-39
     status = JobStatusView(start_time=NOW - 100 * S, conditions=[cond("SuccessCriteriaMet", reason="SuccessPolicy")])
     snap = make_snapshot(failed("a", 42), status=status, completions=1, pod_failure_policy=FAIL_ON_42)
     plan = plan_sync(snap, JobMemory(), NOW)
     assert ctype(plan.record, "FailureTarget") is None
 
 
-def test_ignore_on_disruption_target_counts_nothing_and_replaces() -> None:  # H10, H11
+def test_ignore_on_disruption_target_counts_nothing_and_replaces() -> None:  # POL-9, POL-10
     evicted = failed("ev", 137, conditions=DISRUPTED)
     snap = make_snapshot(evicted, completions=1, backoff_limit=0, pod_failure_policy=FAIL_ON_42)
     plan = plan_sync(snap, JobMemory(), NOW)
@@ -187,11 +187,11 @@ def test_ignore_on_disruption_target_counts_nothing_and_replaces() -> None:  # H
     assert plan.release == ["ev"]  # the finalizer still goes
     assert len(plan.create) == 1  # its 10 s backoff ran out long ago
     assert ctype(plan.record, "FailureTarget") is None  # backoffLimit 0 not exceeded
-    assert plan.backoff.failures_after_last_success == 1  # H11: it still feeds the backoff
-    assert plan.policy_actions == ["Ignore"]  # H19
+    assert plan.backoff.failures_after_last_success == 1  # POL-10: it still feeds the backoff
+    assert plan.policy_actions == ["Ignore"]  # POL-18
 
 
-def test_ignored_failures_never_exhaust_backoff_limit_in_sim() -> None:  # H10
+def test_ignored_failures_never_exhaust_backoff_limit_in_sim() -> None:  # POL-9
     sim = Sim(completions=1, backoff_limit=0, pod_failure_policy=FAIL_ON_42)
     for _ in range(3):
         sim.sync()
@@ -203,7 +203,7 @@ def test_ignored_failures_never_exhaust_backoff_limit_in_sim() -> None:  # H10
     assert is_true(sim.status, "Complete") and sim.status.failed == 0 and sim.created == 4
 
 
-def test_running_pod_with_ignore_condition_is_not_counted_when_the_job_fails() -> None:  # H16
+def test_running_pod_with_ignore_condition_is_not_counted_when_the_job_fails() -> None:  # POL-15
     disrupted = pod("d", "Running").model_copy(update={"conditions": [PodCondition(type="DisruptionTarget")]})
     snap = make_snapshot(failed("bad", 42), disrupted, completions=2, parallelism=2, pod_failure_policy=FAIL_ON_42)
     plan = plan_sync(snap, JobMemory(), NOW)
@@ -211,14 +211,14 @@ def test_running_pod_with_ignore_condition_is_not_counted_when_the_job_fails() -
     assert sorted(plan.release) == ["bad", "d"]
 
 
-def test_terminating_pod_is_not_judged_until_terminal() -> None:  # H2, H3
+def test_terminating_pod_is_not_judged_until_terminal() -> None:  # POL-1, POL-2
     gone = pod("t", "Running", deleting=True)
     plan = plan_sync(make_snapshot(gone, completions=1, pod_failure_policy=FAIL_ON_42), JobMemory(), NOW)
     assert plan.create == [] and plan.release == []
     assert plan.record is not None and plan.record.terminating == 1
 
 
-def test_fail_index_without_backoff_limit_per_index_counts_as_count() -> None:  # H10, I8
+def test_fail_index_without_backoff_limit_per_index_counts_as_count() -> None:  # POL-9, POL-25
     pfp = {"rules": [on_codes("FailIndex", "In", [3])]}  # validation forbids it; a skewed API may not
     snap = make_snapshot(failed("a", 3, index=0), completions=2, parallelism=2, completion_mode="Indexed",
                          backoff_limit=5, pod_failure_policy=pfp)
@@ -227,12 +227,12 @@ def test_fail_index_without_backoff_limit_per_index_counts_as_count() -> None:  
     assert plan.record.failed_indexes is None and ctype(plan.record, "FailureTarget") is None
 
 
-# --- I: backoffLimitPerIndex ------------------------------------------------------------------
+# --- backoffLimitPerIndex ---------------------------------------------------------------------
 
 PER_INDEX: dict[str, Any] = {"completion_mode": "Indexed", "backoff_limit_per_index": 1, "backoff_limit": 2**31 - 1}
 
 
-def test_new_index_failure_counts() -> None:  # I5
+def test_new_index_failure_counts() -> None:  # POL-21
     spec = JobSpecView(pod_failure_policy=FAIL_ON_42, **PER_INDEX)
     counted = failed("a", 1, index=0).model_copy(update={"failure_count": 2, "ignored_failure_count": 1})
     ignored = failed("b", 1, index=0, conditions=DISRUPTED).model_copy(update={"failure_count": 2})
@@ -250,18 +250,18 @@ def test_new_index_failure_counts() -> None:  # I5
         ([failed("a", 3, index=2, fin=False)], "", set()),  # without the finalizer: already counted
         ([failed("a", 3, index=7)], "", set()),  # out of range
         ([failed("a", 9, index=1, conditions=DISRUPTED).model_copy(update={"failure_count": 5})], "", set()),  # Ignore
-        ([], "0-9", {0, 1, 2, 3}),  # K5: clamped to completions
+        ([], "0-9", {0, 1, 2, 3}),  # POL-44: clamped to completions
     ],
     ids=["retry left", "limit reached", "FailIndex rule", "released pod", "index out of range",
          "ignored failure never fails the index", "previous set clamped"],
 )
-def test_calculate_failed_indexes(pods: list[PodInfo], previous: str, want: set[int]) -> None:  # I8, I9
+def test_calculate_failed_indexes(pods: list[PodInfo], previous: str, want: set[int]) -> None:  # POL-24, POL-25
     pfp = {"rules": [on_codes("FailIndex", "In", [3]), on_conditions("Ignore", ("DisruptionTarget", "True"))]}
     spec = JobSpecView(completions=4, parallelism=4, pod_failure_policy=pfp, **PER_INDEX)
     assert calculate_failed_indexes(spec, previous, pods, True) == want
 
 
-def test_delayed_pod_is_the_one_with_the_highest_count_then_the_latest_finish() -> None:  # I7
+def test_delayed_pod_is_the_one_with_the_highest_count_then_the_latest_finish() -> None:  # POL-23
     spec = JobSpecView(completions=3, parallelism=3, **PER_INDEX)
     a = failed("a", 1, index=0, finished=NOW - 50 * S).model_copy(update={"failure_count": 1})
     b = failed("b", 1, index=0, finished=NOW - 90 * S).model_copy(update={"failure_count": 2})
@@ -274,28 +274,28 @@ def test_delayed_pod_is_the_one_with_the_highest_count_then_the_latest_finish() 
 
 @pytest.mark.parametrize("counts, finished_ago, remaining", [
     ((0, 0), 0, 10), ((0, 0), 4, 6), ((1, 0), 0, 20), ((1, 2), 0, 80), ((30, 0), 0, 600), ((0, 0), 11, 0),
-], ids=["first failure", "partly waited", "second failure", "ignored failures lengthen the wait (H11)",
+], ids=["first failure", "partly waited", "second failure", "ignored failures lengthen the wait (POL-10)",
         "capped at 10 min", "waited enough"])
-def test_get_remaining_time_per_index(counts: tuple[int, int], finished_ago: int, remaining: int) -> None:  # I12
+def test_get_remaining_time_per_index(counts: tuple[int, int], finished_ago: int, remaining: int) -> None:  # POL-28
     p = failed("a", 1, index=0, finished=NOW - finished_ago * S).model_copy(
         update={"failure_count": counts[0], "ignored_failure_count": counts[1]})
     assert get_remaining_time_per_index(p, NOW) == remaining * S
     assert get_remaining_time_per_index(None, NOW) == timedelta(0)
 
 
-def test_per_index_replacement_carries_counts_keeps_the_old_pod_and_other_indexes_run() -> None:  # I4, I5, I7, F16
+def test_per_index_replacement_carries_counts_keeps_the_old_pod_and_other_indexes_run() -> None:  # POL-20, POL-21, POL-23, JOB-73
     spec = dict(completions=3, parallelism=3, **PER_INDEX)
     old = failed("a", 1, index=0, finished=NOW - 11 * S)
     fresh_fail = failed("b", 1, index=1, finished=NOW - 2 * S)
     status = JobStatusView(start_time=NOW - 100 * S, failed_indexes="")
     plan = plan_sync(make_snapshot(old, fresh_fail, status=status, **spec), JobMemory(), NOW)
     assert [(c.index, c.failure_count, c.ignored_failure_count) for c in plan.create] == [(0, 1, 0), (2, 0, 0)]
-    assert plan.release == []  # both failed Pods wait for their index's next Pod (I7)
+    assert plan.release == []  # both failed Pods wait for their index's next Pod (POL-23)
     assert plan.requeue_after == 8 * S  # index 1 waits its own 10 s
-    assert plan.record is not None and plan.record.failed_indexes == "" and plan.record.failed == 0  # I9
+    assert plan.record is not None and plan.record.failed_indexes == "" and plan.record.failed == 0  # POL-25
 
 
-def test_failed_indexes_is_written_from_the_first_sync() -> None:  # I9
+def test_failed_indexes_is_written_from_the_first_sync() -> None:  # POL-25
     plan = plan_sync(make_snapshot(status=JobStatusView(), completions=2, parallelism=1, **PER_INDEX),
                      JobMemory(), NOW)
     assert plan.record is not None and plan.record.failed_indexes == ""
@@ -313,14 +313,14 @@ def test_index_that_always_fails_ends_failed_indexes_with_the_others_completed(c
         sim.now += timedelta(seconds=30)  # past each index's backoff
         sim.kubelet(fail=[n for n, p in sim.pods.items() if p.index == 2])
     f = ctype(sim.status, "Failed")
-    assert f is not None and (f.reason, f.message) == ("FailedIndexes", "Job has failed indexes")  # I14
+    assert f is not None and (f.reason, f.message) == ("FailedIndexes", "Job has failed indexes")  # POL-29
     assert sim.status.failed_indexes == "2" and sim.status.completed_indexes == "0,1,3"
-    assert sim.status.failed == 2 == len(sim.failed_uids)  # I10: two Pods of index 2 (limit 1 => 2 tries)
+    assert sim.status.failed == 2 == len(sim.failed_uids)  # POL-26: two Pods of index 2 (limit 1 => 2 tries)
     assert sim.status.succeeded == 3
     sim.assert_clean()
 
 
-def test_max_failed_indexes_exceeded_fails_at_once() -> None:  # I14, I15
+def test_max_failed_indexes_exceeded_fails_at_once() -> None:  # POL-29, POL-30
     last = failed("a", 1, index=0).model_copy(update={"failure_count": 1})
     snap = make_snapshot(last, pod("r", index=1), completions=4, parallelism=2, max_failed_indexes=0,
                          status=JobStatusView(start_time=NOW - 100 * S, failed_indexes=""), **PER_INDEX)
@@ -330,7 +330,7 @@ def test_max_failed_indexes_exceeded_fails_at_once() -> None:  # I14, I15
     assert plan.delete == ["r"] and plan.record is not None and plan.record.failed_indexes == "0"
 
 
-def test_backoff_limit_is_checked_before_the_per_index_criteria() -> None:  # I3
+def test_backoff_limit_is_checked_before_the_per_index_criteria() -> None:  # POL-19
     last = failed("a", 1, index=0).model_copy(update={"failure_count": 1})
     snap = make_snapshot(last, completions=4, parallelism=2, max_failed_indexes=0,
                          **{**PER_INDEX, "backoff_limit": 0})
@@ -338,7 +338,7 @@ def test_backoff_limit_is_checked_before_the_per_index_criteria() -> None:  # I3
     assert ft.reason == "BackoffLimitExceeded"
 
 
-# --- J: successPolicy ------------------------------------------------------------------------
+# --- successPolicy ---------------------------------------------------------------------------
 
 SUCCESS_CASES = [
     ("rules.succeededIndexes is matched", [{"succeededIndexes": "0-2"}], {0, 1, 2, 5}, ("Matched rules at index 0", True)),
@@ -363,7 +363,7 @@ def test_match_success_policy(rules: list[dict[str, Any]], succeeded: set[int], 
     assert match_success_policy(SuccessPolicy.model_validate({"rules": rules}), 10, succeeded) == want
 
 
-def test_success_policy_met_deletes_the_rest_without_counting_them() -> None:  # J5, J6
+def test_success_policy_met_deletes_the_rest_without_counting_them() -> None:  # POL-36, POL-37
     status = JobStatusView(start_time=NOW - 100 * S, completed_indexes="0")
     snap = make_snapshot(pod("s1", "Succeeded", index=1), pod("r2", index=2), pod("r3", index=3), status=status,
                          completions=4, parallelism=4, completion_mode="Indexed",
@@ -375,7 +375,7 @@ def test_success_policy_met_deletes_the_rest_without_counting_them() -> None:  #
     assert plan.record is not None and plan.record.uncounted_failed == [] and plan.record.completed_indexes == "0,1"
 
 
-def test_success_policy_met_while_failures_are_pending() -> None:  # J6, J8
+def test_success_policy_met_while_failures_are_pending() -> None:  # POL-37, POL-39
     status = JobStatusView(start_time=NOW - 100 * S, completed_indexes="0")
     snap = make_snapshot(pod("s1", "Succeeded", index=1), failed("f2", 1, index=2), pod("r3", index=3),
                          status=status, completions=4, parallelism=4, completion_mode="Indexed", backoff_limit=6,
@@ -385,7 +385,7 @@ def test_success_policy_met_while_failures_are_pending() -> None:  # J6, J8
     assert plan.record is not None and plan.record.uncounted_failed == ["u-f2"]  # failed on its own: counted
 
 
-def test_failure_wins_over_success_policy_in_the_same_sync() -> None:  # J8
+def test_failure_wins_over_success_policy_in_the_same_sync() -> None:  # POL-39
     status = JobStatusView(start_time=NOW - 100 * S, completed_indexes="0")
     snap = make_snapshot(pod("s1", "Succeeded", index=1), failed("f2", 1, index=2), status=status,
                          completions=4, parallelism=4, completion_mode="Indexed", backoff_limit=0,
@@ -396,20 +396,20 @@ def test_failure_wins_over_success_policy_in_the_same_sync() -> None:  # J8
 
 
 @pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
-def test_success_policy_completes_with_reason_success_policy(crash: str | None) -> None:  # J7, J10
+def test_success_policy_completes_with_reason_success_policy(crash: str | None) -> None:  # POL-38, POL-41
     sim = Sim(completions=5, parallelism=2, completion_mode="Indexed",
               success_policy={"rules": [{"succeededIndexes": "0-1"}]})
     sim.run(crash)
     c = ctype(sim.status, "Complete")
     assert c is not None and (c.reason, c.message) == ("SuccessPolicy", "Matched rules at index 0")
-    assert sim.status.completed_indexes == "0,1" and sim.status.succeeded == 2  # J10: < completions
+    assert sim.status.completed_indexes == "0,1" and sim.status.succeeded == 2  # POL-41: < completions
     sim.assert_clean()
 
 
-# --- K: elastic Indexed Jobs -----------------------------------------------------------------
+# --- elastic Indexed Jobs --------------------------------------------------------------------
 
 
-def test_scale_down_removes_the_highest_indexes_and_clamps_status() -> None:  # K4, K5
+def test_scale_down_removes_the_highest_indexes_and_clamps_status() -> None:  # POL-43, POL-44
     status = JobStatusView(start_time=NOW - 100 * S, completed_indexes="0,4", succeeded=2)
     snap = make_snapshot(pod("p1", index=1), pod("p2", index=2), pod("p3", index=3), status=status,
                          completions=2, parallelism=2, completion_mode="Indexed")
@@ -418,7 +418,7 @@ def test_scale_down_removes_the_highest_indexes_and_clamps_status() -> None:  # 
     assert plan.record is not None and plan.record.completed_indexes == "0" and plan.record.succeeded == 1
 
 
-def test_finished_pod_beyond_new_completions_is_released_uncounted() -> None:  # K6
+def test_finished_pod_beyond_new_completions_is_released_uncounted() -> None:  # POL-45
     snap = make_snapshot(pod("s5", "Succeeded", index=5), failed("f6", 1, index=6), completions=2, parallelism=2,
                          completion_mode="Indexed")
     plan = plan_sync(snap, JobMemory(), NOW)
@@ -427,7 +427,7 @@ def test_finished_pod_beyond_new_completions_is_released_uncounted() -> None:  #
 
 
 @pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
-def test_scale_up_from_4_to_6_completes_all_six_indexes(crash: str | None) -> None:  # K7
+def test_scale_up_from_4_to_6_completes_all_six_indexes(crash: str | None) -> None:  # POL-46
     sim = Sim(completions=4, parallelism=4, completion_mode="Indexed")
     sim.sync()
     sim.kubelet()
@@ -437,7 +437,7 @@ def test_scale_up_from_4_to_6_completes_all_six_indexes(crash: str | None) -> No
     sim.assert_clean()
 
 
-def test_scale_to_zero_completes_once_pods_are_gone() -> None:  # K8
+def test_scale_to_zero_completes_once_pods_are_gone() -> None:  # POL-47
     sim = Sim(completions=3, parallelism=3, completion_mode="Indexed")
     sim.sync()
     sim.kubelet()

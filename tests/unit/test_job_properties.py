@@ -202,4 +202,4 @@ def test_match_success_policy_is_total(policy: SuccessPolicy, completions: int, 
     within = {i for i in succeeded if i < completions}
     message, met = match_success_policy(policy, completions, within)
     assert met == message.startswith("Matched rules at index ")
-    assert not met or within  # J2: never without a succeeded index
+    assert not met or within  # POL-33: never without a succeeded index

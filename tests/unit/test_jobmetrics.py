@@ -1,7 +1,7 @@
 """Tier-1 tables for workflows/jobmetrics.py: how much upstream's Job controller metrics rise.
 
-Rule numbers are those of ``shared/spec/job-policies.md`` (L4-L12). The Job workflow records what
-these functions compute after each successful status write; the bridge records L10 per Pod event.
+Rule ids are those of docs/job.md (POL-48 to POL-56). The Job workflow records what
+these functions compute after each successful status write; the bridge records POL-54 per Pod event.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def st(**kw: Any) -> JobStatusView:
     return JobStatusView(start_time=NOW, **kw)
 
 
-def test_names_labels_and_buckets_are_upstreams() -> None:  # L4, L5
+def test_names_labels_and_buckets_are_upstreams() -> None:  # POL-48, POL-49
     assert {m.name: m.labels for m in METRICS} == {
         "job_controller_job_sync_duration_seconds": ("completion_mode", "result", "action"),
         "job_controller_job_syncs_total": ("completion_mode", "result", "action"),
@@ -65,16 +65,16 @@ def test_names_labels_and_buckets_are_upstreams() -> None:  # L4, L5
         (PER_INDEX, st(failed_indexes=None), st(failed_indexes=""), StatusRises(0, 0, 0, 0)),
     ],
     ids=["nothing finished", "step 3 folds a success (NonIndexed)", "several at once",
-         "indexes completed (Indexed counts indexes, D7)", "one more index",
-         "index beyond completions not counted (K5)", "failures only", "per-index: two indexes fail",
+         "indexes completed (Indexed counts indexes, JOB-47)", "one more index",
+         "index beyond completions not counted (POL-44)", "failures only", "per-index: two indexes fail",
          "per-index: a retried failure fails no index", "per-index: first write of an empty set"],
 )
 def test_status_rises(spec: JobSpecView, before: JobStatusView, after: JobStatusView,
-                      rises: StatusRises) -> None:  # L8, L11
+                      rises: StatusRises) -> None:  # POL-52, POL-55
     assert status_rises(before, after, spec) == rises
 
 
-def test_elastic_scale_down_is_no_fall() -> None:  # L8, K5: both sides counted within the new completions
+def test_elastic_scale_down_is_no_fall() -> None:  # POL-52, POL-44: both sides counted within the new completions
     spec = INDEXED.model_copy(update={"completions": 3, "parallelism": 3})
     before, after = st(succeeded=5, completed_indexes="0-4"), st(succeeded=3, completed_indexes="0-2")
     assert status_rises(before, after, spec) == StatusRises(0, 0, 0, None)
@@ -100,12 +100,12 @@ def test_elastic_scale_down_is_no_fall() -> None:  # L8, K5: both sides counted 
     ids=["Complete added", "Complete by successPolicy", "Failed added", "interim condition only",
          "already failed: not again", "a False condition"],
 )
-def test_job_finished(before: JobStatusView, after: JobStatusView, finished: tuple[str, str] | None) -> None:  # L7
+def test_job_finished(before: JobStatusView, after: JobStatusView, finished: tuple[str, str] | None) -> None:  # POL-51
     assert job_finished(before, after) == finished
 
 
 @pytest.mark.parametrize(("spec", "label"), [(NONINDEXED, "global"), (INDEXED, "global"), (PER_INDEX, "perIndex")])
-def test_backoff_limit_label(spec: JobSpecView, label: str) -> None:  # L11
+def test_backoff_limit_label(spec: JobSpecView, label: str) -> None:  # POL-55
     assert backoff_limit_label(spec) == label
 
 
@@ -132,7 +132,7 @@ def p(phase: str, *finalizers: str) -> dict[str, Any]:
          "running pod deleted", "another finalizer"],
 )
 def test_tracking_finalizer_event(old: dict[str, Any] | None, new: dict[str, Any] | None,
-                                  event: str | None) -> None:  # L10
+                                  event: str | None) -> None:  # POL-54
     assert tracking_finalizer_event(old, new) == event
 
 
