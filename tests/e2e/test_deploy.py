@@ -28,7 +28,7 @@ from kubesim import schema
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE, API_KEY, MTLS = "deploy/base", "deploy/overlays/temporal-cloud-api-key", "deploy/overlays/temporal-cloud-mtls"
-#: The worker's peak RSS in the benchmarks (README: 236–280 MiB); the request must cover it.
+#: The worker's peak RSS in the benchmarks (docs/benchmarks.md: 236–280 MiB); the request must cover it.
 PEAK_RSS_MIB = 280
 
 

@@ -5,8 +5,8 @@ runs a TTL workflow for a finished Job with a long TTL through a worker and brid
 Headless Chromium (Debian's ``chromium`` + ``chromium-driver``, driven by Selenium; nothing is
 downloaded) opens the workflow's page and finds, in the UI's timeline, the timer row carrying
 the summary ``TTL of Job ns/name expires …`` drawn as still running (the UI draws a pending
-event's line dashed and animated). The screenshot is always taken; it replaces the README's
-docs/ui-ttl-timer.png when that is missing or ``BATCHD_UPDATE_SCREENSHOT=1`` (so an ordinary
+event's line dashed and animated). The screenshot is always taken; it replaces
+docs/ui-ttl-timer.png (shown in docs/cli.md) when that is missing or ``BATCHD_UPDATE_SCREENSHOT=1`` (so an ordinary
 test run leaves the committed picture, and the working tree, alone).
 
 Without Chromium the test is skipped locally; under CI (``CI`` set) it must run.

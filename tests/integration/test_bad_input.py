@@ -1,4 +1,4 @@
-"""Tier 3: values at the edges of what the API accepts never jam a workflow (README: TIME-1).
+"""Tier 3: values at the edges of what the API accepts never jam a workflow (TIME-1 in docs/design.md).
 
 Each case runs the real worker and bridge against kubesim and the dev server, and checks that
 the object's workflow keeps answering queries, honours the next change, ends on deletion, and
@@ -58,7 +58,7 @@ async def _suspended(client: Client, ns: str, name: str) -> bool:
 
 async def test_a_sub_minute_schedule_makes_one_job_a_minute_and_no_status_write_while_it_is_active(
         client, kube: Kube, namespace, task_queue, kubesim_server, skipper):
-    # CJ-SUBMINUTE: every activation of a minute names that minute's Job (C15, C16)
+    # CJ-SUBMINUTE: every activation of a minute names that minute's Job (CJ-30, CJ-31)
     async with running(client, kube, task_queue, namespace, cronjob_lead=0):
         kube.create("CronJob", namespace, cronjob_manifest("often", "@every 1s"))
         handle = await started(client, namespace, "often")

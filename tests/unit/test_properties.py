@@ -1,4 +1,4 @@
-"""Tier 1: every decision is total over what the API server accepts (README: TIME-1).
+"""Tier 1: every decision is total over what the API server accepts (TIME-1 in docs/design.md).
 
 Property tests (Hypothesis) over the pure TTL decisions, the schedule math and the bridge's
 routing: integer fields drawn across their full API range (int32 and int64 bounds included),
