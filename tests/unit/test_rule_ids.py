@@ -1,9 +1,9 @@
-"""Rule ids cited outside the tests are ids the docs define, and no old spec code is left.
+"""Rule ids cited anywhere in the repository, tests included, are ids the docs define.
 
-The behaviour docs define stable ids (``**CJ-12 — …**``, ``**API-1** — …``); code, comments and
-docs cite them (``# CJ-12``, ``TTL-HOLD``, ``POL-3 to POL-7``). A citation of an id no doc
-defines, of an old spec code (``(A5)``, ``B22``, ``spec C11``, ``H19``) or of a file outside the
-repository (``shared/spec/job.md``) fails here. ``tests/`` is not scanned.
+The behaviour docs define stable ids (``**CJ-12 — …**``, ``**API-1** — …``); code, tests, comments
+and docs cite them (``# CJ-12``, ``TTL-HOLD``, ``POL-3 to POL-7``). A citation of an id no doc
+defines, of an old spec code (a section letter from A to L followed by a number) or of a spec
+file outside the repository fails here.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: What is scanned: every text file under these directories, and these files.
-SOURCE_DIRS = ("workflows", "activities", "worker", "kubesim", "cronexpr", "bench", "deploy", ".ci")
+SOURCE_DIRS = ("workflows", "activities", "worker", "kubesim", "cronexpr", "bench", "deploy", ".ci", "tests")
 SOURCE_FILES = ("Dockerfile", "Makefile", "pyproject.toml", "README.md")
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".sh", ".txt", ".cfg", ".ini", ".json", ""}
 
 #: A definition in docs/*.md: ``**TTL-6 — …``, ``**API-1** — …``, ``**CJ-SUBMINUTE — …``.
 DEFINITION = re.compile(r"\*\*([A-Z]+(?:-[A-Z0-9]+)+)(?:\*\*)? —")
-#: An old spec code: ``A5``, ``B22``, ``spec C11``, ranges ``D15-D17`` included (each end matches).
+#: An old spec code: a letter from A to L and one or two digits; in a range each end matches.
 OLD_CODE = re.compile(r"\b[A-L][0-9]{1,2}\b")
 #: A reference to the old spec files, which are not in the repository.
 OUTSIDE_SPEC = re.compile(r"shared/spec|\bspec/[\w-]+\.md|cronjob-and-ttl\.md|\bjob-policies\b|notes/[\w-]+\.md")
