@@ -257,3 +257,33 @@ def utcnow() -> datetime:
 
 def python() -> str:
     return sys.executable
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with a slow test first, then those with a test that sets its own timeout.
+
+    ``make test`` hands tests to its processes in this order: a test of three or four real
+    minutes that started last would end the run minutes after everything else. A module stays
+    in one piece, so its module fixtures are set up once in a run without ``-n``.
+    """
+    def tier(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("timeout") else 2
+
+    module_tier: dict[str, int] = {}
+    for item in items:
+        module_tier[item.nodeid.split("::")[0]] = min(tier(item), module_tier.get(item.nodeid.split("::")[0], 2))
+    items.sort(key=lambda item: module_tier[item.nodeid.split("::")[0]])
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Fail when ``--dist loadgroup`` would silently ignore ``xdist_group`` (pytest-xdist#1386).
+
+    The groups keep the tests that share an expensive module fixture (the image build, a dev
+    world) in one process; without them those fixtures run in several processes at once.
+    """
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(f"--dist loadgroup did not group {lost[:3]}…: this pytest and pytest-xdist disagree "
+                                "on node ids; see the pytest pin in pyproject.toml")
