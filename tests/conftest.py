@@ -259,20 +259,35 @@ def python() -> str:
     return sys.executable
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with a slow test first, then those with a test that sets its own timeout.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest tests first: slow ones, then by the timeout a test sets (a proxy for its length).
 
-    ``make test`` hands tests to its processes in this order: a test of three or four real
-    minutes that started last would end the run minutes after everything else. A module stays
-    in one piece, so its module fixtures are set up once in a run without ``-n``.
+    In one process, a module stays in one piece (its module fixtures are set up once). Under
+    ``make test`` (``-n N``, ``--dist loadgroup --no-loadscope-reorder``) each process is handed
+    two work units at the start, the first N units and then the next N: those next N are short
+    ones, so that no process holds two tests of several real minutes each.
     """
-    def tier(item: pytest.Item) -> int:
-        return 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("timeout") else 2
+    def length(item: pytest.Item) -> tuple[bool, float]:
+        timeout = item.get_closest_marker("timeout")
+        return item.get_closest_marker("slow") is None, -float(timeout.args[0]) if timeout else 0.0
 
-    module_tier: dict[str, int] = {}
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 0))
+    if not workers:
+        first: dict[str, tuple[bool, float]] = {}
+        for item in items:
+            module = item.nodeid.split("::")[0]
+            first[module] = min(length(item), first.get(module, (True, 0.0)))
+        items.sort(key=lambda item: first[item.nodeid.split("::")[0]])
+        return
+    units: dict[str, list[pytest.Item]] = {}
     for item in items:
-        module_tier[item.nodeid.split("::")[0]] = min(tier(item), module_tier.get(item.nodeid.split("::")[0], 2))
-    items.sort(key=lambda item: module_tier[item.nodeid.split("::")[0]])
+        group = item.get_closest_marker("xdist_group")
+        units.setdefault(f"group:{group.args[0]}" if group else item.nodeid, []).append(item)
+    ranked = sorted(units.values(), key=lambda unit: min(length(item) for item in unit))
+    long = [unit for unit in ranked if min(length(item) for item in unit) < (True, 0.0)]
+    short = ranked[len(long):]
+    order = long[:workers] + short[:workers] + long[workers:] + short[workers:]
+    items[:] = [item for unit in order for item in unit]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
