@@ -30,7 +30,7 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -n 8 --dist loadgroup --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/lint-imports

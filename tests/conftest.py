@@ -1,8 +1,14 @@
-"""Shared fixtures: one real Temporal dev server and one kubesim per test session.
+"""Shared fixtures: one real Temporal dev server and one kubesim per test process.
 
-Workflow tests run a worker (and, where the Kubernetes side matters, a bridge) per test on a
-``uuid4`` task queue, watching only the test's own namespace, so tests never see each other.
-Waits poll with a deadline (:func:`eventually`); nothing asserts on a bare sleep.
+``make test`` runs the tests in several processes at once (pytest-xdist); each process has its
+own dev server and kubesim, on ports the OS picks, and its own temporary directories. Workflow
+tests run a worker (and, where the Kubernetes side matters, a bridge) per test on a ``uuid4``
+task queue, watching only the test's own namespace, so tests never see each other.
+
+Waits poll with a deadline (:func:`eventually`). A test that asserts that something did *not*
+happen first waits for positive evidence that whatever could have made it happen has been
+processed: the bridge has routed the object's version (:func:`routed`), the workflow is idle
+(:func:`idle`), it shows the change in a query, or kubesim's audit counts the request.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import os
 import sys
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -117,6 +124,7 @@ async def running(client: Client, kube: Kube, task_queue: str, namespace: str | 
         for w in build_workers(client, kube, task_queue=task_queue, cronjob_cache=br.cached_cronjob if br else None):
             await workers.enter_async_context(w)
         if br is not None:
+            _record_routed(br)
             await br.start()
             await eventually(lambda: br.synced)
         try:
@@ -124,6 +132,72 @@ async def running(client: Client, kube: Kube, task_queue: str, namespace: str | 
         finally:
             if br is not None:
                 await br.stop()
+
+
+#: per bridge started by :func:`running`: (kind, uid) -> the resourceVersions it has routed
+_ROUTED: weakref.WeakKeyDictionary[Bridge, dict[tuple[str, str], set[int]]] = weakref.WeakKeyDictionary()
+
+
+def _record_routed(br: Bridge) -> None:
+    """Wrap ``br.handle`` (the bridge's per-event entry point) to remember what it has routed."""
+    seen: dict[tuple[str, str], set[int]] = {}
+    _ROUTED[br] = seen
+    handle = br.handle
+
+    async def recording(etype: str, obj: dict[str, Any]) -> None:
+        await handle(etype, obj)
+        meta = obj.get("metadata") or {}
+        seen.setdefault((str(obj.get("kind")), meta.get("uid", "")), set()).add(int(meta.get("resourceVersion") or 0))
+
+    br.handle = recording  # type: ignore[method-assign]
+
+
+def routed(br: Bridge | None, obj: dict[str, Any]) -> bool:
+    """Whether the bridge has finished routing ``obj`` at its resourceVersion or a later one.
+
+    After this, every workflow start or signal that version causes has been sent; a test can then
+    check what the bridge did *not* start. kubesim's resourceVersions are integers.
+    """
+    assert br is not None and br in _ROUTED, "a bridge started by running()"
+    meta = obj["metadata"]
+    rvs = _ROUTED[br].get((obj.get("kind") or "", meta["uid"]), set())
+    return any(rv >= int(meta["resourceVersion"]) for rv in rvs)
+
+
+async def idle(handle: Any, *, timers: bool = False) -> bool:
+    """Whether a workflow waits on nothing of its own: no workflow task to run, no activity
+    under way and (unless ``timers``) no timer set — or it has closed.
+
+    An idle workflow does nothing until it is signalled or updated, so what it has not done by
+    then it will not do: the positive evidence before a negative assertion. ``timers=True``
+    allows pending timers (a schedule's next time) and asks only that the work at hand is done.
+    """
+    events = (await handle.fetch_history()).events
+    open_timers: set[str] = set()
+    open_activities: set[int] = set()
+    task_open = False
+    for ev in events:
+        if ev.HasField("timer_started_event_attributes"):
+            open_timers.add(ev.timer_started_event_attributes.timer_id)
+        elif ev.HasField("timer_fired_event_attributes"):
+            open_timers.discard(ev.timer_fired_event_attributes.timer_id)
+        elif ev.HasField("timer_canceled_event_attributes"):
+            open_timers.discard(ev.timer_canceled_event_attributes.timer_id)
+        elif ev.HasField("activity_task_scheduled_event_attributes"):
+            open_activities.add(ev.event_id)
+        elif ev.HasField("workflow_task_scheduled_event_attributes"):
+            task_open = True
+        elif ev.HasField("workflow_task_completed_event_attributes"):
+            task_open = False
+        for field in ("activity_task_completed_event_attributes", "activity_task_failed_event_attributes",
+                      "activity_task_timed_out_event_attributes", "activity_task_canceled_event_attributes"):
+            if ev.HasField(field):
+                open_activities.discard(getattr(ev, field).scheduled_event_id)
+    closed = bool(events) and any(ev.HasField(f) for ev in events[-1:] for f in (
+        "workflow_execution_completed_event_attributes", "workflow_execution_failed_event_attributes",
+        "workflow_execution_terminated_event_attributes", "workflow_execution_canceled_event_attributes",
+        "workflow_execution_continued_as_new_event_attributes", "workflow_execution_timed_out_event_attributes"))
+    return closed or (not task_open and not open_activities and (timers or not open_timers))
 
 
 async def eventually(check: Callable[[], T | Awaitable[T]], *, timeout: float = 60.0, interval: float = 0.1,
@@ -183,3 +257,48 @@ def utcnow() -> datetime:
 
 def python() -> str:
     return sys.executable
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest tests first: slow ones, then by the timeout a test sets (a proxy for its length).
+
+    In one process, a module stays in one piece (its module fixtures are set up once). Under
+    ``make test`` (``-n N``, ``--dist loadgroup --no-loadscope-reorder``) each process is handed
+    two work units at the start, the first N units and then the next N: those next N are short
+    ones, so that no process holds two tests of several real minutes each.
+    """
+    def length(item: pytest.Item) -> tuple[bool, float]:
+        timeout = item.get_closest_marker("timeout")
+        return item.get_closest_marker("slow") is None, -float(timeout.args[0]) if timeout else 0.0
+
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 0))
+    if not workers:
+        first: dict[str, tuple[bool, float]] = {}
+        for item in items:
+            module = item.nodeid.split("::")[0]
+            first[module] = min(length(item), first.get(module, (True, 0.0)))
+        items.sort(key=lambda item: first[item.nodeid.split("::")[0]])
+        return
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        group = item.get_closest_marker("xdist_group")
+        units.setdefault(f"group:{group.args[0]}" if group else item.nodeid, []).append(item)
+    ranked = sorted(units.values(), key=lambda unit: min(length(item) for item in unit))
+    long = [unit for unit in ranked if min(length(item) for item in unit) < (True, 0.0)]
+    short = ranked[len(long):]
+    order = long[:workers] + short[:workers] + long[workers:] + short[workers:]
+    items[:] = [item for unit in order for item in unit]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Fail when ``--dist loadgroup`` would silently ignore ``xdist_group`` (pytest-xdist#1386).
+
+    The groups keep the tests that share an expensive module fixture (the image build, a dev
+    world) in one process; without them those fixtures run in several processes at once.
+    """
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(f"--dist loadgroup did not group {lost[:3]}…: this pytest and pytest-xdist disagree "
+                                "on node ids; see the pytest pin in pyproject.toml")

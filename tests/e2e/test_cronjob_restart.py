@@ -17,12 +17,13 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
-from tests.conftest import eventually, running, utcnow
+from tests.conftest import eventually, idle, running, utcnow
 from tests.e2e.test_worker_process import free_port, ready, worker_process
 from tests.integration.test_cronjob import armed_for, cronjob_manifest, describe, jobs_of, started
 from tests.integration.test_cronjob_backfill import down_since, minute_floor, minutes_of
 from tests.k8s import finish_job, second, stamp
 from workflows.cronjob import ARMED_SLACK
+from workflows.identity import cronjob_workflow_id
 
 
 @pytest.mark.timeout(900)  # 11 worker start-ups of several seconds each on a slow machine
@@ -94,7 +95,9 @@ async def finish_each_and_kill_the_worker(
         await ready(health)
         d = await eventually(lambda: _settled(describe(client, namespace, name), settled), timeout=60,
                              what="the workflow settled")
-        await asyncio.sleep(3)  # a second Job for a time would show up now
+        # no workflow task or activity under way: every creation it asked for has been made
+        handle = temporal_env.client.get_workflow_handle(cronjob_workflow_id(namespace, name))
+        await eventually(lambda: idle(handle, timers=True), timeout=60, what="the workflow idle")
         return jobs_of(kube, namespace, name), d
     finally:
         proc_cm.__exit__(None, None, None)
@@ -164,7 +167,10 @@ async def test_a_time_missed_beyond_the_starting_deadline_is_skipped(
     # worker down; the next minute passes; come back 25 s after it (beyond the 15 s deadline)
     await asyncio.sleep(max(0.0, (first + timedelta(seconds=85) - datetime.now(UTC)).total_seconds()))
     async with running(client, kube, task_queue, namespace):
-        await asyncio.sleep(2)
+        # The pass at the missed time has run once the workflow plans the time after it; by then
+        # it has dropped the missed one or run it.
+        await eventually(lambda: _next_is(client, namespace, "deadline", first + timedelta(minutes=2)), timeout=60,
+                         what="the pass at the missed time")
         assert await _last(client, namespace, "deadline") == first, "the missed time must not run"
         third = await eventually(lambda: _after(client, namespace, "deadline", first), timeout=60, what="next run")
     assert third == first + timedelta(minutes=2)
@@ -174,6 +180,10 @@ async def test_a_time_missed_beyond_the_starting_deadline_is_skipped(
 async def _last(client: Any, ns: str, name: str) -> datetime | None:
     t = (await describe(client, ns, name))["lastScheduleTime"]
     return datetime.fromisoformat(t.replace("Z", "+00:00")) if t else None
+
+
+async def _next_is(client: Any, ns: str, name: str, t: datetime) -> bool:
+    return (await describe(client, ns, name))["nextScheduleTime"] == stamp(t)
 
 
 async def _after(client: Any, ns: str, name: str, t: datetime) -> datetime | None:
@@ -200,12 +210,21 @@ async def test_a_worker_killed_while_a_creation_is_armed_still_creates_the_job_o
     with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w1.log", health,
                         "--cronjob-lead", "30"):
         wait = (due - datetime.now(UTC) + ARMED_SLACK).total_seconds() + 90  # the retry, on a busy machine
-        [job] = await eventually(lambda: jobs_of(kube, namespace, "armed"), timeout=wait, what="the armed Job")
-        await asyncio.sleep(3)
-        assert len(jobs_of(kube, namespace, "armed")) == 1
+        # (a Job of the minute before may exist too: the first pass can come after a minute turned)
+        name = f"armed-{int(due.timestamp()) // 60}"
+        job = await eventually(lambda: kube.get("Job", namespace, name), timeout=wait, what="the armed Job")
+        # the workflow took the creation in and has none still under way: one creation for the time
+        handle = client.get_workflow_handle(cronjob_workflow_id(namespace, "armed"))
+        await eventually(lambda: _ledger_has(handle, due), timeout=60, what="the creation in the ledger")
+        await eventually(lambda: idle(handle, timers=True), timeout=60, what="the workflow idle")
+        assert [e["outcome"] for e in await handle.query("history") if e["scheduledTime"] == stamp(due)] == ["created"]
     created = datetime.fromisoformat(job["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
     assert job["metadata"]["name"] == f"armed-{int(due.timestamp()) // 60}"
     # Never early; made by the retry, which Temporal starts once the lost attempt's timeout
     # (ARMED_SLACK after the time) fires: on a loaded machine its timer queue runs tens of
     # seconds late (seen: 29 s), so the bound is the test's patience, not a latency claim.
     assert due <= created <= due + ARMED_SLACK + timedelta(seconds=90)
+
+
+async def _ledger_has(handle: Any, due: datetime) -> bool:
+    return any(e["scheduledTime"] == stamp(due) and e["outcome"] == "created" for e in await handle.query("history"))

@@ -34,6 +34,9 @@ from tests.conftest import eventually
 from tests.e2e.test_worker_process import free_port, http_get
 from tests.integration.test_job import job_manifest
 
+# the module fixture is built once per test process: its tests share one process (make test: -n)
+pytestmark = pytest.mark.xdist_group("image")
+
 ROOT = Path(__file__).resolve().parents[2]
 DEBIAN_BASE = "localhost/batchd-debian-python:bookworm"
 TOOLS = ("buildah", "podman", "mmdebstrap")

@@ -133,6 +133,9 @@ def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path) -
     yield run
 
 
+# One test process runs every version, on one dev world (the module fixture); the minute-long
+# CronJob test below may run beside them in another process, on a world of its own.
+@pytest.mark.xdist_group("kubectl-versions")
 @pytest.mark.parametrize("binary", KUBECTLS, ids=os.path.basename)
 @pytest.mark.timeout(900)
 def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, world: dict[str, str],

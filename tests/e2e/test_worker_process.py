@@ -94,6 +94,7 @@ class DeletionWatch:
         self._stop.set()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # the expiries are minutes out by design
 async def test_worker_killed_with_200_ttl_timers_asleep_deletes_all_on_time_once(
     temporal_env: WorkflowEnvironment, kubesim_server: Any, kubeconfig: Path, kube: Kube, namespace: str,

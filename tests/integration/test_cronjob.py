@@ -16,7 +16,7 @@ from typing import Any
 from temporalio.client import Client
 
 from activities.kube import Kube
-from tests.conftest import eventually, running, save_history, utcnow, workflow_exists
+from tests.conftest import eventually, idle, running, save_history, utcnow, workflow_exists
 from tests.k8s import finish_job, second
 from workflows.cronjob import ARMED_SLACK
 from workflows.identity import cronjob_workflow_id
@@ -101,13 +101,14 @@ async def test_history_limits_delete_the_oldest_finished_jobs(client, kube, name
         kube.create("CronJob", namespace, cronjob_manifest("hist", "0 0 * * *", limits=(1, 1)))
         handle = await started(client, namespace, "hist")
         names = []
-        for failed in (False, False, True, True):
+        start = second(utcnow()) - timedelta(minutes=1)
+        for i, failed in enumerate((False, False, True, True)):
             await skipper.fast_forward(handle, timedelta(days=1))
             job = await eventually(lambda: [j for j in jobs_of(kube, namespace, "hist")
                                             if j["metadata"]["name"] not in names], what="next Job")
             names.append(job[0]["metadata"]["name"])
-            finish_job(kube, namespace, names[-1], second(utcnow()), failed=failed)
-            await asyncio.sleep(1.1)  # distinct startTimes, whole seconds
+            # distinct startTimes in creation order, whole seconds apart
+            finish_job(kube, namespace, names[-1], start + timedelta(seconds=i), failed=failed)
         await eventually(lambda: {j["metadata"]["name"] for j in jobs_of(kube, namespace, "hist")} == {names[1], names[3]},
                          what="only the newest of each kind")
         d = await describe(client, namespace, "hist")
@@ -167,8 +168,9 @@ async def test_jitter_delays_the_run_but_not_its_scheduled_time(client, kube, na
 async def test_suspended_cronjob_creates_nothing_and_resume_runs_the_missed_time(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
         kube.create("CronJob", namespace, cronjob_manifest("paused", "@every 1s", suspend=True))
-        await eventually(lambda: workflow_exists(client, cronjob_workflow_id(namespace, "paused")))
-        await asyncio.sleep(2.5)
+        handle = await started(client, namespace, "paused")
+        # suspended, the workflow sets no timer and waits for a change: once idle, it creates nothing
+        await eventually(lambda: idle(handle), what="the suspended workflow idle")
         assert jobs_of(kube, namespace, "paused") == []
         assert (await describe(client, namespace, "paused"))["nextScheduleTime"] is None
         kube.patch("CronJob", namespace, "paused", {"spec": {"suspend": False}})
@@ -270,23 +272,28 @@ async def _ledger_result(handle: Any, i: int, result: str) -> bool:
 
 
 async def test_deleting_the_cronjob_ends_its_workflow_and_no_more_jobs(client, kube, namespace, task_queue):
-    async with running(client, kube, task_queue, namespace):
+    # lead 0: each creation is an activity the workflow awaits, so an ended workflow has none
+    # under way (one armed in the worker: test_deleting_the_cronjob_while_armed_creates_nothing)
+    async with running(client, kube, task_queue, namespace, cronjob_lead=0):
         kube.create("CronJob", namespace, cronjob_manifest("bye", "@every 1s"))
         wid = cronjob_workflow_id(namespace, "bye")
         await eventually(lambda: jobs_of(kube, namespace, "bye"))
         kube.delete("CronJob", namespace, "bye", propagation="Orphan")
         assert await asyncio.wait_for(client.get_workflow_handle(wid).result(), 20) == "gone"
-        before = {j["metadata"]["name"] for j in jobs_of(kube, namespace, "bye")} | \
-                 {j["metadata"]["name"] for j in kube.list("Job", namespace)["items"]}
-        await asyncio.sleep(1.5)
-        after = {j["metadata"]["name"] for j in kube.list("Job", namespace)["items"]}
-        assert after <= before
+        before = {j["metadata"]["name"] for j in kube.list("Job", namespace)["items"]}
+    # The worker has stopped, waiting for whatever it had under way: nothing can create a Job now,
+    # and nothing did once the workflow had ended.
+    assert {j["metadata"]["name"] for j in kube.list("Job", namespace)["items"]} == before
 
 
 async def test_cronjobs_without_the_label_are_left_alone(client, kube, namespace, task_queue):
-    async with running(client, kube, task_queue, namespace):
-        kube.create("CronJob", namespace, cronjob_manifest("builtin", "@every 1s", managed=False))
-        await asyncio.sleep(2)
+    async with running(client, kube, task_queue, namespace) as br:
+        cj = kube.create("CronJob", namespace, cronjob_manifest("builtin", "@every 1s", managed=False))
+        # The informer takes events in order: once it holds a labelled twin created after this
+        # one, it would hold this one too, had the label selector let it in.
+        twin = kube.create("CronJob", namespace, cronjob_manifest("twin", "0 0 1 1 *"))
+        await eventually(lambda: br.cached("CronJob", twin["metadata"]["uid"]), what="the informer saw the twin")
+        assert br.cached("CronJob", cj["metadata"]["uid"]) is None
         assert jobs_of(kube, namespace, "builtin") == []
         assert not await workflow_exists(client, cronjob_workflow_id(namespace, "builtin"))
 
@@ -382,7 +389,9 @@ async def test_suspending_while_armed_creates_nothing(client, kube, namespace, t
         kube.patch("CronJob", namespace, "halt", {"spec": {"suspend": True}})
         await eventually(lambda: _suspended(client, namespace, "halt"), what="the workflow to see the suspension")
         assert utcnow() < due, "the suspension reached the workflow only after the time: the test proves nothing"
-        await asyncio.sleep(max(0.0, (due - utcnow()).total_seconds()) + 3)
+        # idle: the abandoned creation has ended in the worker too (its end is in the history)
+        await eventually(lambda: idle(client.get_workflow_handle(cronjob_workflow_id(namespace, "halt"))),
+                         timeout=90, what="the armed creation ended")
         assert jobs_of(kube, namespace, "halt") == []
         assert (await describe(client, namespace, "halt"))["armedFor"] is None
 
@@ -396,7 +405,7 @@ async def test_the_suspend_update_does_not_wait_for_an_armed_creation(client, ku
         handle = client.get_workflow_handle(cronjob_workflow_id(namespace, "halt2"))
         res = await asyncio.wait_for(handle.execute_update("suspend", {}), (due - utcnow()).total_seconds())
         assert res == {"suspended": True, "changed": True} and utcnow() < due
-        await asyncio.sleep(max(0.0, (due - utcnow()).total_seconds()) + 3)
+        await eventually(lambda: idle(handle), timeout=90, what="the armed creation ended")
         assert jobs_of(kube, namespace, "halt2") == []  # the abandoned wait saw the new generation
 
 

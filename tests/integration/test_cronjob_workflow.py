@@ -7,7 +7,6 @@ server, a worker whose zone database lacks a zone) — and pin the workflow's re
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -15,7 +14,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from tests.conftest import eventually, save_history
+from tests.conftest import eventually, idle, save_history
 from workflows.cronjob import CronJobWorkflow
 from workflows.models.common import EventInput
 from workflows.models.cronjob import (
@@ -89,7 +88,8 @@ async def test_unknown_time_zone_warns_once_and_waits_for_a_spec_change(client: 
     async with Worker(client, task_queue=task_queue, workflows=[CronJobWorkflow], activities=kube.activities()):
         handle = await start(client, task_queue, observation("@every 1s", time_zone="Mars/Olympus"))
         await eventually(lambda: kube.events, what="a warning")
-        await asyncio.sleep(2)  # several schedule periods: still exactly one event, no Job, no storm
+        # idle (no timer, no activity): it waits for a spec change, so no Job and no Event storm follow
+        await eventually(lambda: idle(handle), what="the workflow idle")
         assert [r for r, _ in kube.events] == ["UnknownTimeZone"] and kube.created == []
         d = await handle.query("describe")
         assert d["nextScheduleTime"] is None
@@ -107,7 +107,7 @@ async def test_unparseable_schedule_warns_once(client: Client, task_queue: str) 
         handle = await start(client, task_queue, observation("61 * * * *"))
         await eventually(lambda: kube.events)
         await handle.signal("observe", observation("61 * * * *", generation=1))  # same spec again
-        await asyncio.sleep(1)
+        await eventually(lambda: _signal_handled(handle), what="the signal handled")
         assert [r for r, _ in kube.events] == ["UnparseableSchedule"]
         assert "61 * * * *" in kube.events[0][1]
         await handle.terminate("done")
@@ -131,7 +131,9 @@ async def test_tz_prefix_warns_unsupported_but_still_schedules(client: Client, t
         await eventually(lambda: kube.created)
         # Events are flushed after the pass that queued them, so the first Job may come first.
         await eventually(lambda: kube.events, what="the Event")
-        await asyncio.sleep(1.5)  # later passes must not repeat it
+        # the same spec again makes a pass at once (the schedule's own next pass is a minute away)
+        await handle.signal("observe", observation("TZ=UTC @every 1s"))
+        await eventually(lambda: _signal_handled(handle, timers=True), what="the later pass done")
         assert [r for r, _ in kube.events if r == "UnsupportedSchedule"] == ["UnsupportedSchedule"]
         await handle.terminate("done")
 
@@ -150,6 +152,14 @@ async def test_a_job_finishing_is_counted_once_however_often_it_is_reported(clie
         await handle.signal("observe", observation("@every 1s").model_copy(update={"gone": True}))
         await handle.result()
     await save_history(handle, "cronjob-counted-once")
+
+
+async def _signal_handled(handle, *, timers: bool = False) -> bool:
+    """The workflow took in its last signal (a workflow task completed after it) and is idle again."""
+    events = (await handle.fetch_history()).events
+    last = max(i for i, ev in enumerate(events) if ev.HasField("workflow_execution_signaled_event_attributes"))
+    return (any(ev.HasField("workflow_task_completed_event_attributes") for ev in events[last:])
+            and await idle(handle, timers=timers))
 
 
 async def _failed(handle) -> dict | None:

@@ -40,6 +40,7 @@ class Stub(ThreadingHTTPServer):
         self.context = context
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.connections = 0
+        self.closed = 0  # connections this side has shut down
         self.close_after_each = False
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -49,6 +50,10 @@ class Stub(ThreadingHTTPServer):
         if self.context is not None:
             sock = self.context.wrap_socket(sock, server_side=True)
         return sock, addr
+
+    def shutdown_request(self, request: Any) -> None:
+        super().shutdown_request(request)
+        self.closed += 1
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # refused handshakes are the point of some tests
@@ -117,7 +122,7 @@ def test_a_connection_the_server_closed_is_not_reused(stub: Stub) -> None:
     kube = _kube(f"http://127.0.0.1:{stub.port}")
     stub.close_after_each = True  # without "Connection: close": the close is only seen on the socket
     kube.get("Job", "ns", "a")
-    time.sleep(0.2)  # the close has arrived: a POST (never sent twice) must see it and connect anew
+    _until(lambda: stub.closed == 1)  # closed: a POST (never sent twice) must see it and connect anew
     assert kube.create("Job", "ns", {"metadata": {"name": "b"}})["echo"] == {"metadata": {"name": "b"}}
     kube.get("Job", "ns", "a")  # at once: if the close races the request, a GET may be sent again
     assert stub.connections == 3 and len(stub.requests) == 3
@@ -263,3 +268,10 @@ def test_kept_connections_work_beyond_descriptor_1024(stub: Stub) -> None:
         for fd in filler:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _until(check: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.01)

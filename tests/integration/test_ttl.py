@@ -13,7 +13,7 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.kube import Kube
-from tests.conftest import eventually, running, save_history, utcnow, workflow_exists
+from tests.conftest import eventually, routed, running, save_history, utcnow, workflow_exists
 from tests.k8s import create_job, finish_job, pod_manifest, second
 from worker import ops
 from worker.bridge import Bridge, BridgeSettings
@@ -70,10 +70,10 @@ async def test_raising_the_ttl_of_a_sleeping_workflow_defers_deletion(client, ku
     async with running(client, kube, task_queue, namespace):
         wid, finished = await finished_and_asleep(client, kube, namespace, "later", ttl=2)
         kube.patch("Job", namespace, "later", {"spec": {"ttlSecondsAfterFinished": 6}})
-        # past the old expiry the Job must still be there
-        await asyncio.sleep(max(0.0, (finished + timedelta(seconds=3) - utcnow()).total_seconds()))
-        assert kube.get("Job", namespace, "later") is not None
         res = await result_of(client, wid)
+    # The workflow deletes once and then ends, so its result dates the only deletion: past the
+    # raised expiry, whether the raise reached it before the old expiry or the fresh read at the
+    # old expiry found it (A12).
     assert res.outcome == "deleted"
     assert res.expire_at == finished + timedelta(seconds=6)
     assert res.deleted_at is not None and res.deleted_at >= finished + timedelta(seconds=6)
@@ -125,10 +125,11 @@ async def test_a_recreated_namesake_is_never_deleted_by_the_old_workflow(client,
         finish_job(kube, namespace, "same", second(utcnow()))
         res = await result_of(client, old_wid)
         assert res.outcome == "gone"
-        await asyncio.sleep(1)  # well past the old object's 3 s expiry
+        # The old workflow has ended, having told the namesake apart by uid: it can delete nothing now.
+        new_wid = wf_id("Job", namespace, new)
+        await eventually(lambda: workflow_exists(client, new_wid), what="the namesake's workflow")
         fresh = kube.get("Job", namespace, "same")
         assert fresh is not None and fresh["metadata"]["uid"] == new["metadata"]["uid"]
-        new_wid = wf_id("Job", namespace, new)
         desc = await client.get_workflow_handle(new_wid).describe()
         assert desc.status == WorkflowExecutionStatus.RUNNING
 
@@ -152,10 +153,10 @@ async def test_foreground_deletion_removes_the_jobs_pods_first(client, kube, nam
 
 
 async def test_jobs_outside_the_ttl_scope_are_left_to_the_builtin_controller(client, kube, namespace, task_queue):
-    async with running(client, kube, task_queue, namespace, ttl_scope="managed"):
+    async with running(client, kube, task_queue, namespace, ttl_scope="managed") as br:
         job = create_job(kube, namespace, "builtin", ttl=0, managed_by=None)
-        finish_job(kube, namespace, "builtin", second(utcnow()))
-        await asyncio.sleep(2)
+        finished = finish_job(kube, namespace, "builtin", second(utcnow()))
+        await eventually(lambda: routed(br, finished), what="the bridge routed the finished Job")
         assert kube.get("Job", namespace, "builtin") is not None
         assert not await workflow_exists(client, wf_id("Job", namespace, job))
 
@@ -178,7 +179,7 @@ async def test_labelled_pod_is_deleted_its_ttl_after_it_finished(client, kube, n
 
 
 async def test_labelled_pod_owned_by_a_job_gets_a_warning_and_is_kept(client, kube, namespace, task_queue):
-    async with running(client, kube, task_queue, namespace):
+    async with running(client, kube, task_queue, namespace) as br:
         job = create_job(kube, namespace, "owner")
         pod = kube.create("Pod", namespace, pod_manifest("owned", ttl_label="0", owner=job, run_seconds=0.2))
         events = await eventually(lambda: [
@@ -186,8 +187,9 @@ async def test_labelled_pod_owned_by_a_job_gets_a_warning_and_is_kept(client, ku
             if e["involvedObject"]["uid"] == pod["metadata"]["uid"] and e["reason"] == "TTLNotApplied"
         ], what="warning event")
         assert events[0]["type"] == "Warning" and "Job owner" in events[0]["message"]
-        await eventually(lambda: (kube.get("Pod", namespace, "owned") or {}).get("status", {}).get("phase") == "Succeeded")
-        await asyncio.sleep(1)
+        done = await eventually(lambda: (p := kube.get("Pod", namespace, "owned")) and
+                                p.get("status", {}).get("phase") == "Succeeded" and p)
+        await eventually(lambda: routed(br, done), what="the bridge routed the finished Pod")
         assert kube.get("Pod", namespace, "owned") is not None
         assert not await workflow_exists(client, wf_id("Pod", namespace, pod))
 
@@ -244,9 +246,9 @@ async def test_a_restarted_bridge_does_not_resend_what_a_sleeping_workflow_has(c
         await eventually(lambda: _memo_is(client, known, rv), what="the memo in visibility")
     kube.patch("Job", namespace, "changed", {"spec": {"ttlSecondsAfterFinished": 7200}})
     before = {wid: await _signals(client, wid) for wid in (known, changed)}
-    async with running(client, kube, task_queue, namespace):  # a new bridge lists both Jobs
+    async with running(client, kube, task_queue, namespace) as br:  # a new bridge lists both Jobs
         await eventually(lambda: _more_signals(client, changed, before[changed]), what="the change sent")
-        await asyncio.sleep(2)  # the bridge's whole first list has been handled by now
+        await eventually(lambda: routed(br, kube.get("Job", namespace, "known")), what="the bridge routed known")
         assert await _signals(client, known) == before[known]
     for wid in (known, changed):
         await client.get_workflow_handle(wid).terminate("test done")
