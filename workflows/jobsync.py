@@ -871,6 +871,10 @@ class _Sync:
     def track_job_status(self) -> None:
         """Step 1 (JOB-30, JOB-35 to JOB-37, JOB-39, JOB-50 to JOB-52): uids to record and finalizers to release."""
         failing = self.finishing is not None and self.finishing.type != SUCCESS_CRITERIA_MET
+        # JOB-51: once an earlier sync wrote SuccessCriteriaMet, a Pod that ends after it (the ones
+        # that sync deleted, met again after a worker restart between the write and the release)
+        # had not failed before it, so it is not counted; the Pods that had were recorded with it.
+        succeeded_before = _true(self.conditions, SUCCESS_CRITERIA_MET) is not None
         release_all = self.snap.deleting or self.finishing is not None  # JOB-35
         skip = set(self.release_and_delete)
         recorded = set(self.uncounted_s) | set(self.uncounted_f)
@@ -887,7 +891,7 @@ class _Sync:
             if not release_all and p.index is not None and _uid(self.delayed.get(p.index)) == p.uid:
                 continue  # POL-23: its counts seed the index's next Pod
             self.release.append(p.name)
-            self._record(p, failed or failing, new_indexes)
+            self._record(p, (failed and not succeeded_before) or failing, new_indexes)
             if len(new_indexes) + len(self.uncounted_s) + len(self.uncounted_f) >= MAX_UNCOUNTED_PODS:
                 self.reached_max = True  # JOB-37
                 break

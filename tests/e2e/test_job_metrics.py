@@ -117,7 +117,10 @@ async def test_job_controller_metrics_count_each_job_and_pod_once_with_upstreams
     assert syncs[("NonIndexed", "success", "pods_created")] >= 3  # done, fatal, crash: first syncs
     assert syncs[("Indexed", "success", "pods_created")] >= 1
     assert syncs[("NonIndexed", "success", "tracking")] >= 1
-    assert syncs[("NonIndexed", "success", "reconciling")] >= 2  # a finishing condition found (fatal, crash)
+    # Each NonIndexed Job has a sync after its first that creates nothing: the one that meets its
+    # finished Pods. Whether that sync is "tracking" or "reconciling" depends on which Pod events
+    # one sync takes in at once (a loaded machine coalesces more), so only their sum is fixed.
+    assert syncs[("NonIndexed", "success", "tracking")] + syncs[("NonIndexed", "success", "reconciling")] >= 3
     # POL-48: upstream's label sets exactly (the runtime's namespace/task_queue/workflow_type/service dropped)
     for (name, labels), _ in after.items():
         base = name.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")

@@ -73,7 +73,7 @@ async def test_raising_the_ttl_of_a_sleeping_workflow_defers_deletion(client, ku
         res = await result_of(client, wid)
     # The workflow deletes once and then ends, so its result dates the only deletion: past the
     # raised expiry, whether the raise reached it before the old expiry or the fresh read at the
-    # old expiry found it (A12).
+    # old expiry found it (TTL-11).
     assert res.outcome == "deleted"
     assert res.expire_at == finished + timedelta(seconds=6)
     assert res.deleted_at is not None and res.deleted_at >= finished + timedelta(seconds=6)
