@@ -255,7 +255,8 @@ class CronJobWorkflow:
         await self._flush_events()
         if cronplan.status_key(self.state, self.wake) != self._written:
             res = await workflow.execute_local_activity(
-                sync_cronjob, cronplan.status(self.state, self.wake), start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY, summary="write status and annotations")
+                sync_cronjob, cronplan.status(self.state, self.wake), start_to_close_timeout=K8S_CALL_TIMEOUT,
+                retry_policy=K8S_RETRY, summary="write status and annotations")
             if res.gone:
                 self._gone()
             self._written = cronplan.status_key(self.state, self.wake)
@@ -323,8 +324,8 @@ class CronJobWorkflow:
 
     async def _create(self, run: Run) -> CreateJobResult:
         res = await workflow.execute_local_activity(
-            create_cronjob_job, cronplan.create_input(self.state, run), start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
-            summary=f"create Job {self.obs.namespace}/{run.name}")
+            create_cronjob_job, cronplan.create_input(self.state, run), start_to_close_timeout=K8S_CALL_TIMEOUT,
+            retry_policy=K8S_RETRY, summary=f"create Job {self.obs.namespace}/{run.name}")
         self._created(run, res)
         return res
 
