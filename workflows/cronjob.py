@@ -3,7 +3,8 @@
 Layer: workflows (deterministic). Started and signalled by the bridge (worker/bridge.py) on
 ``cronjob/{ns}/{name}``; operators call its updates ``trigger``, ``suspend``, ``resume`` and
 ``backfill`` and its queries ``describe`` and ``history`` (``batchd cronjob …``, ``temporal
-workflow update execute …``, the SDK). Its activities are declared in workflows/models/cronjob.py (implemented in activities/cronjob.py).
+workflow update execute …``, the SDK). Its activities are declared in workflows/models/cronjob.py
+and implemented in activities/cronjob.py.
 
 Every decision is made by the pure planner, ``workflows/cronplan.py``; this class executes its
 plans. One pass of upstream's ``syncCronJob`` is :meth:`sync`, and its workqueue ``AddAfter`` a
@@ -314,7 +315,8 @@ class CronJobWorkflow:
             result, res = await self._backfill_one(result, due)
             self.state = cronplan.backfill_started(self.state, res)
 
-    async def _backfill_one(self, result: BackfillResult, due: datetime) -> tuple[BackfillResult, CreateJobResult | None]:
+    async def _backfill_one(self, result: BackfillResult,
+                            due: datetime) -> tuple[BackfillResult, CreateJobResult | None]:
         """Create the Job of one backfilled time; None when the ledger shows it created already."""
         run = cronplan.backfill_run(self.state, due)
         res = None if cronplan.ran(self.state, due) else await self._create(run)

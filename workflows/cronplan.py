@@ -631,7 +631,8 @@ def _ledger_suspended(e: _Edit, sched: cron.Schedule, *, since: datetime, until:
 
 # -- queries ---------------------------------------------------------------------------------------
 
-def describe(state: CronJobState, now: datetime, *, wake: datetime | None, armed_for: datetime | None) -> dict[str, Any]:
+def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
+             armed_for: datetime | None) -> dict[str, Any]:
     """The ``describe`` query: schedule, next times, active Jobs, counters and recent results."""
     o, spec = state.observation, state.observation.spec
     upcoming: list[str] = []
