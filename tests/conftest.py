@@ -259,6 +259,43 @@ def python() -> str:
     return sys.executable
 
 
+_CALL_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[_CALL_FAILED] = True
+    return report
+
+
+@pytest_asyncio.fixture(autouse=True)
+async def _histories_of_a_failed_test(request: pytest.FixtureRequest,
+                                      tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[None]:
+    """A failed test leaves the histories of the workflows it started, to replay and read.
+
+    A failure that shows only under load (a replay that diverges, a workflow that stalls) is
+    diagnosed from its history, and the dev server is gone when the run ends. Each process has its
+    own dev server and runs one test at a time, so the workflows started since this test began
+    are this test's.
+    """
+    began = datetime.now(UTC).replace(microsecond=0)
+    yield
+    if not request.node.stash.get(_CALL_FAILED, False) or "temporal_env" not in request.fixturenames:
+        return
+    env: WorkflowEnvironment = request.getfixturevalue("temporal_env")
+    out = tmp_path_factory.mktemp("histories")
+    saved = 0
+    with contextlib.suppress(Exception):  # best effort: the test has failed already
+        async with asyncio.timeout(30):
+            async for wf in env.client.list_workflows(f'StartTime >= "{began.isoformat()}"'):
+                history = await env.client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+                (out / f"{wf.id.replace('/', '_')}.{wf.run_id}.json").write_text(history.to_json())
+                saved += 1
+    print(f"{saved} workflow histories of the failed test in {out}")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The longest tests first: slow ones, then by the timeout a test sets (a proxy for its length).
 
