@@ -259,7 +259,7 @@ class CronJobWorkflow:
                 sync_cronjob, cronplan.status(self.state, self.wake), start_to_close_timeout=K8S_CALL_TIMEOUT,
                 retry_policy=K8S_RETRY, summary="write status and annotations")
             if res.gone:
-                self._gone()
+                self.state = cronplan.gone(self.state)
             self._written = cronplan.status_key(self.state, self.wake)
 
     async def _schedule(self, now: datetime, *, armed: bool) -> datetime | None:
@@ -385,7 +385,7 @@ class CronJobWorkflow:
                 set_cronjob_suspend, patch, start_to_close_timeout=K8S_CALL_TIMEOUT,
                 retry_policy=K8S_RETRY, summary=f"set spec.suspend={str(value).lower()}")
             if res.gone:
-                self._gone()
+                self.state = cronplan.gone(self.state)
                 raise ApplicationError("the CronJob no longer exists", type="CronJobGone")
             self.state = cronplan.suspended(self.state, patch)
             self._changed = True
@@ -405,9 +405,6 @@ class CronJobWorkflow:
                 workflow.logger.warning("could not record Event %s on CronJob %s", ev.reason, ev.ref.key())
 
     # -- helpers --------------------------------------------------------------------------
-
-    def _gone(self) -> None:
-        self.state = self.state.model_copy(update={"observation": self.obs.model_copy(update={"gone": True})})
 
     def _require_live(self) -> None:
         if self.obs.gone or self.obs.deleting:

@@ -151,10 +151,15 @@ class _Edit:
         self.set(recent=[*self.s.recent, run][-RECENT_RUNS:])
 
     def gone(self) -> None:
-        self.set(observation=self.obs.model_copy(update={"gone": True}))
+        self.s = gone(self.s)
 
 
 # -- what the bridge tells: the CronJob and its Jobs -------------------------------------------
+
+def gone(state: CronJobState) -> CronJobState:
+    """The CronJob no longer exists (the bridge said so, or a call found it gone): the workflow ends."""
+    return state.model_copy(update={"observation": state.observation.model_copy(update={"gone": True})})
+
 
 def new_state(obs: CronJobObservation) -> CronJobState:
     """The state of a CronJob object first seen: its own status, no Jobs, no counters."""
@@ -178,8 +183,7 @@ def observe(state: CronJobState, obs: CronJobObservation) -> Observed:
     if obs.gone:
         if obs.uid and obs.uid != old.uid:
             return Observed(state, changed=False, replan=False)  # the end of a namesake that is not ours
-        gone = old.model_copy(update={"gone": True})
-        return Observed(state.model_copy(update={"observation": gone}), changed=True, replan=True)
+        return Observed(gone(state), changed=True, replan=True)
     if obs.uid != old.uid:
         return Observed(new_state(obs), changed=True, replan=True, adopted=True)
     return Observed(state.model_copy(update={"observation": obs}), changed=True,
