@@ -273,7 +273,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest_asyncio.fixture(autouse=True)
 async def _histories_of_a_failed_test(request: pytest.FixtureRequest,
                                       tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[None]:
-    """A failed test leaves the histories of the workflows it started, to replay and read.
+    """A failed test (any test, with ``BATCHD_KEEP_HISTORIES=1``) leaves the histories of the
+    workflows it started, to replay and read.
 
     A failure that shows only under load (a replay that diverges, a workflow that stalls) is
     diagnosed from its history, and the dev server is gone when the run ends. Each process has its
@@ -282,7 +283,8 @@ async def _histories_of_a_failed_test(request: pytest.FixtureRequest,
     """
     began = datetime.now(UTC).replace(microsecond=0)
     yield
-    if not request.node.stash.get(_CALL_FAILED, False) or "temporal_env" not in request.fixturenames:
+    keep = request.node.stash.get(_CALL_FAILED, False) or os.environ.get("BATCHD_KEEP_HISTORIES") == "1"
+    if not keep or "temporal_env" not in request.fixturenames:
         return
     env: WorkflowEnvironment = request.getfixturevalue("temporal_env")
     out = tmp_path_factory.mktemp("histories")
@@ -293,7 +295,7 @@ async def _histories_of_a_failed_test(request: pytest.FixtureRequest,
                 history = await env.client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
                 (out / f"{wf.id.replace('/', '_')}.{wf.run_id}.json").write_text(history.to_json())
                 saved += 1
-    print(f"{saved} workflow histories of the failed test in {out}")
+    print(f"{saved} workflow histories of {request.node.name} in {out}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -25,7 +25,8 @@ from typing import Any
 
 from opentelemetry import metrics
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.errors import KubeError
@@ -33,11 +34,14 @@ from activities.kube import Clock, Kube
 from worker.ops import ttl_query
 from workflows.cronjob import CronJobWorkflow
 from workflows.identity import (
+    EXPIRES_AT,
     K8S_KIND,
     K8S_NAME,
     K8S_NAMESPACE,
     K8S_UID,
+    OBSERVED_KEY_MEMO,
     OBSERVED_MEMO,
+    TTL_HOLD_MEMO,
     cronjob_workflow_id,
     job_workflow_id,
     ttl_workflow_id,
@@ -98,6 +102,32 @@ class Workflows:
             search_attributes=search_attributes(ref), static_summary=summary,
         ))
 
+    async def start_or_signal(self, run: Any, arg: Any, observation: Any, *, ref: ObjectRef, wid: str,
+                              memo: dict[str, Any], shown: Iterable[SearchAttributePair[Any]] = (),
+                              summary: str) -> None:
+        """Start the workflow ``wid`` with ``arg`` (which carries ``observation``), or signal the
+        observation to the one that runs: a start alone costs one action where signal-with-start costs two.
+
+        ``memo`` and ``shown`` (search attributes beyond the object's identity) let the new
+        workflow show the observation from its first moment without upserting it.
+        """
+        attributes = TypedSearchAttributes([*search_attributes(ref).search_attributes, *shown])
+        for _ in range(3):  # a workflow that ended between our start and our signal is started anew
+            try:
+                await _retry(lambda: self.client.start_workflow(
+                    run, arg, id=wid, task_queue=self.task_queue, memo=memo, search_attributes=attributes,
+                    static_summary=summary, id_conflict_policy=WorkflowIDConflictPolicy.FAIL))
+                return
+            except WorkflowAlreadyStartedError:
+                pass
+            try:
+                await _retry(lambda: self.client.get_workflow_handle(wid).signal("observe", observation))
+                return
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise
+        raise RuntimeError(f"workflow {wid} kept ending between a start and a signal")
+
     async def signal(self, wid: str, arg: Any = None, *, name: str = "observe") -> None:
         """Signal a running workflow; one that does not run (never started, or ended) has nothing to hear."""
         handle: WorkflowHandle[Any, Any] = self.client.get_workflow_handle(wid)
@@ -114,7 +144,7 @@ class TTLRouter:
 
     def __init__(self, workflows: Workflows, kube: Kube, clock: Clock, *, scope: str) -> None:
         self.workflows, self.kube, self.clock, self.scope = workflows, kube, clock, scope
-        self._dispatched: dict[str, str] = {}  # workflow id -> resourceVersion last sent
+        self._dispatched: dict[str, str] = {}  # workflow id -> decision key last sent (WATCH-3)
         self._warned: set[tuple[str, str]] = set()  # (uid, problem) already recorded as an Event
 
     async def recall(self, namespaces: Iterable[str | None]) -> None:
@@ -129,9 +159,12 @@ class TTLRouter:
             async with asyncio.timeout(RECALL_TIMEOUT):
                 for ns in namespaces:
                     async for ex in self.workflows.client.list_workflows(ttl_query(ns)):
-                        rv = await ex.memo_value(OBSERVED_MEMO, None)
-                        if isinstance(rv, str) and rv:
-                            self._dispatched.setdefault(ex.id, rv)
+                        key = await ex.memo_value(OBSERVED_KEY_MEMO, None)
+                        rv = await ex.memo_value(OBSERVED_MEMO, None)  # a workflow started before the key
+                        if isinstance(key, str) and key:
+                            self._dispatched.setdefault(ex.id, key)
+                        elif isinstance(rv, str) and rv:
+                            self._dispatched.setdefault(ex.id, f"rv:{rv}")
         except Exception as err:  # visibility is an optimisation here, never a precondition
             log.warning("could not read the TTL workflows' memos (%s); each is told its object again", err)
         log.info("%d running TTL workflows already have their object's version", len(self._dispatched))
@@ -158,17 +191,21 @@ class TTLRouter:
             if self._waiting(obs):
                 await self.workflows.signal(wid, obs.model_copy(update={"gone": True}))
             return
-        if self._dispatched.get(wid) == obs.resource_version:
-            return  # already sent this version (resync or replay)
+        key = obs.decision_key()
+        if self._dispatched.get(wid) in (key, f"rv:{obs.resource_version}"):
+            return  # WATCH-3: the workflow has this observation, or one that decides the same
         if obs.needs_cleanup():
-            await self.workflows.start(TTLAfterFinishedWorkflow.run, TTLInput(observation=obs), ref=ref, wid=wid,
-                                       signal="observe", signal_args=[obs],
-                                       summary=f"TTL-after-finished of {ref.kind} {ref.key()}")
-            self._dispatched[wid] = obs.resource_version
+            expiry = obs.shown_expiry()
+            await self.workflows.start_or_signal(
+                TTLAfterFinishedWorkflow.run, TTLInput(observation=obs), obs, ref=ref, wid=wid,
+                memo={OBSERVED_KEY_MEMO: key, **({TTL_HOLD_MEMO: obs.hold} if obs.held else {})},
+                shown=[SearchAttributePair(EXPIRES_AT, expiry)] if expiry else [],
+                summary=f"TTL-after-finished of {ref.kind} {ref.key()}")
+            self._dispatched[wid] = key
         elif wid in self._dispatched and (not obs.deleting or self._waiting(obs)):
             # TTL removed, or someone else began deleting it: the workflow re-checks and ends.
             await self.workflows.signal(wid, obs)
-            self._dispatched[wid] = obs.resource_version
+            self._dispatched[wid] = key
 
     async def gone(self, ref: ObjectRef) -> None:
         """WATCH-1: end the workflow of a deleted Job or Pod from its identity alone."""

@@ -30,9 +30,11 @@ NEXT_SCHEDULE_TIME = SearchAttributeKey.for_datetime("NextScheduleTime")
 #: Every custom search attribute batchd writes; a server must have them registered.
 SEARCH_ATTRIBUTES = (K8S_KIND, K8S_NAMESPACE, K8S_NAME, K8S_UID, EXPIRES_AT, NEXT_SCHEDULE_TIME)
 
-#: Memo of a TTL workflow: the resourceVersion of the object it last took in. A replica's bridge
-#: reads it once at start and sends no observation the workflow already has (a memo needs no
-#: registration on the server, unlike a search attribute).
+#: Memo of a TTL workflow: the decision key (WATCH-3) of the observation it last took in. A
+#: replica's bridge reads it once at start and sends no observation the workflow already has (a
+#: memo needs no registration on the server, unlike a search attribute).
+OBSERVED_KEY_MEMO = "observedKey"
+#: The same memo of TTL workflows started before the decision key: the object's resourceVersion.
 OBSERVED_MEMO = "observedResourceVersion"
 #: Memo of a TTL workflow whose object is held (``batchd.io/ttl-hold``): the hold's reason, for
 #: ``batchd ttl list``; absent when not held.

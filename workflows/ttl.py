@@ -37,7 +37,7 @@ from temporalio import workflow
 # Pure, deterministic modules: passed through so the sandbox does not rebuild every pydantic
 # model class for each workflow run (that cost dominated a workflow's CPU and memory).
 with workflow.unsafe.imports_passed_through():
-    from workflows.identity import EXPIRES_AT, OBSERVED_MEMO, TTL_HOLD_MEMO
+    from workflows.identity import EXPIRES_AT, OBSERVED_KEY_MEMO, OBSERVED_MEMO, TTL_HOLD_MEMO
     from workflows.models.common import ObserveInput
     from workflows.models.ttl import (
         TTL_HOLD_ANNOTATION,
@@ -65,9 +65,14 @@ class TTLAfterFinishedWorkflow:
     def __init__(self, inp: TTLInput) -> None:
         self._obs = inp.observation
         self._changed = False
-        self._expire_at: datetime | None = None
-        self._advertised: str | None = None  # the resourceVersion in the memo
-        self._hold_advertised: str | None = None  # the hold reason in the memo
+        # The bridge starts the workflow showing the observation's key, expiry and hold (WATCH-3),
+        # so the first pass upserts none of them: each upsert is a billed action. A workflow
+        # started before that shows nothing at start and upserts all three, as it always did.
+        self._keyed = OBSERVED_KEY_MEMO in workflow.memo()
+        self._advertised: str | None = workflow.memo_value(OBSERVED_KEY_MEMO, None, type_hint=str)
+        self._expire_at: datetime | None = workflow.info().typed_search_attributes.get(EXPIRES_AT)
+        self._hold_advertised: str | None = workflow.memo_value(TTL_HOLD_MEMO, None, type_hint=str)
+        self._details: str | None = None
 
     @workflow.signal(name="observe")
     def observe(self, obs: TTLObservation) -> None:
@@ -100,7 +105,7 @@ class TTLAfterFinishedWorkflow:
         obs = self._take()
         if obs.gone:
             return TTLResult(outcome="gone", expire_at=self._expire_at)
-        self._advertise(obs.resource_version)
+        self._advertise(obs)
         if not obs.needs_cleanup():
             return await self.confirm_not_needed()
         left = time_left(obs, workflow.now())
@@ -180,17 +185,20 @@ class TTLAfterFinishedWorkflow:
         if not self._changed:
             self._obs = obs
 
-    def _advertise(self, resource_version: str) -> None:
-        """Keep the memo at the version taken in, so a restarting bridge does not send it again."""
-        if resource_version and resource_version != self._advertised and workflow.patched(OBSERVED_MEMO_PATCH):
-            self._advertised = resource_version
-            workflow.upsert_memo({OBSERVED_MEMO: resource_version})
+    def _advertise(self, obs: TTLObservation) -> None:
+        """Keep the memo at the observation taken in, so a restarting bridge does not send it again."""
+        if self._keyed:
+            if (key := obs.decision_key()) != self._advertised:
+                self._advertised = key
+                workflow.upsert_memo({OBSERVED_KEY_MEMO: key})
+        elif (obs.resource_version and obs.resource_version != self._advertised
+              and workflow.patched(OBSERVED_MEMO_PATCH)):
+            self._advertised = obs.resource_version
+            workflow.upsert_memo({OBSERVED_MEMO: obs.resource_version})
 
     def _set_expiry(self, expire_at: datetime | None, obs: TTLObservation) -> None:
         """Advertise the expiry and any hold (search attribute, memo, current details); None: it never comes."""
         expire_at = expire_at or NEVER  # sorts last, and no ``ExpiresAt < …`` query matches it
-        if expire_at == self._expire_at and obs.hold == self._hold_advertised:
-            return
         if expire_at != self._expire_at:
             self._expire_at = expire_at
             workflow.upsert_search_attributes([EXPIRES_AT.value_set(expire_at)])
@@ -198,8 +206,10 @@ class TTLAfterFinishedWorkflow:
             self._hold_advertised = obs.hold
             workflow.upsert_memo({TTL_HOLD_MEMO: obs.hold})
         ref = self._obs.ref
-        workflow.set_current_details(
-            f"TTL of {ref.kind} {ref.key()} (uid {ref.uid}) expires {iso(expire_at)}" + _held(obs))
+        details = f"TTL of {ref.kind} {ref.key()} (uid {ref.uid}) expires {iso(expire_at)}" + _held(obs)
+        if details != self._details:
+            self._details = details
+            workflow.set_current_details(details)
 
 
 def _held(obs: TTLObservation) -> str:

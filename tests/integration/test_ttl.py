@@ -17,8 +17,9 @@ from tests.conftest import eventually, routed, running, save_history, utcnow, wo
 from tests.k8s import create_job, finish_job, pod_manifest, second
 from worker import ops
 from worker.bridge import Bridge, BridgeSettings
-from workflows.identity import OBSERVED_MEMO, TTL_HOLD_MEMO, ttl_workflow_id
-from workflows.models.ttl import TTLResult
+from workflows.identity import EXPIRES_AT, OBSERVED_KEY_MEMO, TTL_HOLD_MEMO, ttl_workflow_id
+from workflows.models.common import Job
+from workflows.models.ttl import TTLObservation, TTLResult
 from workflows.ttl import TTLAfterFinishedWorkflow
 
 
@@ -233,8 +234,8 @@ async def test_two_bridges_at_once_start_one_workflow_and_delete_once(client, ku
 
 
 async def test_a_restarted_bridge_does_not_resend_what_a_sleeping_workflow_has(client, kube, namespace, task_queue):
-    """The workflow's memo holds the version it took in; a new bridge (a replica starting) reads
-    it and signals only an object that changed since."""
+    """WATCH-2, WATCH-3: the workflow's memo holds the decision key it took in; a new bridge (a
+    replica starting) reads it and signals only an object whose change the decision reads."""
     async with running(client, kube, task_queue, namespace):
         job = create_job(kube, namespace, "known", ttl=3600)
         other = create_job(kube, namespace, "changed", ttl=3600)
@@ -242,16 +243,42 @@ async def test_a_restarted_bridge_does_not_resend_what_a_sleeping_workflow_has(c
         finish_job(kube, namespace, "known", finished)
         finish_job(kube, namespace, "changed", finished)
         known, changed = wf_id("Job", namespace, job), wf_id("Job", namespace, other)
-        rv = kube.get("Job", namespace, "known")["metadata"]["resourceVersion"]
-        await eventually(lambda: _memo_is(client, known, rv), what="the memo in visibility")
+        await eventually(lambda: _memo_is(client, known, _key(kube, namespace, "known")), what="the memo in visibility")
+    kube.patch("Job", namespace, "known", {"metadata": {"labels": {"team": "data"}}})  # read by no decision
     kube.patch("Job", namespace, "changed", {"spec": {"ttlSecondsAfterFinished": 7200}})
     before = {wid: await _signals(client, wid) for wid in (known, changed)}
     async with running(client, kube, task_queue, namespace) as br:  # a new bridge lists both Jobs
         await eventually(lambda: _more_signals(client, changed, before[changed]), what="the change sent")
         await eventually(lambda: routed(br, kube.get("Job", namespace, "known")), what="the bridge routed known")
         assert await _signals(client, known) == before[known]
+        await eventually(lambda: _memo_is(client, changed, _key(kube, namespace, "changed")), what="the new key")
     for wid in (known, changed):
         await client.get_workflow_handle(wid).terminate("test done")
+
+
+async def test_a_ttl_deletion_costs_a_start_a_timer_and_one_local_activity(client, kube, namespace, task_queue):
+    """The bridge starts the workflow already showing its expiry and decision key, with no signal:
+    three billed actions for one deletion, and the expiry still in ``ExpiresAt`` and the timer."""
+    async with running(client, kube, task_queue, namespace) as br:
+        job = create_job(kube, namespace, "cheap", ttl=3)
+        finished = second(utcnow())
+        finish_job(kube, namespace, "cheap", finished)
+        kube.patch("Job", namespace, "cheap", {"metadata": {"labels": {"team": "data"}}})  # read by no decision
+        await eventually(lambda: routed(br, kube.get("Job", namespace, "cheap")), what="the label change routed")
+        wid = wf_id("Job", namespace, job)
+        desc = await client.get_workflow_handle(wid).describe()
+        assert desc.typed_search_attributes.get(EXPIRES_AT) == finished + timedelta(seconds=3)
+        assert (await result_of(client, wid)).outcome == "deleted"
+    history = await client.get_workflow_handle(wid).fetch_history()
+    kinds = [ev.WhichOneof("attributes").removesuffix("_event_attributes") for ev in history.events]
+    billed = [k for k in kinds if k in ("workflow_execution_started", "workflow_execution_signaled", "timer_started",
+                                        "marker_recorded", "upsert_workflow_search_attributes",
+                                        "workflow_properties_modified", "activity_task_scheduled")]
+    assert billed == ["workflow_execution_started", "timer_started", "marker_recorded"], kinds
+
+
+def _key(kube: Kube, namespace: str, name: str) -> str:
+    return TTLObservation.of_job(Job.model_validate(kube.get("Job", namespace, name))).decision_key()
 
 
 async def _memo(client: Client, wid: str, key: str) -> str | None:
@@ -260,8 +287,8 @@ async def _memo(client: Client, wid: str, key: str) -> str | None:
     return await rows[0].memo_value(key, None) if rows else None
 
 
-async def _memo_is(client: Client, wid: str, rv: str) -> bool:
-    return await _memo(client, wid, OBSERVED_MEMO) == rv
+async def _memo_is(client: Client, wid: str, key: str) -> bool:
+    return await _memo(client, wid, OBSERVED_KEY_MEMO) == key
 
 
 async def _signals(client: Client, wid: str) -> int:

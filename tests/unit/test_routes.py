@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from worker.routes import CronJobRouter, JobRouter, TTLRouter, Workflows
 from workflows.models.common import Condition, Job, Pod, finished_condition
@@ -25,7 +26,7 @@ from workflows.models.ttl import (
     still_waiting,
     ttl_in_scope,
 )
-from workflows.times import iso, rfc3339
+from workflows.times import NEVER, iso, rfc3339
 
 NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 MANAGED = "batchd.io/job-controller"
@@ -181,9 +182,16 @@ class Recorder:
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
+        self.running: set[str] = set()
 
-    async def start_workflow(self, *_: Any, id: str, start_signal: str, **__: Any) -> None:
-        self.sent.append((f"start+{start_signal}", id))
+    async def start_workflow(self, *_: Any, id: str, start_signal: str | None = None, **__: Any) -> None:
+        if start_signal is not None:
+            self.sent.append((f"start+{start_signal}", id))
+        elif id in self.running:
+            raise WorkflowAlreadyStartedError(id, "TTLAfterFinished")
+        else:
+            self.sent.append(("start", id))
+        self.running.add(id)
 
     def get_workflow_handle(self, wid: str) -> Any:
         recorder = self
@@ -214,23 +222,29 @@ def routers(*, ttl_scope: str = "managed", job_scope: str = "managed") -> tuple[
 
 TTL_WID = "job-ttl/team-a/etl/u1"
 TTL_ROUTES = [
-    ("a finished Job is started once per version",
+    ("a finished Job is started once; a change the decision does not read sends nothing (WATCH-3)",
      [("ADDED", make_job()), ("MODIFIED", make_job()), ("MODIFIED", make_job(rv="2"))],
-     [("start+observe", TTL_WID), ("start+observe", TTL_WID)]),
+     [("start", TTL_WID)]),
+    ("a changed TTL reaches the running workflow as a signal",
+     [("ADDED", make_job()), ("MODIFIED", make_job(ttl=120, rv="2"))],
+     [("start", TTL_WID), ("observe", TTL_WID)]),
+    ("a hold reaches the running workflow as a signal",
+     [("ADDED", make_job()), ("MODIFIED", make_job(rv="2", annotations={TTL_HOLD_ANNOTATION: "debug"}))],
+     [("start", TTL_WID), ("observe", TTL_WID)]),
     ("a running Job starts nothing", [("ADDED", make_job(finished=None))], []),
     ("out of scope (--ttl-scope managed)", [("ADDED", make_job(managed_by=None))], []),
     ("deleted before its expiry: the sleeping workflow is told",
      [("ADDED", make_job()), ("DELETED", make_job(deleting=True))],
-     [("start+observe", TTL_WID), ("observe gone", TTL_WID)]),
+     [("start", TTL_WID), ("observe gone", TTL_WID)]),
     ("deleted at its expiry: its own workflow did it, nothing is sent",
      [("ADDED", make_job(ttl=10)), ("DELETED", make_job(ttl=10, deleting=True))],
-     [("start+observe", TTL_WID)]),
+     [("start", TTL_WID)]),
     ("TTL removed: the workflow re-checks",
      [("ADDED", make_job()), ("MODIFIED", make_job(ttl=None, rv="2"))],
-     [("start+observe", TTL_WID), ("observe", TTL_WID)]),
+     [("start", TTL_WID), ("observe", TTL_WID)]),
     ("deletion under way after expiry: nothing is sent",
      [("ADDED", make_job(ttl=10)), ("MODIFIED", make_job(ttl=10, rv="2", deleting=True))],
-     [("start+observe", TTL_WID)]),
+     [("start", TTL_WID)]),
     ("a bad per-outcome TTL: one Warning Event, no workflow",
      [("ADDED", make_job(annotations={"batchd.io/ttl-seconds-after-success": "1m"})),
       ("MODIFIED", make_job(rv="2", annotations={"batchd.io/ttl-seconds-after-success": "1m"}))],
@@ -260,7 +274,7 @@ def test_ttl_router_parses_only_the_pods_that_ask_for_a_ttl() -> None:
         await ttl.pod("ADDED", make_pod())
 
     asyncio.run(scenario())
-    assert rec.sent == [("start+observe", "pod-ttl/team-a/p/u3")]
+    assert rec.sent == [("start", "pod-ttl/team-a/p/u3")]
 
 
 def test_job_router_starts_once_and_pokes_when_finished_or_deleted() -> None:
@@ -291,3 +305,23 @@ def test_cronjob_router_reports_a_managed_cronjobs_job_once_per_outcome() -> Non
 
     asyncio.run(scenario())
     assert rec.sent == [("job_observed", "cronjob/team-a/nightly"), ("job_observed gone", "cronjob/team-a/nightly")]
+
+
+def test_the_ttl_decision_key_reads_every_field_but_the_version() -> None:
+    """WATCH-3: only a change the TTL decision reads makes a new key."""
+    base = TTLObservation.of_job(Job.model_validate(make_job()))
+    assert TTLObservation.of_job(Job.model_validate(make_job(rv="9"))).decision_key() == base.decision_key()
+    changed = [make_job(ttl=61), make_job(finished_at=at(-11)), make_job(deleting=True),
+               make_job(annotations={TTL_HOLD_ANNOTATION: ""}), make_job(finished=None),
+               make_job(annotations={"batchd.io/ttl-seconds-after-success": "x"})]
+    keys = {TTLObservation.of_job(Job.model_validate(raw)).decision_key() for raw in changed}
+    assert base.decision_key() not in keys and len(keys) == len(changed)
+    assert base.model_copy(update={"gone": True}).decision_key() != base.decision_key()
+
+
+def test_the_expiry_a_ttl_workflow_starts_with() -> None:
+    assert TTLObservation.of_job(Job.model_validate(make_job(ttl=60))).shown_expiry() == NOW + timedelta(seconds=50)
+    assert TTLObservation.of_job(Job.model_validate(make_job(finished=None))).shown_expiry() is None
+    assert TTLObservation.of_job(Job.model_validate(make_job(finished_at=None))).shown_expiry() is None
+    far = TTLObservation.of_job(Job.model_validate(make_job(ttl=2**62)))
+    assert far.shown_expiry() == NEVER

@@ -11,6 +11,8 @@ the answers.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Literal
@@ -29,7 +31,7 @@ from workflows.models.common import (
     finished_condition,
 )
 from workflows.models.job import JOB_MANAGED_BY
-from workflows.times import plus_seconds
+from workflows.times import NEVER, plus_seconds
 
 #: Label (Pods) and value of ``spec.managedBy`` (Jobs) that hand an object to batchd.
 POD_TTL_LABEL = "batchd.io/ttl-seconds-after-finished"
@@ -178,6 +180,22 @@ class TTLObservation(K8sModel):
     def needs_cleanup(self) -> bool:
         """Whether TTL cleanup applies at all (TTL-4): a TTL, finished, not being deleted."""
         return not self.gone and not self.deleting and self.ttl_seconds is not None and self.finished
+
+    def decision_key(self) -> str:
+        """WATCH-3: every field the TTL decision reads (all but ``resource_version``), as a short digest.
+
+        Two observations with one key lead to the same decision, so the bridge sends a change
+        only when the key differs, and the workflow keeps the key it holds in its memo.
+        """
+        fields = self.model_dump(mode="json", exclude={"resource_version"})
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+    def shown_expiry(self) -> datetime | None:
+        """The ``ExpiresAt`` its workflow shows: the expiry (:data:`NEVER` beyond range), None while
+        it has none (cleanup does not apply, or no finish time yet, TTL-5)."""
+        if not self.needs_cleanup() or self.ttl_seconds is None or self.finish_time is None:
+            return None
+        return expiry(self.finish_time, self.ttl_seconds) or NEVER
 
 
 def parse_ttl(raw: str, what: str) -> tuple[int | None, str | None]:
