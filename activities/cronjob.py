@@ -206,6 +206,8 @@ class CronJobActivities:
     def _create(self, inp: CreateJobInput) -> CreateJobResult:
         cj = self._cronjob(inp)
         if cj is None or cj["metadata"].get("deletionTimestamp"):
+            activity.logger.info("CronJob %s/%s is gone or being deleted: nothing created for %s", inp.namespace,
+                                 inp.cronjob_name, rfc3339(inp.scheduled))
             return CreateJobResult(outcome="cronjob_gone")
         generation = cj["metadata"].get("generation") or 0
         if inp.generation is not None and generation != inp.generation:
@@ -264,7 +266,12 @@ class CronJobActivities:
         try:
             wait = min((due - self.clock.now()).total_seconds(), inp.wait_at_most)
             if wait > 0:
-                await asyncio.sleep(wait)
+                try:
+                    await asyncio.sleep(wait)
+                except asyncio.CancelledError:
+                    activity.logger.info("armed creation of Job %s/%s cancelled: nothing created", inp.namespace,
+                                         inp.job_name)
+                    raise
             if not burst.running:
                 burst.running = True
                 _COLLECTOR.hold()

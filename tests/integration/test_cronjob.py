@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 
 from activities.kube import Kube
@@ -409,13 +411,19 @@ async def test_the_suspend_update_does_not_wait_for_an_armed_creation(client, ku
         assert jobs_of(kube, namespace, "halt2") == []  # the abandoned wait saw the new generation
 
 
-async def test_deleting_the_cronjob_while_armed_creates_nothing(client, kube, namespace, task_queue):
+async def test_deleting_the_cronjob_while_armed_creates_nothing(client, kube, namespace, task_queue, caplog):
+    caplog.set_level(logging.INFO, logger="temporalio.activity")
     async with running(client, kube, task_queue, namespace, cronjob_lead=30):
         kube.create("CronJob", namespace, cronjob_manifest("gone", "@every 12s"))
         due = await armed_for(client, namespace, "gone")
         kube.delete("CronJob", namespace, "gone", propagation="Orphan")
         assert await asyncio.wait_for(client.get_workflow_handle(cronjob_workflow_id(namespace, "gone")).result(), 20) == "gone"
-        # a bounded look, not proof: with the workflow closed, nothing shows when the worker drops the
-        # creation it had armed (it re-reads the CronJob at the time and finds it gone)
-        await asyncio.sleep(max(0.0, (due - utcnow()).total_seconds()) + 3)
+        # The armed creation outlives its closed workflow: cancelled on its next heartbeat, or at the
+        # time it re-reads the CronJob and finds it gone. Either way it says so.
+        await eventually(lambda: _said_nothing_created(caplog, namespace),
+                         timeout=max(0.0, (due - utcnow()).total_seconds()) + 30, what="the armed creation's end")
         assert kube.list("Job", namespace)["items"] == []
+
+
+def _said_nothing_created(caplog: pytest.LogCaptureFixture, namespace: str) -> bool:
+    return any(f" {namespace}/" in r.getMessage() and "nothing created" in r.getMessage() for r in caplog.records)
