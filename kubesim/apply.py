@@ -5,7 +5,7 @@ Layer: kubesim (imports nothing from batchd). Called by the server for ``PATCH``
 that names a ``fieldManager`` or touches an object that already has managed fields.
 
 No maintained Python implementation of structured-merge-diff exists, so this is the subset
-kubesim's kinds (Namespace, Pod, Event, Job, CronJob) need:
+kubesim's kinds (Namespace, Pod, Event, Job, CronJob, Lease) need:
 
 - a field set is a set of paths in ``FieldsV1`` notation (``f:name``, ``k:{"name":"x"}`` for an
   item of an associative list, ``v:"x"`` for a member of a set, ``.`` for the item itself);

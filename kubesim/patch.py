@@ -5,7 +5,7 @@ applies the patch to the current object and then runs the result through the nor
 path (resourceVersion check, strategy.prepare_update, finalizer rules).
 
 Strategic merge is driven by a table of merge keys for the fields of the served kinds
-(Pod, Job, CronJob, Event, Namespace) rather than by Go struct tags; a field not in the
+(Pod, Job, CronJob, Event, Namespace, Lease) rather than by Go struct tags; a field not in the
 table is replaced as a whole, as upstream does for lists without a patch strategy.
 """
 

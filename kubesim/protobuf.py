@@ -1,8 +1,9 @@
 """Kubernetes' protobuf encoding (``application/vnd.kubernetes.protobuf``) for kubesim's kinds.
 
 Layer: kubesim (imports nothing from batchd). Called by the server to decode request bodies
-(``kubectl create namespace|job|cronjob`` and ``create job --from=cronjob/…`` send them) and by
-the tests to build them.
+(``kubectl create namespace|job|cronjob`` and ``create job --from=cronjob/…`` send them, as do
+client-go programs that ask for protobuf, such as a component renewing its Lease) and by the
+tests to build them.
 
 A body is the four magic bytes ``k8s\\0`` then a ``runtime.Unknown`` message whose ``raw`` field
 holds the object's own message. The messages are described here, from the published field
@@ -304,6 +305,12 @@ _TABLE: dict[str, str] = {
         "deprecatedLastTimestamp=14:Time deprecatedCount=15:int32"
     ),
     "EventsEventSeries": "count=1:int32? lastObservedTime=2:MicroTime?",
+    # k8s.io/api/coordination/v1: every spec field is a pointer
+    "Lease": "metadata=1:ObjectMeta spec=2:LeaseSpec",
+    "LeaseSpec": (
+        "holderIdentity=1? leaseDurationSeconds=2:int32? acquireTime=3:MicroTime renewTime=4:MicroTime "
+        "leaseTransitions=5:int32? strategy=6? preferredHolder=7?"
+    ),
 }
 
 # (apiVersion, kind) → message name
@@ -314,6 +321,7 @@ _KINDS: dict[tuple[str, str], str] = {
     ("events.k8s.io/v1", "Event"): "EventsEvent",
     ("batch/v1", "Job"): "Job",
     ("batch/v1", "CronJob"): "CronJob",
+    ("coordination.k8s.io/v1", "Lease"): "Lease",
 }
 _SCALARS = {
     "string": descriptor_pb2.FieldDescriptorProto.TYPE_STRING,

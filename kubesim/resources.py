@@ -39,6 +39,14 @@ class Resource:
     # kube-apiserver's DefaultGarbageCollectionPolicy: batch/v1 jobs keep Orphan for
     # backwards compatibility, everything else is Background.
     default_propagation: str = "Background"
+    # The registry strategy's AllowCreateOnUpdate: a PUT of a missing object creates it.
+    allow_create_on_update: bool = False
+    # The registry strategy's AllowUnconditionalUpdate: a PUT without
+    # metadata.resourceVersion overwrites whatever is stored (else it is refused as Invalid).
+    allow_unconditional_update: bool = True
+    # Whether the create strategy sets metadata.generation (kubesim sets 1 for every kind whose
+    # registry is not known to leave it alone); False keeps what the client sent, usually none.
+    sets_generation: bool = True
 
     @property
     def storage(self) -> tuple[str, str]:
@@ -75,6 +83,10 @@ RESOURCES: tuple[Resource, ...] = (
              default_propagation="Orphan"),
     Resource("batch", "v1", "cronjobs", "cronjob", "CronJob", True, short_names=("cj",),
              categories=("all",), subresources=("status",)),
+    # Leader election is a compare-and-swap on a Lease's resourceVersion, so its registry refuses
+    # a PUT that names none; it has no status and never sets a generation.
+    Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", True, allow_create_on_update=True,
+             allow_unconditional_update=False, sets_generation=False),
 )
 
 # (group, version, plural) -> Resource

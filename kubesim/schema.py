@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol
 
 import kubernetes.client as k8s
 
-from kubesim import protobuf
+from kubesim import gotime, protobuf
 from kubesim.codec import clone
 from kubesim.errors import ApiError, bad_request
 
@@ -48,6 +48,7 @@ _ROOT_MODELS: dict[tuple[str, str], tuple[str, str]] = {
     ("", "namespaces"): ("V1Namespace", "api/v1"),
     ("", "events"): ("CoreV1Event", "api/v1"),
     ("events.k8s.io", "events"): ("EventsV1Event", "apis/events.k8s.io/v1"),
+    ("coordination.k8s.io", "leases"): ("V1Lease", "apis/coordination.k8s.io/v1"),
 }
 
 # Types of apimachinery's meta/v1 package (the client names them V1...).
@@ -90,6 +91,8 @@ _BATCH_TYPES = frozenset(
         "JobSchedulingConfiguration",
     }
 )
+# Types of the coordination/v1 package.
+_COORDINATION_TYPES = frozenset({"Lease", "LeaseList", "LeaseSpec"})
 _TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
 _MICRO_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
 _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
@@ -116,8 +119,15 @@ _QUANTITY_FIELDS = frozenset(
 _INT_OR_STRING_FIELDS = frozenset(
     {"port", "target_port", "max_unavailable", "min_available", "max_surge"}
 )
-# EventTime fields are MicroTime upstream.
-_MICRO_TIME_FIELDS = frozenset({("CoreV1Event", "event_time"), ("EventsV1Event", "event_time")})
+# The client's 'datetime' fields that are MicroTime upstream (the rest are Time).
+_MICRO_TIME_FIELDS = frozenset(
+    {
+        ("CoreV1Event", "event_time"),
+        ("EventsV1Event", "event_time"),
+        ("V1LeaseSpec", "acquire_time"),
+        ("V1LeaseSpec", "renew_time"),
+    }
+)
 
 # Strategic-merge metadata kubectl reads from the schema to compute apply patches:
 # (model, python attribute) → (patch strategy, merge key).
@@ -166,6 +176,8 @@ def definition_name(model: str) -> str:
         return "io.k8s.apimachinery.pkg.apis.meta.v1." + name
     if name in _BATCH_TYPES:
         return "io.k8s.api.batch.v1." + name
+    if name in _COORDINATION_TYPES:
+        return "io.k8s.api.coordination.v1." + name
     return "io.k8s.api.core.v1." + name
 
 
@@ -312,10 +324,30 @@ def _keep_bool(value: Any) -> Any:
     return value
 
 
+class _BadTime(Exception):
+    """A time string the API server's decoder refuses; the message is Go's."""
+
+
 def _keep_time(value: Any) -> Any:
     if type(value) is not str:
         raise _Mismatch(value, "metav1.Time")
+    try:
+        gotime.parse(value, gotime.RFC3339)
+    except gotime.GoTimeError as e:
+        raise _BadTime(str(e)) from None
+    # Upstream re-marshals a Time in UTC at second precision; kept as written here, that being
+    # the form every writer of kubesim's kinds sends.
     return value
+
+
+def _keep_micro_time(value: Any) -> Any:
+    if type(value) is not str:
+        raise _Mismatch(value, "metav1.MicroTime")
+    try:
+        parsed = gotime.parse(value, gotime.RFC3339_MICRO)
+    except gotime.GoTimeError as e:
+        raise _BadTime(str(e)) from None
+    return gotime.micro_text(parsed) or value
 
 
 @cache
@@ -383,7 +415,7 @@ def _pruner(type_str: str, owner: str, attr: str) -> Pruner:
     if type_str == "bool":
         return _keep_bool
     if type_str == "datetime":
-        return _keep_time
+        return _keep_micro_time if (owner, attr) in _MICRO_TIME_FIELDS else _keep_time
     if _model(type_str) is not None:
         return _model_pruner(type_str)
     return clone  # free-form 'object' (int-or-string, raw extensions), bytes, date
@@ -424,17 +456,21 @@ def prune(group: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
 
     Free-form maps (labels, annotations, nodeSelector, resource limits…) keep all their keys;
     ``null`` values are dropped (a nil pointer is not serialised). A value of the wrong JSON
-    type raises ``400 BadRequest`` as the real decoder does. The result is a new object that
-    shares nothing with ``obj`` (callers may mutate it freely; this is the one deep copy of a
-    write). Unknown kinds come back unchanged.
+    type, or a time Go's ``time.Parse`` refuses, raises ``400 BadRequest`` as the real decoder
+    does; a MicroTime comes back as the server marshals it (UTC, six fraction digits). The
+    result is a new object that shares nothing with ``obj`` (callers may mutate it freely; this
+    is the one deep copy of a write). Unknown kinds come back unchanged.
     """
     entry = _ROOT_MODELS.get((group, plural))
     if entry is None:
         return obj
     try:
         out: dict[str, Any] = _pruner(entry[0], "", "")(obj)
-    except _Mismatch as e:
-        err = _type_error(e.struct, ".".join(reversed(e.keys)), e.value, e.want)
+    except (_Mismatch, _BadTime) as e:
+        if isinstance(e, _Mismatch):
+            err = _type_error(e.struct, ".".join(reversed(e.keys)), e.value, e.want)
+        else:
+            err = bad_request(str(e))
         # As the API server words a body its decoder refuses.
         kind, version = obj.get("kind") or _go_type(entry[0]), entry[1].rsplit("/", 1)[-1]
         err.message = f'{kind} in version "{version}" cannot be handled as a {kind}: {err.message}'
@@ -519,6 +555,9 @@ _GV_RESOURCES: dict[str, list[tuple[str, str, str, str, bool, tuple[str, ...], s
     "apis/events.k8s.io/v1": [
         ("events.k8s.io", "v1", "Event", "events", True, (), "EventsV1Event"),
     ],
+    "apis/coordination.k8s.io/v1": [
+        ("coordination.k8s.io", "v1", "Lease", "leases", True, (), "V1Lease"),
+    ],
 }
 _LIST_MODELS = {
     "V1Pod": "V1PodList",
@@ -527,6 +566,7 @@ _LIST_MODELS = {
     "V1Job": "V1JobList",
     "V1CronJob": "V1CronJobList",
     "EventsV1Event": "EventsV1EventList",
+    "V1Lease": "V1LeaseList",
 }
 
 
@@ -732,10 +772,11 @@ def _paths_for(gv_path: str) -> dict[str, Any]:
         defn = definition_name(model)
         list_defn = definition_name(_LIST_MODELS[model])
         base = "/" + gv_path + ("/namespaces/{namespace}" if namespaced else "") + "/" + plural
-        stem = kind + ("Namespaced" if namespaced else "")
-        suffix = (
-            "".join(p.capitalize() for p in gv_path.replace(".", "/").split("/")[1:]) or "CoreV1"
-        )
+        stem = ("Namespaced" if namespaced else "") + kind
+        # Upstream's operation ids (listCoordinationV1NamespacedLease) name the group without
+        # its ".k8s.io", and the core group "Core".
+        group_words = group.removesuffix(".k8s.io").split(".") if group else ["core"]
+        suffix = "".join(w.capitalize() for w in group_words) + version.capitalize()
         path_params = (
             [{"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}]
             if namespaced

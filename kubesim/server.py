@@ -704,7 +704,8 @@ class ApiServer:
         now = self.clock.now()
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = timestamp(now)
-        meta["generation"] = 1
+        if res.sets_generation:
+            meta["generation"] = 1
         for system in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"):
             meta.pop(system, None)
         obj = strategy.prepare_create(res.group, res.plural, obj, now=now)
@@ -767,11 +768,34 @@ class ApiServer:
         warnings = self._field_validation(route, request, "UpdateOptions", body)
         if isinstance(body, _ProtobufBody):
             body = dict(body)
+        res = route.res
+        assert route.name is not None
+        missing = self.store.get(res.storage, route.namespace or "", route.name) is None
+        if missing and res.allow_create_on_update and route.subresource is None:
+            obj = self._create_on_update(route, self._check_kind(res, body), dry_run=dry_run,
+                                         field_manager=_field_manager(request))
+            return _warn(_response(self._view(res, obj), 201), warnings)
         old = self._current(route)
-        new = self._check_kind(route.res, body)
+        new = self._check_kind(res, body)
         result = self.update_object(route, old, new, dry_run=dry_run, field_manager=_field_manager(request),
                                     agent=_agent_manager(request))
-        return _warn(_response(self._view(route.res, result)), warnings)
+        return _warn(_response(self._view(res, result)), warnings)
+
+    def _create_on_update(self, route: Route, body: Obj, *, dry_run: bool, field_manager: str | None) -> Obj:
+        """A PUT of a missing object of a kind whose registry allows it: the create path, with
+        the name from the URL. The store has nothing to compare a resourceVersion with, so one
+        in the body is dropped; a uid is a precondition nothing can meet."""
+        res, name = route.res, route.name
+        assert name is not None
+        meta = body["metadata"]
+        if meta.get("name") and meta["name"] != name:
+            raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+        if meta.get("uid"):
+            raise conflict(res.plural, name, f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: ",
+                           res.group)
+        meta["name"] = name
+        meta.pop("resourceVersion", None)
+        return self.create_object(res, route.namespace, body, dry_run=dry_run, field_manager=field_manager)
 
     def _field_validation(self, route: Route, request: web.BaseRequest, options_kind: str,
                           obj: Any) -> list[str]:
@@ -822,6 +846,10 @@ class ApiServer:
         if res.namespaced and meta.get("namespace") and meta["namespace"] != old_meta.get("namespace"):
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
         rv = meta.get("resourceVersion")
+        if not rv and not res.allow_unconditional_update:
+            # The generic store words this as an Invalid on the resource, not the kind.
+            raise invalid(res.plural, name, [Cause("metadata.resourceVersion", "FieldValueInvalid",
+                                                   "Invalid value: 0x0: must be specified for an update")], res.group)
         if rv and rv != old_meta["resourceVersion"]:
             raise conflict(res.plural, name, "the object has been modified; please apply your changes to the latest version and try again", res.group)
         if meta.get("uid") and meta["uid"] != old_meta["uid"]:

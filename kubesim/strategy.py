@@ -346,6 +346,8 @@ def _validate_object_meta(meta: Obj, name_fn: NameFn, errs: _Errs) -> None:
     else:
         for m in name_fn(name):
             errs.invalid("metadata.name", name, m)
+    # Every kind but Lease gets its generation from the server; a Lease keeps the client's.
+    errs.nonnegative("metadata.generation", meta.get("generation"))
     _validate_labels(meta.get("labels"), "metadata.labels", errs)
     _validate_annotations(meta.get("annotations"), "metadata.annotations", errs)
     finalizers = meta.get("finalizers") or []
@@ -1741,6 +1743,51 @@ def _event_update(ev: Obj, old: Obj, errs: _Errs) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# Leases
+# --------------------------------------------------------------------------------------------
+
+_LEASE_STRATEGIES = ["OldestEmulationVersion"]
+
+
+def _validate_lease_spec(spec: Obj, errs: _Errs) -> None:
+    """ValidateLeaseSpec. ``holderIdentity`` is free-form; ``acquireTime`` and ``renewTime`` were
+    checked when the body was decoded (API-60)."""
+    duration = spec.get("leaseDurationSeconds")
+    if _is_int(duration) and duration <= 0:  # API-58
+        errs.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0")
+    transitions = spec.get("leaseTransitions")
+    if _is_int(transitions) and transitions < 0:
+        errs.invalid("spec.leaseTransitions", transitions, "must be greater than or equal to 0")
+    # strategy and preferredHolder are validated as with the CoordinatedLeaderElection gate on;
+    # a 1.32 server with default gates drops them in PrepareForCreate/PrepareForUpdate instead.
+    strategy = spec.get("strategy")
+    if isinstance(strategy, str):  # API-59
+        # ValidateCoordinatedLeaseStrategy appends "strategy" to a path that already ends in it.
+        path = "spec.strategy.strategy"
+        if "/" not in strategy:
+            if strategy not in _LEASE_STRATEGIES:
+                errs.not_supported(path, strategy, _LEASE_STRATEGIES)
+        else:
+            for m in is_qualified_name(strategy):
+                errs.invalid(path, strategy, m)
+    if spec.get("preferredHolder") and not strategy:
+        errs.forbidden("spec.preferredHolder", "may only be specified if `strategy` is defined")
+
+
+def _lease_create(lease: Obj, now: datetime, errs: _Errs) -> None:
+    # The lease strategy sets no generation (API-62): the server left the client's, if any.
+    _validate_object_meta(_ensure(lease, "metadata"), is_dns1123_subdomain, errs)
+    # LeaseSpec is a struct, not a pointer: Go's encoder writes "spec": {} even when empty.
+    _validate_lease_spec(_ensure(lease, "spec"), errs)
+
+
+def _lease_update(lease: Obj, old: Obj, errs: _Errs) -> None:
+    # No status and no spec/status split: the new object replaces the old one whole.
+    _validate_object_meta(_ensure(lease, "metadata"), is_dns1123_subdomain, errs)
+    _validate_lease_spec(_ensure(lease, "spec"), errs)
+
+
+# --------------------------------------------------------------------------------------------
 # Dispatch
 # --------------------------------------------------------------------------------------------
 
@@ -1771,6 +1818,7 @@ _KINDS: dict[tuple[str, str], _Kind] = {
     ),
     ("", "events"): _Kind("Event", _core_event_create, _event_update, None),
     ("events.k8s.io", "events"): _Kind("Event", _events_v1_create, _event_update, None),
+    ("coordination.k8s.io", "leases"): _Kind("Lease", _lease_create, _lease_update, None),
 }
 
 

@@ -333,6 +333,19 @@ def _event_row(ev: Obj, now: datetime) -> list[Any]:
             origin, (ev.get("message") or "").strip(), first, count, ev["metadata"]["name"]]
 
 
+_LEASE_COLUMNS: list[Column] = [
+    ("Name", "string", 0, _NAME_DOC),
+    ("Holder", "string", 0, "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field."),
+    ("Age", "string", 0, _AGE_DOC),
+]
+
+
+def _lease_row(lease: Obj, now: datetime) -> list[Any]:
+    # printLease: an unset holder prints as an empty cell, not <none>.
+    return [lease["metadata"]["name"], _d(lease, "spec", "holderIdentity") or "",
+            _since(lease["metadata"].get("creationTimestamp"), now)]
+
+
 _DEFAULT_COLUMNS: list[Column] = [("Name", "string", 0, _NAME_DOC), ("Created At", "date", 0, _AGE_DOC)]
 
 
@@ -347,6 +360,7 @@ PRINTERS: dict[tuple[str, str], tuple[list[Column], Printer]] = {
     ("", "pods"): (_POD_COLUMNS, _pod_row),
     ("", "namespaces"): (_NAMESPACE_COLUMNS, _namespace_row),
     ("", "events"): (_EVENT_COLUMNS, _event_row),
+    ("coordination.k8s.io", "leases"): (_LEASE_COLUMNS, _lease_row),
 }
 
 

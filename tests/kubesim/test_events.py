@@ -27,9 +27,11 @@ def test_a_core_event_reads_back_as_an_events_v1_event(core, http, batch, ns):
 
 
 def test_an_events_v1_event_reads_back_as_a_core_event(core, events_api, ns):
+    # The client turns the body into its model and writes eventTime with datetime.isoformat(),
+    # which has no fraction at microsecond 0: a MicroTime the API server refuses (API-60).
     events_api.create_namespaced_event(ns, {
         "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "new.1"},
-        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "batchd.io/job-controller",
+        "eventTime": "2026-01-01T00:00:00.000001Z", "reportingController": "batchd.io/job-controller",
         "reportingInstance": "batchd-0", "action": "Create", "reason": "SuccessfulCreate",
         "note": "created pod", "type": "Normal",
         "regarding": {"kind": "Job", "name": "j", "namespace": ns},
@@ -56,7 +58,7 @@ def test_events_v1_watch_shows_the_v1_view(core, events_api, ns):
     rv = events_api.list_namespaced_event(ns).metadata.resource_version
     events_api.create_namespaced_event(ns, {
         "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "w.1"},
-        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "batchd.io/x",
+        "eventTime": "2026-01-01T00:00:00.000001Z", "reportingController": "batchd.io/x",
         "reportingInstance": "x-0", "action": "Sync", "reason": "R", "note": "hello", "type": "Normal",
         "regarding": {"kind": "Pod", "name": "p", "namespace": ns},
     })

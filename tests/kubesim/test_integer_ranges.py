@@ -17,7 +17,7 @@ LIST = re.compile(r"^List\[(.+)\]$")
 DICT = re.compile(r"^Dict\[str, *(.+)\]$")
 ROOTS = {("batch", "jobs"): "V1Job", ("batch", "cronjobs"): "V1CronJob", ("", "pods"): "V1Pod",
          ("", "namespaces"): "V1Namespace", ("", "events"): "CoreV1Event",
-         ("events.k8s.io", "events"): "EventsV1Event"}
+         ("events.k8s.io", "events"): "EventsV1Event", ("coordination.k8s.io", "leases"): "V1Lease"}
 
 
 def int_fields(model: str, steps: tuple[tuple[str, str], ...] = (), seen: frozenset[str] = frozenset()

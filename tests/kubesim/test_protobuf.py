@@ -139,6 +139,12 @@ OBJECTS: dict[str, dict[str, Any]] = {
         "deprecatedSource": {"component": "c"}, "deprecatedFirstTimestamp": T0, "deprecatedLastTimestamp": T1,
         "deprecatedCount": 4,
     },
+    "Lease": {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": META,
+        "spec": {"holderIdentity": "batchd-0", "leaseDurationSeconds": 15, "acquireTime": "2026-11-22T10:00:00.123456Z",
+                 "renewTime": "2026-11-22T10:00:05.000001Z", "leaseTransitions": 0,
+                 "strategy": "OldestEmulationVersion", "preferredHolder": "batchd-1"},
+    },
 }
 
 

@@ -107,8 +107,9 @@ def test_prune_leaves_unknown_kinds_alone() -> None:
             {"regarding": {"kind": "Pod", "zzz": 1}, "note": "n", "zzz": 2},
         ),
         ("batch", "cronjobs", {"spec": {"schedule": "@daily", "zzz": 1}}),
+        ("coordination.k8s.io", "leases", {"spec": {"holderIdentity": "a", "zzz": 1}}),
     ],
-    ids=["pods", "namespaces", "core events", "events.k8s.io events", "cronjobs"],
+    ids=["pods", "namespaces", "core events", "events.k8s.io events", "cronjobs", "leases"],
 )
 def test_prune_covers_every_served_kind(group: str, plural: str, body: dict[str, Any]) -> None:
     assert '"zzz"' not in json.dumps(schema.prune(group, plural, body))
@@ -142,6 +143,7 @@ GROUP_VERSIONS = [
     ),
     ("apis/batch/v1", ["io.k8s.api.batch.v1.Job", "io.k8s.api.batch.v1.CronJob"]),
     ("apis/events.k8s.io/v1", ["io.k8s.api.events.v1.Event"]),
+    ("apis/coordination.k8s.io/v1", ["io.k8s.api.coordination.v1.Lease"]),
 ]
 
 
