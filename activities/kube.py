@@ -86,6 +86,7 @@ RESOURCES: dict[str, Resource] = {
     "Pod": Resource("/api/v1", "pods"),
     "Event": Resource("/api/v1", "events"),
     "Namespace": Resource("/api/v1", "namespaces", namespaced=False),
+    "Lease": Resource("/apis/coordination.k8s.io/v1", "leases"),
 }
 
 #: (connect, read) seconds for ordinary requests; watches set their own read timeout.
@@ -325,6 +326,10 @@ class Kube:
     def create(self, kind: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST a new object."""
         return self.request("POST", resource_path(kind, namespace), body=body)
+
+    def replace(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT the whole object; its ``metadata.resourceVersion`` makes it a compare-and-swap (:class:`Conflict`)."""
+        return self.request("PUT", resource_path(kind, namespace, name), body=body)
 
     def patch(self, kind: str, namespace: str, name: str, patch: Any, *, subresource: str | None = None,
               patch_type: str = "application/merge-patch+json") -> dict[str, Any]:

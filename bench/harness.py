@@ -126,7 +126,8 @@ def worker_process(env: WorkflowEnvironment, kubeconfig: Path, workdir: Path, *,
     log = workdir / f"worker-{task_queue}.log"
     args = [str(BIN / "batchd"), "worker", "--temporal-address", env.client.service_client.config.target_host,
             "--kubeconfig", str(kubeconfig), "--namespaces", namespace, "--task-queue", task_queue,
-            "--health-port", str(free_port()), "--log-level", "WARNING", *(extra or [])]
+            "--health-port", str(free_port()), "--log-level", "WARNING", "--leader-elect-resource-namespace", namespace,
+            *(extra or [])]
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
     p = Process(proc, log)

@@ -33,6 +33,7 @@ from temporalio.worker import Worker
 from activities.kube import Kube
 from worker import telemetry
 from worker.bridge import Bridge, BridgeSettings
+from worker.lease import Elector, LeaseSettings
 from worker.temporal import TemporalSettings, build_workers, connect, ensure_search_attributes
 from worker.watchdog import Watchdog
 from workflows.identity import timed_task_queue
@@ -146,6 +147,7 @@ class WorkerSettings:
     health_port: int = 8080
     max_concurrent_activities: int = 64
     max_cached_workflows: int = 1000
+    lease: LeaseSettings | None = None  # leader election (WATCH-4); None: this bridge always sends
 
 
 def kube_configuration(kubeconfig: Path | None) -> k8s_client.Configuration:
@@ -216,7 +218,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
         await health.stop()
         raise
     kube = Kube(kube_configuration(settings.kubeconfig))
-    bridge = Bridge(client, kube, settings.bridge)
+    bridge = Bridge(client, kube, settings.bridge, elector=Elector(kube, settings.lease) if settings.lease else None)
     workers = build_workers(client, kube, task_queue=settings.bridge.task_queue,
                             max_concurrent_activities=settings.max_concurrent_activities,
                             max_cached_workflows=settings.max_cached_workflows, cronjob_cache=bridge.cached_cronjob)

@@ -11,6 +11,10 @@ the workflows do.
 Threads: informers call :meth:`Bridge._enqueue` on their threads; dispatch runs on the asyncio
 loop in a few shards keyed by object, so events of one object stay in order while different
 objects proceed in parallel. A failed dispatch is retried with backoff (WATCH-1, docs/design.md).
+
+With an :class:`~worker.lease.Elector` (``--leader-elect``), every replica keeps its informers and
+their cache, but only the Lease holder dispatches (WATCH-4): when it starts leading it forgets what
+it may have sent before, reads the TTL workflows' memos, and routes every object its cache holds.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from temporalio.client import Client
 
 from activities.kube import Clock, Kube, SystemClock
 from worker.informer import Informer, bridge_view
+from worker.lease import Elector
 from worker.routes import CronJobRouter, JobRouter, TTLRouter, Workflows, controller_of
 from workflows.identity import TASK_QUEUE
 from workflows.models.common import Job, ObjectRef
@@ -64,8 +69,11 @@ class BridgeSettings:
 class Bridge:
     """Watches CronJobs, Jobs and the Pods batchd cares about; routes each change to its controllers."""
 
-    def __init__(self, client: Client, kube: Kube, settings: BridgeSettings, *, clock: Clock | None = None) -> None:
+    def __init__(self, client: Client, kube: Kube, settings: BridgeSettings, *, clock: Clock | None = None,
+                 elector: Elector | None = None) -> None:
         self.client, self.kube, self.settings = client, kube, settings
+        self.elector = elector
+        self.leading = elector is None  # dispatching; without an elector, always
         self.clock = clock or SystemClock()
         workflows = Workflows(client, settings.task_queue)
         self.ttl_router = TTLRouter(workflows, kube, self.clock, scope=settings.ttl_scope)
@@ -76,6 +84,7 @@ class Bridge:
         self._informers: list[Informer] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._failures: dict[str, int] = {}  # uid -> dispatches of its latest version that failed in a row
+        self._taking_over: asyncio.Task[None] | None = None
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -84,7 +93,8 @@ class Bridge:
         self._queues = [asyncio.Queue() for _ in range(self.settings.shards)]
         self._tasks = [asyncio.create_task(self._consume(q), name=f"bridge-shard-{i}") for i, q in enumerate(self._queues)]
         namespaces = self.settings.namespaces or (None,)
-        await self.ttl_router.recall(namespaces)
+        if self.elector is None:
+            await self.ttl_router.recall(namespaces)
         resync = self.settings.resync_seconds
         # CronJobs list first: a Job's owner must be known (and its workflow started, on the same
         # shard) before the Job's events are routed to it.
@@ -105,6 +115,32 @@ class Bridge:
         self._tasks.append(asyncio.create_task(self.job_router.poker(), name="bridge-poker"))
         for inf in self._informers[len(cronjobs):]:
             inf.start()
+        if self.elector is not None:
+            self._tasks.append(asyncio.create_task(self.elector.run(self._lead, self._follow), name="bridge-lease"))
+
+    def _lead(self) -> None:
+        self._taking_over = asyncio.create_task(self._take_over(), name="bridge-take-over")
+
+    async def _take_over(self) -> None:
+        """WATCH-4: this replica now holds the Lease: route everything the cache holds.
+
+        What this replica sent while it last led may since have been overtaken by another
+        leader's signals, so it is forgotten; the TTL workflows' memos say what they have
+        (WATCH-2). Each object goes as its latest cached copy, after any event already queued.
+        """
+        for router in (self.ttl_router, self.cronjob_router, self.job_router):
+            router.forget()
+        await self.ttl_router.recall(self.settings.namespaces or (None,))
+        self.leading = True
+        for inf in self._informers:  # CronJobs first, as at start
+            for obj in inf.snapshot():
+                self._enqueue("REPLAY", obj)
+
+    def _follow(self) -> None:
+        """Another replica may lead now: dispatch nothing more (queued events are dropped)."""
+        self.leading = False
+        if self._taking_over is not None:
+            self._taking_over.cancel()
 
 
     def cached(self, kind: str, uid: str, namespace: str | None = None) -> dict[str, Any] | None:
@@ -160,8 +196,16 @@ class Bridge:
     async def _consume(self, queue: _Queue) -> None:
         while True:
             received, etype, obj = await queue.get()
-            uid = obj.get("metadata", {}).get("uid", "")
+            meta = obj.get("metadata", {})
+            uid = meta.get("uid", "")
             try:
+                if not self.leading:
+                    continue
+                if etype == "REPLAY":  # _lead: the object as the cache holds it now, if it still exists
+                    latest = self.cached(str(obj.get("kind")), uid, meta.get("namespace"))
+                    if latest is None:
+                        continue
+                    etype, obj = "SYNC", latest
                 await self.handle(etype, obj)
                 DISPATCH_SECONDS.record(time.monotonic() - received, {"kind": obj.get("kind", "")})
                 self._failures.pop(uid, None)

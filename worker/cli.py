@@ -147,6 +147,15 @@ def _k8s_namespace(_ctx: click.Context, _param: click.Parameter, value: str | No
     return value
 
 
+def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
+    from worker import ops
+
+    try:
+        return ops.parse_duration(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
 output_option = click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table",
                              show_default=True, help="Human table, or JSON for scripts.")
 
@@ -177,15 +186,38 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
 @click.option("--max-cached-workflows", type=int, default=1000, show_default=True,
               help="Sticky cache size (about 67 KiB per cached workflow). Keep it above the number of "
                    "CronJobs that share a schedule time: a wake-up outside the cache replays the run's history.")
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
+              help="Route changes from one replica only, the holder of a Lease; every replica still runs "
+                   "workflows and activities. Off: each replica's bridge sends on its own (idempotent, N times "
+                   "the signals).")
+@click.option("--leader-elect-resource-namespace", envvar="POD_NAMESPACE", default="default", show_default=True,
+              help="Namespace of the Lease (in a Pod: its own, from $POD_NAMESPACE).")
+@click.option("--leader-elect-resource-name", default="batchd", show_default=True, help="Name of the Lease.")
+@click.option("--leader-elect-lease-duration", default="15s", show_default=True, callback=_duration,
+              metavar="DURATION", help="How long the others wait after the holder's last renewal.")
+@click.option("--leader-elect-renew-deadline", default="10s", show_default=True, callback=_duration,
+              metavar="DURATION", help="How long the holder tries to renew before it stops leading.")
+@click.option("--leader-elect-retry-period", default="2s", show_default=True, callback=_duration,
+              metavar="DURATION", help="How often to renew, or to try to take the Lease.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--log-level", default="INFO", show_default=True)
 def worker(task_queue: str, kubeconfig: Path | None, namespaces: str, ttl_scope: Literal["managed", "all"],
            job_scope: Literal["managed", "all"], cronjob_selector: str, cronjob_lead: float, resync_seconds: float,
-           health_port: int, max_concurrent_activities: int, max_cached_workflows: int, log_format: str,
-           log_level: str, **temporal: Any) -> None:
+           health_port: int, max_concurrent_activities: int, max_cached_workflows: int, leader_elect: bool,
+           leader_elect_resource_namespace: str, leader_elect_resource_name: str, leader_elect_lease_duration: int,
+           leader_elect_renew_deadline: int, leader_elect_retry_period: int, log_format: str, log_level: str,
+           **temporal: Any) -> None:
     """Run the Temporal worker and the Kubernetes bridge (one process; run 2+ replicas safely)."""
     from worker import app, telemetry
     from worker.bridge import BridgeSettings
+    from worker.lease import LeaseSettings
+
+    try:
+        lease = LeaseSettings(namespace=leader_elect_resource_namespace, name=leader_elect_resource_name,
+                              lease_duration=leader_elect_lease_duration, renew_deadline=leader_elect_renew_deadline,
+                              retry_period=leader_elect_retry_period) if leader_elect else None
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--leader-elect-*") from None
 
     telemetry.setup_logging(log_format, log_level)
     settings = app.WorkerSettings(
@@ -197,6 +229,7 @@ def worker(task_queue: str, kubeconfig: Path | None, namespaces: str, ttl_scope:
         health_port=health_port,
         max_concurrent_activities=max_concurrent_activities,
         max_cached_workflows=max_cached_workflows,
+        lease=lease,
     )
     code = 0
     try:
@@ -277,15 +310,6 @@ def _run_kube(kubeconfig: Path | None, command: Callable[[Kube], str]) -> NoRetu
     if err:
         click.echo(f"batchd: {err}", err=True)
     _exit(code)
-
-
-def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
-    from worker import ops
-
-    try:
-        return ops.parse_duration(value)
-    except ValueError as err:
-        raise click.BadParameter(str(err)) from None
 
 
 def kube_options(f: Command) -> Command:

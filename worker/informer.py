@@ -72,6 +72,10 @@ class Informer:
         """The object with ``uid`` as last seen (transformed); safe from any thread."""
         return self._known.get(uid)
 
+    def snapshot(self) -> list[dict[str, Any]]:
+        """Every object as last seen (transformed); safe from any thread."""
+        return list(self._known.values())
+
     def _run(self) -> None:
         backoff = 1.0
         while not self._stop.is_set():

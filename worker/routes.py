@@ -147,6 +147,10 @@ class TTLRouter:
         self._dispatched: dict[str, str] = {}  # workflow id -> decision key last sent (WATCH-3)
         self._warned: set[tuple[str, str]] = set()  # (uid, problem) already recorded as an Event
 
+    def forget(self) -> None:
+        """Forget what was sent (WATCH-4: another replica may have sent since)."""
+        self._dispatched.clear()
+
     async def recall(self, namespaces: Iterable[str | None]) -> None:
         """WATCH-2: learn, from their memo, which object version each running TTL workflow has.
 
@@ -241,6 +245,11 @@ class CronJobRouter:
         self._sent: dict[str, Any] = {}  # CronJob uid -> plan key last sent
         self._reported: dict[str, str] = {}  # Job uid -> outcome last reported to its CronJob's workflow
 
+    def forget(self) -> None:
+        """Forget what was sent (WATCH-4: another replica may have sent since)."""
+        self._sent.clear()
+        self._reported.clear()
+
     def track(self, etype: str, obj: dict[str, Any]) -> None:
         """Note a managed CronJob as its event is queued (informer thread), before any of its Jobs' events."""
         meta = obj.get("metadata") or {}
@@ -302,6 +311,11 @@ class JobRouter:
         self.workflows, self.scope = workflows, scope
         self._sent: dict[str, tuple[Any, ...]] = {}  # Job uid -> what its workflow was last told
         self._to_poke: set[str] = set()  # workflows to poke on the next tick (coalesces Pod events)
+
+    def forget(self) -> None:
+        """Forget what was sent (WATCH-4: another replica may have sent since)."""
+        self._sent.clear()
+        self._to_poke.clear()
 
     async def job(self, etype: str, job: Job) -> None:
         """Start (or poke) the workflow of a Job batchd runs (JOB-1); its own status writes are skipped."""

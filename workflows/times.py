@@ -51,8 +51,8 @@ def rfc3339(t: datetime | None) -> str | None:
     It is what ``metav1.Time`` marshals to (Go's RFC 3339 in UTC, sub-seconds truncated), which
     every time field batchd writes is: Job status times and conditions, CronJob status, its
     annotations, an Event's ``firstTimestamp``/``lastTimestamp``. Microseconds belong only in
-    ``MicroTime`` fields (``events.k8s.io`` ``eventTime``, Lease times), which batchd does not
-    write; kubesim, being the API server, formats those itself. Writing people the same form
+    ``MicroTime`` fields (``events.k8s.io`` ``eventTime``, a Lease's times: :func:`micro_time`).
+    Writing people the same form
     (timer summaries, ``describe``, the CLI) means an instant reads the same in the Temporal UI
     as in ``kubectl get -o yaml``. The year is always four digits (``%Y`` would not pad it).
 
@@ -65,6 +65,12 @@ def rfc3339(t: datetime | None) -> str | None:
     if t is None:
         return None
     return t.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def micro_time(t: datetime) -> str:
+    """``2026-11-22T10:00:00.000000Z``: a ``metav1.MicroTime`` (a Lease's ``acquireTime``, ``renewTime``)."""
+    u = t.astimezone(UTC)
+    return f"{u.year:04d}-{u:%m-%dT%H:%M:%S}.{u.microsecond:06d}Z"
 
 
 def iso(t: datetime | None, *, never: str = "never") -> str | None:

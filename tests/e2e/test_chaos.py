@@ -32,7 +32,7 @@ from kubesim.server import AuditKey
 from kubesim.store import WatchEvent
 from tests.conftest import eventually, new_namespace, utcnow
 from tests.e2e.forked import Forked
-from tests.e2e.test_worker_process import free_port, ready
+from tests.e2e.test_worker_process import free_port, lease_args, ready
 from tests.integration.test_cronjob import cronjob_manifest
 from tests.integration.test_job import job_manifest
 from tests.k8s import create_job, finish_job, second
@@ -119,7 +119,7 @@ async def test_two_replicas_under_chaos_lose_nothing_and_do_everything_once(tmp_
             replicas = Replicas(["worker", "--temporal-address", f"127.0.0.1:{temporal_port}",
                                  "--kubeconfig", str(tmp_path / "kubeconfig"), "--namespaces", ns,
                                  "--task-queue", "chaos", "--resync-seconds", "30", "--ttl-scope", "all",
-                                 "--cronjob-selector", ""], tmp_path)
+                                 "--cronjob-selector", "", *lease_args(ns)], tmp_path)
             replicas.start(0)
             replicas.start(1)
             await ready(replicas.ports[0])

@@ -102,7 +102,7 @@ def test_every_rendered_object_validates_against_kubesims_openapi(path: str) -> 
 
     docs = render(path)
     assert sorted(by_kind(docs)) == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Namespace",
-                                     "PodDisruptionBudget", "ServiceAccount"]
+                                     "PodDisruptionBudget", "Role", "RoleBinding", "ServiceAccount"]
     served = 0
     with KubeSim(kubelet=False) as sim:
         for obj in docs:
@@ -177,6 +177,10 @@ def _container_config(docs: list[dict[str, Any]], secret: dict[str, str], mount_
     for var in box.get("env", []):
         if "value" in var:
             env[var["name"]] = relocate(var["value"])
+            continue
+        if "fieldRef" in var["valueFrom"]:  # the downward API: only the Pod's namespace is asked for
+            assert var["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+            env[var["name"]] = by_kind(docs)["Deployment"]["metadata"]["namespace"]
             continue
         ref = var["valueFrom"]["secretKeyRef"]
         assert ref["name"] == "batchd-temporal"

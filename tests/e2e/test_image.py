@@ -31,7 +31,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
 from tests.conftest import eventually
-from tests.e2e.test_worker_process import free_port, http_get
+from tests.e2e.test_worker_process import free_port, http_get, lease_args
 from tests.integration.test_job import job_manifest
 
 # the module fixture is built once per test process: its tests share one process (make test: -n)
@@ -134,7 +134,8 @@ async def test_the_image_runs_the_worker_against_kubesim_and_temporal(
     health = free_port()
     target = temporal_env.client.service_client.config.target_host
     argv = [*config["Entrypoint"], *config["Cmd"], "--temporal-address", target, "--kubeconfig", "/etc/batchd/kube/config",
-            "--namespaces", namespace, "--task-queue", task_queue, "--health-port", str(health), "--log-format", "json"]
+            "--namespaces", namespace, "--task-queue", task_queue, "--health-port", str(health), "--log-format", "json",
+            *lease_args(namespace)]
     env = [f"--env={e}" for e in config.get("Env") or []]
     log = tmp_path / "worker.log"
     with open(log, "wb") as out:

@@ -19,7 +19,7 @@ import pytest
 
 from activities.kube import Kube
 from tests.conftest import eventually, new_namespace
-from tests.e2e.test_worker_process import BATCHD, free_port, http_get
+from tests.e2e.test_worker_process import BATCHD, free_port, http_get, lease_args
 from worker.dev import DEV_BRIDGE, dev_server_args
 
 
@@ -81,7 +81,8 @@ def dev_world(tmp_path: Path, kubeconfig: Path, namespaces: list[str]) -> Iterat
                 assert server.poll() is None and time.monotonic() < deadline, "dev server did not start"
                 time.sleep(0.2)
         args = [BATCHD, "worker", "--temporal-address", f"127.0.0.1:{port}", "--kubeconfig", str(kubeconfig),
-                "--namespaces", ",".join(namespaces), "--health-port", str(health), "--ttl-scope", "all", *dev_args()]
+                "--namespaces", ",".join(namespaces), "--health-port", str(health), "--ttl-scope", "all", *dev_args(),
+                *lease_args(namespaces[0])]
         with open(tmp_path / "worker.log", "ab") as out:
             worker = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 240

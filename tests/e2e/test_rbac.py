@@ -41,6 +41,7 @@ from tests.integration.test_job import job_manifest
 from tests.k8s import create_job, finish_job, pod_manifest, second
 from worker.app import kube_configuration
 from worker.dev import EXAMPLES, apply_examples
+from worker.lease import LeaseSettings
 from workflows.identity import cronjob_workflow_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,9 +61,9 @@ def kustomize() -> list[dict[str, Any]]:
 
 
 def granted_rules(docs: list[dict[str, Any]]) -> set[Rule]:
-    [role] = [d for d in docs if d["kind"] == "ClusterRole"]
+    """What the ClusterRole and the leader-election Role (in batchd's namespace) grant together."""
     rules: set[Rule] = set()
-    for rule in role["rules"]:
+    for rule in (r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]):
         assert "nonResourceURLs" not in rule and "resourceNames" not in rule
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
@@ -78,8 +79,8 @@ def fresh_sim(tmp_path: Path) -> Iterator[Any]:
     from kubesim import KubeSim
     from kubesim.admission import OwnerReferencesPermissionEnforcement, rbac_authorizer
 
-    [role] = [d for d in kustomize() if d["kind"] == "ClusterRole"]
-    sim = KubeSim(kubelet=True, admission=[OwnerReferencesPermissionEnforcement(rbac_authorizer(role["rules"]))]).start()
+    rules = [r for d in kustomize() if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
+    sim = KubeSim(kubelet=True, admission=[OwnerReferencesPermissionEnforcement(rbac_authorizer(rules))]).start()
     sim.kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
     yield sim
     sim.stop()
@@ -136,7 +137,9 @@ async def test_the_cluster_role_allows_every_request_of_a_recorded_run_and_nothi
     sim.audit(reset=True)
 
     task_queue = f"tq-{uuid.uuid4()}"
-    async with running(client, kube, task_queue, ns):
+    # leader election as deployed: the Lease is created, renewed and, at the end, given up
+    lease = LeaseSettings(namespace=ns, lease_duration=3, renew_deadline=2, retry_period=1)
+    async with running(client, kube, task_queue, ns, lease=lease):
         await eventually(lambda: "etl" not in _names(sim, "batch", "jobs", ns), what="Job deleted by its TTL")
         await eventually(lambda: "ttl-pod" not in _names(sim, "", "pods", ns), what="Pod deleted by its TTL")
         await eventually(lambda: _warning_count(sim, ns) == 1, what="Warning TTLNotApplied recorded")
@@ -144,7 +147,7 @@ async def test_the_cluster_role_allows_every_request_of_a_recorded_run_and_nothi
         handle = client.get_workflow_handle(cronjob_workflow_id(ns, "tick"))
         assert (await handle.execute_update("suspend", {}))["suspended"] is True
     # A restarted worker reports the bad label again: the Event is read and its count patched.
-    async with running(client, kube, task_queue, ns):
+    async with running(client, kube, task_queue, ns, lease=lease):
         await eventually(lambda: _warning_count(sim, ns) == 2, what="Warning TTLNotApplied aggregated")
     assert "bad-label" in _names(sim, "", "pods", ns), "a Pod with an invalid TTL label is kept"
 
@@ -162,13 +165,14 @@ async def test_the_cluster_role_allows_every_request_of_a_recorded_run_and_nothi
             ("batch", "jobs", "create"), ("", "pods", "create"), ("", "pods", "patch"),
             ("batch", "jobs/status", "patch"), ("batch", "cronjobs", "patch"),
             ("batch", "cronjobs/status", "patch"), ("batch", "jobs/finalizers", "update"),
-            ("batch", "cronjobs/finalizers", "update")} <= used
+            ("batch", "cronjobs/finalizers", "update"), ("coordination.k8s.io", "leases", "create"),
+            ("coordination.k8s.io", "leases", "update")} <= used
 
 
 def test_the_kustomize_base_builds_into_valid_kubernetes_objects() -> None:
     docs = kustomize()
     assert sorted(d["kind"] for d in docs) == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Namespace",
-                                               "PodDisruptionBudget", "ServiceAccount"]
+                                               "PodDisruptionBudget", "Role", "RoleBinding", "ServiceAccount"]
     api = ApiClient()
     for doc in docs:
         model = api.deserialize(json.dumps(doc), f"V1{doc['kind']}", "application/json")
@@ -202,7 +206,9 @@ def test_the_deployment_runs_two_hardened_replicas_with_probes_and_the_temporal_
     assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"] and sc["capabilities"]["drop"] == ["ALL"]
     tmp = {m["name"] for m in box["volumeMounts"] if m["mountPath"] == "/tmp"}
     assert [v for v in pod["volumes"] if v["name"] in tmp and "emptyDir" in v], "/tmp must be a writable emptyDir"
-    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in box["env"]}
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in box["env"] if "secretKeyRef" in e["valueFrom"]}
+    lease_namespace = next(e["valueFrom"]["fieldRef"] for e in box["env"] if e["name"] == "POD_NAMESPACE")
+    assert lease_namespace == {"fieldPath": "metadata.namespace"}  # the Lease lives beside the Role that grants it
     assert env["TEMPORAL_ADDRESS"]["name"] == "batchd-temporal" and not env["TEMPORAL_ADDRESS"].get("optional")
     assert all(ref["name"] == "batchd-temporal" and ref["optional"] for n, ref in env.items() if n != "TEMPORAL_ADDRESS")
     tls = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == "batchd-temporal"]
@@ -210,6 +216,11 @@ def test_the_deployment_runs_two_hardened_replicas_with_probes_and_the_temporal_
     assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
     binding = docs["ClusterRoleBinding"]
     assert binding["roleRef"]["name"] == docs["ClusterRole"]["metadata"]["name"]
+    role, role_binding = docs["Role"], docs["RoleBinding"]
+    assert role["metadata"]["namespace"] == dep["metadata"]["namespace"] == role_binding["metadata"]["namespace"]
+    assert role_binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                       "name": role["metadata"]["name"]}
+    assert role_binding["subjects"] == binding["subjects"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "batchd", "namespace": "batchd-system"}]
 
 
