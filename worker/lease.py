@@ -75,6 +75,9 @@ class Elector:
                 except KubeError as err:
                     log.warning("could not read or write Lease %s/%s: %s", s.namespace, s.name, err)
                     held = False
+                except Exception:  # a bug must not end the campaign with this replica leading forever
+                    log.exception("leader election on Lease %s/%s failed", s.namespace, s.name)
+                    held = False
                 now = time.monotonic()
                 if held:
                     renewed = now

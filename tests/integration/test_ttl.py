@@ -269,6 +269,7 @@ async def test_a_ttl_deletion_costs_a_start_a_timer_and_one_local_activity(clien
         desc = await client.get_workflow_handle(wid).describe()
         assert desc.typed_search_attributes.get(EXPIRES_AT) == finished + timedelta(seconds=3)
         assert (await result_of(client, wid)).outcome == "deleted"
+    await save_history(client.get_workflow_handle(wid), "ttl-keyed-start-deleted")
     history = await client.get_workflow_handle(wid).fetch_history()
     kinds = [ev.WhichOneof("attributes").removesuffix("_event_attributes") for ev in history.events]
     billed = [k for k in kinds if k in ("workflow_execution_started", "workflow_execution_signaled", "timer_started",
