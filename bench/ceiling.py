@@ -1,6 +1,9 @@
-"""The ceiling workflow of the benchmarks: one durable sleep and one no-op activity.
+"""The ceiling workflows of the benchmarks: the least a workflow can do on this dev server.
 
-Its own module, importing only the SDK, so the workflow sandbox can load it cheaply.
+``CeilingWorkflow`` sleeps once and runs one no-op activity (the TTL burst's ceiling);
+``SleeperCeiling`` notes its first task with a no-op local activity and then sleeps (the ceiling
+of setting up sleeping TTL workflows). Their own module, importing only the SDK, so the workflow
+sandbox can load it cheaply.
 """
 
 from __future__ import annotations
@@ -26,3 +29,12 @@ class CeilingWorkflow:
         await workflow.sleep(max(timedelta(0), wake_at - workflow.now()))
         await workflow.execute_activity(bench_noop, workflow.info().workflow_id,
                                         start_to_close_timeout=timedelta(seconds=30))
+
+
+@workflow.defn(name="BenchSleeperCeiling")
+class SleeperCeiling:
+    @workflow.run
+    async def run(self, sleep: timedelta) -> None:
+        await workflow.execute_local_activity(bench_noop, workflow.info().workflow_id,
+                                              start_to_close_timeout=timedelta(seconds=30))
+        await workflow.sleep(sleep)

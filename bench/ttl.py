@@ -9,7 +9,8 @@ Prints (never asserts):
    process against kubesim (separate process): deletions/s end to end, time-to-deletion p50/p99,
    worker peak RSS, Temporal actions per deletion, and the ratio ours/ceiling;
 3. paced — N/2 Jobs expiring at half the ceiling rate: time-to-deletion p50/p99;
-4. sleepers — M Jobs with a one-hour TTL: worker RSS once all M timers sleep.
+4. sleepers — M Jobs with a one-hour TTL: worker RSS once all M timers sleep, and the set-up
+   rate against its ceiling (minimal workflows started and through their first task).
 Time-to-deletion is measured as the API shows it: the first watch event carrying the Job's
 deletionTimestamp, minus finish time + TTL.
 """
@@ -30,7 +31,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.kube import Kube
-from bench.ceiling import DONE, CeilingWorkflow, bench_noop
+from bench.ceiling import DONE, CeilingWorkflow, SleeperCeiling, bench_noop
 from bench.harness import (
     DeletionWatch,
     billable_actions,
@@ -61,6 +62,29 @@ async def ceiling(client: Client, n: int) -> dict[str, float]:
     lat = [t - wake.timestamp() for t in DONE.values()]
     span = max(lat)
     return {"rate": n / span, "p50": percentile(lat, 50), "p99": percentile(lat, 99)}
+
+
+async def setup_ceiling(client: Client, n: int) -> float:
+    """Sleeping workflows set up per second: ``n`` minimal ones started (64 at a time) and each
+    through its first task, the most a bridge could reach on this server."""
+    tq = f"setup-ceiling-{uuid.uuid4()}"
+    DONE.clear()
+    async with Worker(client, task_queue=tq, workflows=[SleeperCeiling], activities=[bench_noop],
+                      activity_executor=ThreadPoolExecutor(64), max_concurrent_activities=64):
+        sem = asyncio.Semaphore(64)
+        t0 = time.monotonic()
+
+        async def start(i: int) -> None:
+            async with sem:
+                await client.start_workflow(SleeperCeiling.run, timedelta(hours=1), id=f"{tq}-{i}", task_queue=tq)
+
+        await asyncio.gather(*(start(i) for i in range(n)))
+        while len(DONE) < n:
+            await asyncio.sleep(0.2)
+        rate = n / (time.monotonic() - t0)
+    async for wf in client.list_workflows(f'TaskQueue = "{tq}" AND ExecutionStatus = "Running"'):
+        await client.get_workflow_handle(wf.id).terminate("bench done")
+    return rate
 
 
 # -- batchd --------------------------------------------------------------------------------
@@ -133,50 +157,60 @@ async def sleepers(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: An
         far = datetime.now(UTC) + timedelta(hours=1)
         t0 = time.monotonic()
         await asyncio.to_thread(make_finished_jobs, kube, ns, {f"s-{i:05d}": far for i in range(m)})
-        running = await wait_running(env.client, ns, m, datetime.now(UTC) + timedelta(seconds=600))
+        running = await wait_running(env.client, ns, m, datetime.now(UTC) + timedelta(seconds=600 + m / 20))
         elapsed = time.monotonic() - t0
         await asyncio.sleep(5)
         cur, peak = proc.rss_mb()
     return {"running": running, "setup_s": elapsed, "rss_mb": cur, "rss_peak_mb": peak}
 
 
+async def burst_and_paced(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any, jobs: int) -> None:
+    ceil = await ceiling(env.client, jobs)
+    print(f"ceiling: {jobs} minimal workflows waking at once", flush=True)
+    print(table([("completions/s", f"{ceil['rate']:.0f}"), ("p50 / p99 lateness (s)",
+                                                             f"{ceil['p50']:.2f} / {ceil['p99']:.2f}")]))
+    burst = await ttl_run(env, kube, kubeconfig, wd, lambda t0: {f"j-{i:05d}": t0 for i in range(jobs)},
+                          jobs, "burst")
+    print(f"burst: {jobs} Jobs expiring in the same second", flush=True)
+    print(table([
+        ("deleted", f"{burst['deleted']} (workflows running before expiry: {burst['running_before_expiry']})"),
+        ("deletions/s end to end", f"{burst['rate']:.0f}"),
+        ("ratio ours / ceiling", f"{burst['rate'] / ceil['rate']:.2f}"),
+        ("time-to-deletion p50 / p99 (s)", f"{burst['p50']:.2f} / {burst['p99']:.2f}"),
+        ("earliest deletion vs expiry (s)", f"{burst['min']:+.2f}"),
+        ("worker peak RSS (MiB)", f"{burst['rss_peak_mb']:.0f}"),
+        ("Temporal actions per deletion", f"{burst['actions']:.1f}"),
+    ]))
+    half = max(1, int(ceil["rate"] / 2))
+    paced_n = jobs // 2
+    paced = await ttl_run(
+        env, kube, kubeconfig, wd,
+        lambda t0: {f"p-{i:05d}": t0 + timedelta(seconds=i // half) for i in range(paced_n)}, paced_n, "paced")
+    print(f"paced: {paced_n} Jobs expiring at {half}/s (half the ceiling)", flush=True)
+    print(table([("deleted", paced["deleted"]),
+                 ("time-to-deletion p50 / p99 (s)", f"{paced['p50']:.2f} / {paced['p99']:.2f}")]))
+
+
 async def main(jobs: int, sleeper_count: int, worker_args: list[str]) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
-        ceil = await ceiling(env.client, jobs)
-        print(f"ceiling: {jobs} minimal workflows waking at once", flush=True)
-        print(table([("completions/s", f"{ceil['rate']:.0f}"), ("p50 / p99 lateness (s)",
-                                                                 f"{ceil['p50']:.2f} / {ceil['p99']:.2f}")]))
-        burst = await ttl_run(env, kube, kubeconfig, wd, lambda t0: {f"j-{i:05d}": t0 for i in range(jobs)},
-                              jobs, "burst")
-        print(f"burst: {jobs} Jobs expiring in the same second", flush=True)
-        print(table([
-            ("deleted", f"{burst['deleted']} (workflows running before expiry: {burst['running_before_expiry']})"),
-            ("deletions/s end to end", f"{burst['rate']:.0f}"),
-            ("ratio ours / ceiling", f"{burst['rate'] / ceil['rate']:.2f}"),
-            ("time-to-deletion p50 / p99 (s)", f"{burst['p50']:.2f} / {burst['p99']:.2f}"),
-            ("earliest deletion vs expiry (s)", f"{burst['min']:+.2f}"),
-            ("worker peak RSS (MiB)", f"{burst['rss_peak_mb']:.0f}"),
-            ("Temporal actions per deletion", f"{burst['actions']:.1f}"),
-        ]))
-        half = max(1, int(ceil["rate"] / 2))
-        paced_n = jobs // 2
-        paced = await ttl_run(
-            env, kube, kubeconfig, wd,
-            lambda t0: {f"p-{i:05d}": t0 + timedelta(seconds=i // half) for i in range(paced_n)}, paced_n, "paced")
-        print(f"paced: {paced_n} Jobs expiring at {half}/s (half the ceiling)", flush=True)
-        print(table([("deleted", paced["deleted"]),
-                     ("time-to-deletion p50 / p99 (s)", f"{paced['p50']:.2f} / {paced['p99']:.2f}")]))
+        if jobs:
+            await burst_and_paced(env, kube, kubeconfig, wd, jobs)
         if sleeper_count:
+            sample = min(sleeper_count, 5000)
+            limit = await setup_ceiling(env.client, sample)
+            print(f"set-up ceiling: {sample} minimal sleeping workflows: {limit:.0f}/s", flush=True)
             s = await sleepers(env, kube, kubeconfig, wd, sleeper_count, worker_args)
+            rate = s["running"] / s["setup_s"]
             print(f"sleepers: {sleeper_count} Jobs with a one-hour TTL", flush=True)
             print(table([("TTL workflows running", s["running"]), ("set-up (s)", f"{s['setup_s']:.0f}"),
+                         ("set-up rate (workflows/s), ratio to the ceiling", f"{rate:.0f}, {rate / limit:.2f}"),
                          ("worker RSS now / peak (MiB)", f"{s['rss_mb']:.0f} / {s['rss_peak_mb']:.0f}")]))
     print(f"(logs in {wd})")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--jobs", type=int, default=2000, help="0: the sleepers only")
     parser.add_argument("--sleepers", type=int, default=10000)
     parser.add_argument("--max-cached-workflows", type=int, default=None,
                         help="passed to the sleepers' worker (default: the worker's own)")

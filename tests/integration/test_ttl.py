@@ -7,7 +7,7 @@ the API, workflow results, search attributes and timer summaries in Temporal.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -326,11 +326,11 @@ async def test_a_failed_dispatch_is_retried_in_seconds_not_at_the_next_resync(cl
 HOLD = "batchd.io/ttl-hold"
 
 
-async def _expired_and_decided(client: Client, wid: str) -> bool:
-    """The expiry timer fired and the workflow task that followed has completed."""
+async def _decided_after(client: Client, wid: str, instant: datetime) -> bool:
+    """A workflow task of ``wid`` has completed after ``instant``: it has decided with that time passed."""
     events = (await client.get_workflow_handle(wid).fetch_history()).events
-    fired = next((i for i, ev in enumerate(events) if ev.HasField("timer_fired_event_attributes")), None)
-    return fired is not None and any(ev.HasField("workflow_task_completed_event_attributes") for ev in events[fired:])
+    return any(ev.HasField("workflow_task_completed_event_attributes") and ev.event_time.ToDatetime(UTC) > instant
+               for ev in events)
 
 
 async def _timer_summaries(client: Client, wid: str) -> list[str]:
@@ -342,14 +342,15 @@ async def _timer_summaries(client: Client, wid: str) -> list[str]:
 
 async def test_a_held_job_outlives_its_ttl_and_goes_at_once_when_released(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
-        job = create_job(kube, namespace, "keep-me", ttl=1)
+        job = create_job(kube, namespace, "keep-me", ttl=5)  # time for its timer to start before it expires
         assert ops.ttl_hold(kube, "Job", namespace, "keep-me", "INC-1: debugging") == (
             f"Job {namespace}/keep-me held: INC-1: debugging")
         finished = second(utcnow())
         finish_job(kube, namespace, "keep-me", finished)
         wid = wf_id("Job", namespace, job)
         await eventually(lambda: workflow_exists(client, wid))
-        await eventually(lambda: _expired_and_decided(client, wid), what="the expiry passed, held")
+        expiry = finished + timedelta(seconds=5)
+        await eventually(lambda: _decided_after(client, wid, expiry), what="the expiry passed, held")
         assert kube.get("Job", namespace, "keep-me") is not None
         summaries = await _timer_summaries(client, wid)
         assert summaries[0].endswith(f"; held ({HOLD}): INC-1: debugging"), summaries
@@ -366,7 +367,7 @@ async def test_a_held_job_outlives_its_ttl_and_goes_at_once_when_released(client
         res = await result_of(client, wid)
         await save_history(client.get_workflow_handle(wid), "ttl-held-then-released")
     assert res.outcome == "deleted"
-    assert res.expire_at == finished + timedelta(seconds=1)
+    assert res.expire_at == expiry
     assert res.deleted_at is not None and res.deleted_at >= released
 
 
