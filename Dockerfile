@@ -14,9 +14,14 @@ FROM ${BASE} AS builder
 ARG PIP_NO_INDEX=
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_FIND_LINKS=/src/build/wheelhouse
 WORKDIR /src
-COPY . .
+# The dependencies first, in a layer of their own, rebuilt only when the wheels or pyproject.toml
+# change, not with every change to batchd's code. (The pattern lets a build without a wheelhouse
+# copy pyproject.toml alone; its dependencies then come from PyPI in the next step.)
+COPY pyproject.toml build/wheelhous[e] /src/deps/
 RUN python3 -m venv /opt/batchd \
- && /opt/batchd/bin/pip install --quiet . \
+ && if ls /src/deps/*.whl >/dev/null 2>&1; then /opt/batchd/bin/pip install --quiet /src/deps/*.whl; fi
+COPY . .
+RUN /opt/batchd/bin/pip install --quiet . \
  && /opt/batchd/bin/pip uninstall --quiet --yes pip
 
 FROM ${BASE} AS runtime
