@@ -49,7 +49,48 @@ DISPATCH_SECONDS = _meter.create_histogram(
     explicit_bucket_boundaries_advisory=[0.001 * 2**k for k in range(15)],
 )
 
-_Queue = asyncio.Queue[tuple[float, str, dict[str, Any]]]
+_Event = tuple[float, str, dict[str, Any]]  # (first received, monotonic; type; object)
+
+
+class _Shard:
+    """One shard's queue of events, with at most one pending change per object (WATCH-5).
+
+    A newer event of an object whose change is still queued replaces it in place, keeping its
+    place and its first receipt time, as client-go's workqueue coalesces by key: routing is
+    level-triggered, so only the latest state matters, and a backlog (a burst of Jobs finishing
+    faster than workflows start) costs one entry per object, not one per event. A deletion is
+    never merged: it queues behind the object's pending change, so a Job seen finishing and
+    then gone is reported as both. A ``REPLAY`` (the cache routed on taking the Lease) adds
+    nothing where a change is already pending.
+    """
+
+    def __init__(self) -> None:
+        self._order: asyncio.Queue[tuple[str, bool]] = asyncio.Queue()
+        self._pending: dict[tuple[str, bool], _Event] = {}
+
+    def put(self, event: _Event) -> None:
+        received, etype, obj = event
+        key = (obj.get("metadata", {}).get("uid", ""), etype == "DELETED")
+        if (queued := self._pending.get(key)) is None:
+            self._pending[key] = event
+            self._order.put_nowait(key)
+        elif etype != "REPLAY":
+            self._pending[key] = (queued[0], etype, obj)
+
+    def holds(self, uid: str) -> bool:
+        return (uid, False) in self._pending
+
+    async def get(self) -> _Event:
+        return self._pending.pop(await self._order.get())
+
+    def task_done(self) -> None:
+        self._order.task_done()
+
+    async def join(self) -> None:
+        await self._order.join()
+
+    def qsize(self) -> int:
+        return self._order.qsize()
 
 
 @dataclass(frozen=True)
@@ -79,7 +120,7 @@ class Bridge:
         self.ttl_router = TTLRouter(workflows, kube, self.clock, scope=settings.ttl_scope)
         self.cronjob_router = CronJobRouter(workflows, lead=settings.cronjob_lead)
         self.job_router = JobRouter(workflows, scope=settings.job_scope)
-        self._queues: list[_Queue] = []
+        self._queues: list[_Shard] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._informers: list[Informer] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -90,7 +131,7 @@ class Bridge:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._queues = [asyncio.Queue() for _ in range(self.settings.shards)]
+        self._queues = [_Shard() for _ in range(self.settings.shards)]
         self._tasks = [asyncio.create_task(self._consume(q), name=f"bridge-shard-{i}") for i, q in enumerate(self._queues)]
         namespaces = self.settings.namespaces or (None,)
         if self.elector is None:
@@ -191,9 +232,9 @@ class Bridge:
             if owner and owner.get("kind") == "CronJob":
                 name = owner.get("name", name)
         shard = zlib.crc32(f"{ns}/{name}".encode()) % len(self._queues)
-        self._loop.call_soon_threadsafe(self._queues[shard].put_nowait, (time.monotonic(), etype, obj))
+        self._loop.call_soon_threadsafe(self._queues[shard].put, (time.monotonic(), etype, obj))
 
-    async def _consume(self, queue: _Queue) -> None:
+    async def _consume(self, queue: _Shard) -> None:
         while True:
             received, etype, obj = await queue.get()
             meta = obj.get("metadata", {})
@@ -219,7 +260,7 @@ class Bridge:
             finally:
                 queue.task_done()
 
-    def _dispatch_again(self, queue: _Queue, etype: str, obj: dict[str, Any]) -> None:
+    def _dispatch_again(self, queue: _Shard, etype: str, obj: dict[str, Any]) -> None:
         """Queue a failed event again after a backoff (0.5 s doubling to 30 s), not at the next resync.
 
         A Temporal frontend restarting, or briefly answering "namespace not found", would
@@ -234,8 +275,9 @@ class Bridge:
 
         def again() -> None:
             latest = self.cached(str(obj.get("kind")), uid)
-            if latest is not None and latest.get("metadata", {}).get("resourceVersion") == rv:
-                queue.put_nowait((time.monotonic(), etype, obj))
+            if latest is not None and latest.get("metadata", {}).get("resourceVersion") == rv \
+                    and not queue.holds(uid):
+                queue.put((time.monotonic(), etype, obj))
             else:
                 self._failures.pop(uid, None)
 

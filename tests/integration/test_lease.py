@@ -69,6 +69,11 @@ async def test_two_bridges_send_each_start_and_signal_once(client, kube, namespa
         for name in jobs:
             finish_job(kube, namespace, name, finished)
         wids = [ttl_workflow_id("Job", namespace, name, job["metadata"]["uid"]) for name, job in jobs.items()]
+
+        async def started() -> bool:
+            return all([await _started(client, wid) for wid in wids])
+
+        await eventually(started, what="every TTL workflow started")
         for name in jobs:  # a change the decision reads: each workflow must hear of it, once
             kube.patch("Job", namespace, name, {"spec": {"ttlSecondsAfterFinished": 7200}})
 

@@ -8,11 +8,13 @@ what it derives from the full object.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
 import pytest
 
+from worker.bridge import _Shard
 from worker.informer import Informer, bridge_view
 from workflows.models.common import Job, Pod
 from workflows.models.cronjob import JITTER_ANNOTATION, CronJob, CronJobObservation, JobSummary
@@ -161,3 +163,37 @@ def test_the_informer_hands_on_views_and_reports_a_relist_deletion_with_the_view
     inf._relist()
     assert [(t, o["metadata"]["name"]) for t, o in got] == [("SYNC", "a"), ("SYNC", "b"), ("DELETED", "a"), ("SYNC", "b")]
     assert all(o == bridge_view(copy.deepcopy({"kind": "Job", **src})) for (_, o), src in zip(got, [a, b, a, b], strict=True))
+
+
+def _ev(uid: str, etype: str, rv: int, received: float = 0.0) -> tuple[float, str, dict[str, Any]]:
+    return received, etype, {"kind": "Job", "metadata": {"uid": uid, "resourceVersion": str(rv)}}
+
+
+SHARD_ROWS = [
+    ("changes of one object merge into its latest, in its first place, with its first receipt time",
+     [_ev("a", "ADDED", 1, 1.0), _ev("b", "ADDED", 2, 2.0), _ev("a", "MODIFIED", 3, 3.0), _ev("a", "SYNC", 4, 4.0)],
+     [(1.0, "SYNC", "a", "4"), (2.0, "ADDED", "b", "2")]),
+    ("a deletion is never merged: the pending change goes first, then the deletion",
+     [_ev("a", "MODIFIED", 1), _ev("a", "DELETED", 2), _ev("b", "ADDED", 3)],
+     [(0.0, "MODIFIED", "a", "1"), (0.0, "DELETED", "a", "2"), (0.0, "ADDED", "b", "3")]),
+    ("a replay adds nothing where a change is pending",
+     [_ev("a", "MODIFIED", 5), _ev("a", "REPLAY", 4), _ev("b", "REPLAY", 6)],
+     [(0.0, "MODIFIED", "a", "5"), (0.0, "REPLAY", "b", "6")]),
+]
+
+
+@pytest.mark.parametrize(("events", "expected"), [r[1:] for r in SHARD_ROWS], ids=[r[0] for r in SHARD_ROWS])
+def test_a_bridge_shard_keeps_one_pending_change_per_object(events: list[Any], expected: list[Any]) -> None:
+    """WATCH-5: a backlog costs one entry per object, and every object's latest state is routed."""
+    async def drain() -> list[tuple[float, str, str, str]]:
+        shard = _Shard()
+        for event in events:
+            shard.put(event)
+        out = []
+        while shard.qsize():
+            received, etype, obj = await shard.get()
+            shard.task_done()
+            out.append((received, etype, obj["metadata"]["uid"], obj["metadata"]["resourceVersion"]))
+        return out
+
+    assert asyncio.run(drain()) == expected
