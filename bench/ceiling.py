@@ -1,8 +1,8 @@
 """The ceiling workflows of the benchmarks: the least a workflow can do on this dev server.
 
 ``CeilingWorkflow`` sleeps once and runs one no-op activity (the TTL burst's ceiling);
-``SleeperCeiling`` notes its first task with a no-op local activity and then sleeps (the ceiling
-of setting up sleeping TTL workflows). Their own module, importing only the SDK, so the workflow
+``SleeperCeiling`` only sleeps (started with no worker, it measures how fast the server starts
+workflows). Their own module, importing only the SDK, so the workflow
 sandbox can load it cheaply.
 """
 
@@ -35,6 +35,4 @@ class CeilingWorkflow:
 class SleeperCeiling:
     @workflow.run
     async def run(self, sleep: timedelta) -> None:
-        await workflow.execute_local_activity(bench_noop, workflow.info().workflow_id,
-                                              start_to_close_timeout=timedelta(seconds=30))
         await workflow.sleep(sleep)

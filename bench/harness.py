@@ -165,6 +165,24 @@ class DeletionWatch:
         self._stop.set()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds a process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def dev_server_pid(env: WorkflowEnvironment) -> int:
+    """The pid of the dev server process ``env`` talks to (found by its port on the command line)."""
+    port = env.client.service_client.config.target_host.rsplit(":", 1)[1]
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+                if b"start-dev" in argv and port.encode() in argv:
+                    return int(proc.name)
+    raise RuntimeError(f"no dev server process on port {port}")
+
+
 def kube_for(kubeconfig: Path) -> Kube:
     return Kube(kube_configuration(kubeconfig))
 

@@ -9,8 +9,9 @@ Prints (never asserts):
    process against kubesim (separate process): deletions/s end to end, time-to-deletion p50/p99,
    worker peak RSS, Temporal actions per deletion, and the ratio ours/ceiling;
 3. paced — N/2 Jobs expiring at half the ceiling rate: time-to-deletion p50/p99;
-4. sleepers — M Jobs with a one-hour TTL: worker RSS once all M timers sleep, and the set-up
-   rate against its ceiling (minimal workflows started and through their first task).
+4. sleepers — M Jobs with a one-hour TTL: worker RSS once all M timers sleep, the set-up rate
+   against its ceiling (how fast the dev server starts workflows no worker polls), and the CPU
+   the dev server and the worker each used meanwhile.
 Time-to-deletion is measured as the API shows it: the first watch event carrying the Job's
 deletionTimestamp, minus finish time + TTL.
 """
@@ -36,6 +37,8 @@ from bench.harness import (
     DeletionWatch,
     billable_actions,
     cluster,
+    cpu_seconds,
+    dev_server_pid,
     percentile,
     table,
     worker_process,
@@ -65,26 +68,18 @@ async def ceiling(client: Client, n: int) -> dict[str, float]:
 
 
 async def setup_ceiling(client: Client, n: int) -> float:
-    """Sleeping workflows set up per second: ``n`` minimal ones started (64 at a time) and each
-    through its first task, the most a bridge could reach on this server."""
+    """Workflows the dev server starts per second (64 starts at a time, no worker polling them):
+    the most any bridge could set up on this server, before a single workflow task runs."""
     tq = f"setup-ceiling-{uuid.uuid4()}"
-    DONE.clear()
-    async with Worker(client, task_queue=tq, workflows=[SleeperCeiling], activities=[bench_noop],
-                      activity_executor=ThreadPoolExecutor(64), max_concurrent_activities=64):
-        sem = asyncio.Semaphore(64)
-        t0 = time.monotonic()
+    sem = asyncio.Semaphore(64)
+    t0 = time.monotonic()
 
-        async def start(i: int) -> None:
-            async with sem:
-                await client.start_workflow(SleeperCeiling.run, timedelta(hours=1), id=f"{tq}-{i}", task_queue=tq)
+    async def start(i: int) -> None:
+        async with sem:
+            await client.start_workflow(SleeperCeiling.run, timedelta(hours=1), id=f"{tq}-{i}", task_queue=tq)
 
-        await asyncio.gather(*(start(i) for i in range(n)))
-        while len(DONE) < n:
-            await asyncio.sleep(0.2)
-        rate = n / (time.monotonic() - t0)
-    async for wf in client.list_workflows(f'TaskQueue = "{tq}" AND ExecutionStatus = "Running"'):
-        await client.get_workflow_handle(wf.id).terminate("bench done")
-    return rate
+    await asyncio.gather(*(start(i) for i in range(n)))
+    return n / (time.monotonic() - t0)
 
 
 # -- batchd --------------------------------------------------------------------------------
@@ -152,16 +147,20 @@ async def sleepers(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: An
                    worker_args: list[str]) -> dict[str, Any]:
     ns = f"bench-sleep-{uuid.uuid4().hex[:6]}"
     kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    server = dev_server_pid(env)
     with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-sleepers",
                         extra=["--ttl-scope", "all", *worker_args]) as proc:
         far = datetime.now(UTC) + timedelta(hours=1)
         t0 = time.monotonic()
+        cpu0 = (cpu_seconds(server), cpu_seconds(proc.proc.pid))
         await asyncio.to_thread(make_finished_jobs, kube, ns, {f"s-{i:05d}": far for i in range(m)})
         running = await wait_running(env.client, ns, m, datetime.now(UTC) + timedelta(seconds=600 + m / 20))
         elapsed = time.monotonic() - t0
+        busy = [(cpu_seconds(pid) - before) / elapsed for pid, before in zip((server, proc.proc.pid), cpu0, strict=True)]
         await asyncio.sleep(5)
         cur, peak = proc.rss_mb()
-    return {"running": running, "setup_s": elapsed, "rss_mb": cur, "rss_peak_mb": peak}
+    return {"running": running, "setup_s": elapsed, "rss_mb": cur, "rss_peak_mb": peak, "server_cores": busy[0],
+            "worker_cores": busy[1]}
 
 
 async def burst_and_paced(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any, jobs: int) -> None:
@@ -198,12 +197,14 @@ async def main(jobs: int, sleeper_count: int, worker_args: list[str]) -> None:
         if sleeper_count:
             sample = min(sleeper_count, 5000)
             limit = await setup_ceiling(env.client, sample)
-            print(f"set-up ceiling: {sample} minimal sleeping workflows: {limit:.0f}/s", flush=True)
+            print(f"set-up ceiling: the dev server starts {limit:.0f} workflows/s ({sample}, no worker)", flush=True)
             s = await sleepers(env, kube, kubeconfig, wd, sleeper_count, worker_args)
             rate = s["running"] / s["setup_s"]
             print(f"sleepers: {sleeper_count} Jobs with a one-hour TTL", flush=True)
             print(table([("TTL workflows running", s["running"]), ("set-up (s)", f"{s['setup_s']:.0f}"),
                          ("set-up rate (workflows/s), ratio to the ceiling", f"{rate:.0f}, {rate / limit:.2f}"),
+                         ("CPU during set-up, cores: dev server / worker",
+                          f"{s['server_cores']:.2f} / {s['worker_cores']:.2f}"),
                          ("worker RSS now / peak (MiB)", f"{s['rss_mb']:.0f} / {s['rss_peak_mb']:.0f}")]))
     print(f"(logs in {wd})")
 

@@ -19,6 +19,7 @@ cache, was most of the worker's memory with 10,000 TTL timers (docs/benchmarks.m
 from __future__ import annotations
 
 import logging
+import marshal
 import threading
 import time
 from collections.abc import Callable
@@ -59,7 +60,9 @@ class Informer:
         self.watch_timeout_seconds = watch_timeout_seconds
         self.synced = threading.Event()
         self._stop = threading.Event()
-        self._known: dict[str, dict[str, Any]] = {}  # uid -> last object (transformed), to detect deletions across relists
+        # uid -> the last object seen (transformed), marshalled: as bytes it takes about a quarter of
+        # the memory of the dict (0.9 of 3.3 KB for a finished Job), which counts with 40,000 of them
+        self._known: dict[str, bytes] = {}
         self._thread = threading.Thread(target=self._run, name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
 
     def start(self) -> None:
@@ -69,12 +72,12 @@ class Informer:
         self._stop.set()
 
     def get(self, uid: str) -> dict[str, Any] | None:
-        """The object with ``uid`` as last seen (transformed); safe from any thread."""
-        return self._known.get(uid)
+        """The object with ``uid`` as last seen (transformed, a fresh copy); safe from any thread."""
+        return _unpack(self._known.get(uid))
 
     def snapshot(self) -> list[dict[str, Any]]:
-        """Every object as last seen (transformed); safe from any thread."""
-        return list(self._known.values())
+        """Every object as last seen (transformed, fresh copies); safe from any thread."""
+        return [marshal.loads(packed) for packed in list(self._known.values())]
 
     def _run(self) -> None:
         backoff = 1.0
@@ -94,23 +97,25 @@ class Informer:
                 backoff = min(backoff * 2, 30.0)
 
     def _relist(self) -> str:
-        seen: dict[str, dict[str, Any]] = {}
+        seen: dict[str, bytes] = {}
         cont: str | None = None
         while True:
             page = self.kube.list(self.kind, self.namespace, label_selector=self.label_selector, limit=500, continue_=cont)
             for obj in page.get("items") or []:
                 obj.setdefault("kind", self.kind)
-                seen[obj["metadata"]["uid"]] = self.transform(obj)
+                seen[obj["metadata"]["uid"]] = marshal.dumps(self.transform(obj))
             cont = (page.get("metadata") or {}).get("continue") or None
             if not cont:
                 rv = str((page.get("metadata") or {}).get("resourceVersion") or "")
                 break
-        for uid, old in self._known.items():
+        for uid, packed in self._known.items():
             if uid not in seen:
+                old = marshal.loads(packed)
                 self._observe(old, None)
                 self.handler("DELETED", old)
         known, self._known = self._known, seen
-        for uid, obj in seen.items():
+        for uid, packed in seen.items():
+            obj = marshal.loads(packed)
             self._observe(known.get(uid), obj)
             self.handler("SYNC", obj)
         self.synced.set()
@@ -138,15 +143,19 @@ class Informer:
                     self._observe(self._known.pop(uid, None) or obj, None)
                 else:
                     self._observe(self._known.get(uid), obj)
-                    self._known[uid] = obj
+                    self._known[uid] = marshal.dumps(obj)
                 self.handler(str(etype), obj)
 
-    def _observe(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+    def _observe(self, old: bytes | dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if self.observer is not None:
             try:
-                self.observer(old, new)
+                self.observer(_unpack(old) if isinstance(old, bytes) else old, new)
             except Exception:  # an observer (metrics) must never stop the informer
                 log.exception("informer %s: observer failed", self._thread.name)
+
+
+def _unpack(packed: bytes | None) -> dict[str, Any] | None:
+    return None if packed is None else marshal.loads(packed)
 
 
 # What the routers (worker/routes.py) read of each kind: the fields of the subset models (workflows/models/
