@@ -174,8 +174,10 @@ class Bridge:
         await self.ttl_router.recall(self.settings.namespaces or (None,))
         self.leading = True
         for inf in self._informers:  # CronJobs first, as at start
-            for obj in inf.snapshot():
-                self._enqueue("REPLAY", obj)
+            for obj in inf.snapshot():  # queued as its identity: the shard reads the cache when it comes
+                meta = obj["metadata"]
+                self._enqueue("REPLAY", {"kind": obj.get("kind"), "metadata": {
+                    k: meta[k] for k in ("uid", "namespace", "name", "ownerReferences") if k in meta}})
 
     def _follow(self) -> None:
         """Another replica may lead now: dispatch nothing more (queued events are dropped)."""

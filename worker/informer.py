@@ -22,7 +22,7 @@ import logging
 import marshal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from activities.errors import KubeError
@@ -75,9 +75,10 @@ class Informer:
         """The object with ``uid`` as last seen (transformed, a fresh copy); safe from any thread."""
         return _unpack(self._known.get(uid))
 
-    def snapshot(self) -> list[dict[str, Any]]:
-        """Every object as last seen (transformed, fresh copies); safe from any thread."""
-        return [marshal.loads(packed) for packed in list(self._known.values())]
+    def snapshot(self) -> Iterator[dict[str, Any]]:
+        """Every object as last seen (transformed), one fresh copy at a time; safe from any thread."""
+        for packed in list(self._known.values()):
+            yield marshal.loads(packed)
 
     def _run(self) -> None:
         backoff = 1.0
