@@ -58,10 +58,11 @@ class _Shard:
     A newer event of an object whose change is still queued replaces it in place, keeping its
     place and its first receipt time, as client-go's workqueue coalesces by key: routing is
     level-triggered, so only the latest state matters, and a backlog (a burst of Jobs finishing
-    faster than workflows start) costs one entry per object, not one per event. A deletion is
-    never merged: it queues behind the object's pending change, so a Job seen finishing and
-    then gone is reported as both. A ``REPLAY`` (the cache routed on taking the Lease) adds
-    nothing where a change is already pending.
+    faster than workflows start) costs one small entry per object, not one per event: the bridge
+    queues a change as the object's identity and reads the object from the informers' cache
+    when its turn comes. A deletion is never merged and carries its object: it queues behind the
+    object's pending change, so a Job seen finishing and then gone is reported as both. A
+    ``REPLAY`` (the cache routed on taking the Lease) adds nothing where a change is pending.
     """
 
     def __init__(self) -> None:
@@ -167,17 +168,16 @@ class Bridge:
 
         What this replica sent while it last led may since have been overtaken by another
         leader's signals, so it is forgotten; the TTL workflows' memos say what they have
-        (WATCH-2). Each object goes as its latest cached copy, after any event already queued.
+        (WATCH-2). Each object goes behind any change of it already queued, as every event does:
+        as its identity, routed as the cache holds it when its turn comes.
         """
         for router in (self.ttl_router, self.cronjob_router, self.job_router):
             router.forget()
         await self.ttl_router.recall(self.settings.namespaces or (None,))
         self.leading = True
         for inf in self._informers:  # CronJobs first, as at start
-            for obj in inf.snapshot():  # queued as its identity: the shard reads the cache when it comes
-                meta = obj["metadata"]
-                self._enqueue("REPLAY", {"kind": obj.get("kind"), "metadata": {
-                    k: meta[k] for k in ("uid", "namespace", "name", "ownerReferences") if k in meta}})
+            for obj in inf.snapshot():
+                self._enqueue("REPLAY", obj)
 
     def _follow(self) -> None:
         """Another replica may lead now: dispatch nothing more (queued events are dropped)."""
@@ -234,6 +234,8 @@ class Bridge:
             if owner and owner.get("kind") == "CronJob":
                 name = owner.get("name", name)
         shard = zlib.crc32(f"{ns}/{name}".encode()) % len(self._queues)
+        if etype != "DELETED":  # WATCH-5: queued as its identity, routed as the cache holds it then
+            obj = {"kind": obj.get("kind"), "metadata": {k: meta[k] for k in ("uid", "namespace", "name") if k in meta}}
         self._loop.call_soon_threadsafe(self._queues[shard].put, (time.monotonic(), etype, obj))
 
     async def _consume(self, queue: _Shard) -> None:
@@ -244,11 +246,11 @@ class Bridge:
             try:
                 if not self.leading:
                     continue
-                if etype == "REPLAY":  # _lead: the object as the cache holds it now, if it still exists
+                if etype != "DELETED":  # the object as the cache holds it now, if it still exists
                     latest = self.cached(str(obj.get("kind")), uid, meta.get("namespace"))
                     if latest is None:
-                        continue
-                    etype, obj = "SYNC", latest
+                        continue  # deleted since: its DELETED event is queued
+                    etype, obj = "SYNC" if etype == "REPLAY" else etype, latest
                 await self.handle(etype, obj)
                 DISPATCH_SECONDS.record(time.monotonic() - received, {"kind": obj.get("kind", "")})
                 self._failures.pop(uid, None)
