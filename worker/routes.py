@@ -152,7 +152,7 @@ class TTLRouter:
         self._dispatched.clear()
 
     async def recall(self, namespaces: Iterable[str | None]) -> None:
-        """WATCH-2: learn, from their memo, which object version each running TTL workflow has.
+        """WATCH-2: learn, from their memo, which observation (its WATCH-3 key) each running TTL workflow has.
 
         Every replica's bridge lists everything when it starts; without this, each start would
         signal every TTL workflow again (a workflow task, a replay on a cold cache, and a billed
@@ -171,7 +171,7 @@ class TTLRouter:
                             self._dispatched.setdefault(ex.id, f"rv:{rv}")
         except Exception as err:  # visibility is an optimisation here, never a precondition
             log.warning("could not read the TTL workflows' memos (%s); each is told its object again", err)
-        log.info("%d running TTL workflows already have their object's version", len(self._dispatched))
+        log.info("%d running TTL workflows already have their object's observation", len(self._dispatched))
 
     async def job(self, etype: str, job: Job) -> None:
         """A Job changed: route it if its TTL is batchd's (TTL-1)."""

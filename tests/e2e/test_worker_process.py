@@ -191,7 +191,8 @@ async def test_worker_rides_out_faults_watch_drops_and_a_kubesim_restart(
     finally:
         sim.stop()
     text = log.read_text()
-    assert "ADDED Job default/after-restart" in text or "SYNC Job default/after-restart" in text, "each event is logged"
+    # each routed change is logged (a Job's creation and finish may reach the router as one, WATCH-5)
+    assert any(f"{etype} Job default/after-restart" in text for etype in ("ADDED", "MODIFIED", "SYNC")), text[-2000:]
 
 
 def _finished_job(kube: Kube, name: str, ttl: int) -> None:
