@@ -18,26 +18,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.client import Client
 
-from bench.harness import Cluster, billable_actions, cluster, table, worker_process
+from bench.harness import Cluster, billable_actions, cluster, new_namespace, table, worker_process
 from tests.k8s import create_job, finish_job, second
 from workflows.identity import cronjob_workflow_id
 from workflows.models.cronjob import CRONJOB_MANAGED_LABEL
 from workflows.models.job import JOB_MANAGED_BY
 
 SETTLE = 10.0  # seconds after the last change for every signal it causes to land
-
-
-def namespace(c: Cluster, label: str) -> str:
-    ns = f"bench-{label}-{uuid.uuid4().hex[:6]}"
-    c.kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
-    return ns
 
 
 @contextlib.contextmanager
@@ -69,7 +62,7 @@ def kinds(history: Any) -> list[str]:
 
 async def signals(c: Cluster, jobs: int, n_replicas: int, extra: list[str]) -> dict[str, float]:
     """Starts and signals per TTL workflow: as it starts, for a label, for a new TTL."""
-    ns = namespace(c, "signals")
+    ns = new_namespace(c.kube, "bench-signals")
     query = f'K8sNamespace = "{ns}" AND WorkflowType = "TTLAfterFinished"'
     sig = "workflow_execution_signaled_event_attributes"
 
@@ -101,7 +94,7 @@ async def signals(c: Cluster, jobs: int, n_replicas: int, extra: list[str]) -> d
 
 async def cronjob_run(c: Cluster, runs: int) -> dict[str, float]:
     """One CronJob every 20 s whose Jobs batchd runs (one 1 s Pod) and deletes 5 s after they finish."""
-    ns = namespace(c, "cost")
+    ns = new_namespace(c.kube, "bench-cost")
     with replicas(c, ns, 1, []):
         await asyncio.sleep(5)
         template = {"metadata": {"annotations": {"kubesim.batchd.io/run-seconds": "1"}},

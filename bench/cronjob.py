@@ -15,13 +15,13 @@ import asyncio
 import contextlib
 import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.harness import (
     cluster,
+    new_namespace,
     percentile,
     table,
     worker_process,
@@ -38,8 +38,7 @@ def cronjob(name: str) -> dict[str, Any]:
 
 async def main(count: int, minutes: int, worker_args: list[str]) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
-        ns = f"bench-cron-{uuid.uuid4().hex[:6]}"
-        kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+        ns = new_namespace(kube, "bench-cron")
         seen: dict[str, float] = {}
         scheduled: dict[str, datetime] = {}
         stop = threading.Event()

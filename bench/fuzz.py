@@ -33,6 +33,7 @@ from activities.kube import Kube
 from bench.harness import (
     Process,
     cluster,
+    new_namespace,
     table,
     worker_process,
 )
@@ -144,9 +145,7 @@ async def main() -> None:
     rng = random.Random(args.seed)
     async with cluster(["--dynamic-config-value",
                         "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute=2"]) as (wd, env, kubeconfig, kube):
-        ns = f"fuzz-{uuid.uuid4().hex[:6]}"
-        kube.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
-                                                         "metadata": {"name": ns}})
+        ns = new_namespace(kube, "fuzz")
         with worker_process(env, kubeconfig, wd, namespace=ns, task_queue=f"fuzz-{uuid.uuid4()}",
                             extra=["--ttl-scope", "all", "--cronjob-selector", ""]) as worker:
             await asyncio.sleep(3)

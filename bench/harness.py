@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -181,6 +182,13 @@ def dev_server_pid(env: WorkflowEnvironment) -> int:
                 if b"start-dev" in argv and port.encode() in argv:
                     return int(proc.name)
     raise RuntimeError(f"no dev server process on port {port}")
+
+
+def new_namespace(kube: Kube, prefix: str) -> str:
+    """Create a namespace ``{prefix}-{6 hex}`` for one bench run; returns its name."""
+    ns = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    kube.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    return ns
 
 
 def kube_for(kubeconfig: Path) -> Kube:

@@ -19,7 +19,6 @@ import asyncio
 import json
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -30,6 +29,7 @@ from activities.kube import Kube
 from bench.harness import (
     billable_actions,
     cluster,
+    new_namespace,
     table,
     worker_process,
 )
@@ -51,8 +51,7 @@ def audit_total(url: str) -> int:
 async def main(completions: int, parallelism: int, run_seconds: float, per_index: bool = False) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
         url = kube.configuration.host
-        ns = f"bench-job-{uuid.uuid4().hex[:6]}"
-        kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+        ns = new_namespace(kube, "bench-job")
         with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-job") as proc:
             await asyncio.sleep(3)  # informers synced
             before = audit_total(url)

@@ -39,6 +39,7 @@ from bench.harness import (
     cluster,
     cpu_seconds,
     dev_server_pid,
+    new_namespace,
     percentile,
     table,
     worker_process,
@@ -119,8 +120,7 @@ async def actions_per_workflow(client: Client, ns: str, sample: int = 20) -> flo
 
 async def ttl_run(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any, expiries_fn: Any, n: int,
                   label: str) -> dict[str, Any]:
-    ns = f"bench-{label}-{uuid.uuid4().hex[:6]}"
-    kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    ns = new_namespace(kube, f"bench-{label}")
     tq = f"bench-{label}"
     with worker_process(env, kubeconfig, wd, namespace=ns, task_queue=tq, extra=["--ttl-scope", "all"]) as proc:
         start = datetime.now(UTC)
@@ -145,8 +145,7 @@ async def ttl_run(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any
 
 async def sleepers(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any, m: int,
                    worker_args: list[str]) -> dict[str, Any]:
-    ns = f"bench-sleep-{uuid.uuid4().hex[:6]}"
-    kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    ns = new_namespace(kube, "bench-sleep")
     server = dev_server_pid(env)
     with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-sleepers",
                         extra=["--ttl-scope", "all", *worker_args]) as proc:
