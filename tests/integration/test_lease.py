@@ -83,7 +83,10 @@ async def test_two_bridges_send_each_start_and_signal_once(client, kube, namespa
         await eventually(told, what="each workflow started once and signalled once")
         assert a.leading != b.leading
         assert holder(kube, namespace) == (a if a.leading else b).elector.identity  # type: ignore[union-attr]
-        await asyncio.sleep(3)  # the standby's informers saw every change too: it must have sent nothing
+        # The standby's informers saw every change too, and its shards took them in and sent nothing.
+        standby = b if a.leading else a
+        uids = [job["metadata"]["uid"] for job in jobs.values()]
+        await eventually(lambda: _seen_and_drained(standby, uids), what="the standby took every change in")
         assert [await signals_and_starts(client, wid) for wid in wids] == [(1, 1)] * len(wids)
     for wid in wids:
         await client.get_workflow_handle(wid).terminate("test done")
@@ -110,6 +113,12 @@ async def test_a_new_leader_routes_what_changed_while_none_led(client, kube, nam
 def _finished_in_cache(br: Bridge, uid: str) -> bool:
     job = br.cached("Job", uid)
     return bool(job and any(c.get("type") == "Complete" for c in (job.get("status") or {}).get("conditions") or []))
+
+
+def _seen_and_drained(br: Bridge, uids: list[str]) -> bool:
+    """The bridge's cache holds each Job with its new TTL, and no change of them waits in its shards."""
+    ttls = [(br.cached("Job", uid) or {}).get("spec", {}).get("ttlSecondsAfterFinished") for uid in uids]
+    return ttls == [7200] * len(uids) and not any(shard.holds(uid) for shard in br._queues for uid in uids)
 
 
 async def _started(client: Client, wid: str) -> bool:
