@@ -360,15 +360,21 @@ async def test_an_armed_creation_is_made_by_the_worker_on_the_second_of_its_time
         # never early; on the second unless the machine is loaded, and in any case by the armed
         # attempt, whose deadline is ARMED_SLACK after the time
         assert due <= _created(job) <= due + ARMED_SLACK
-        hist = await client.get_workflow_handle(cronjob_workflow_id(namespace, "sharp")).fetch_history()
+        handle = client.get_workflow_handle(cronjob_workflow_id(namespace, "sharp"))
+        hist = await handle.fetch_history()
         [first] = [e for e in hist.events if e.HasField("activity_task_scheduled_event_attributes")][:1]
         attrs = first.activity_task_scheduled_event_attributes
         assert (attrs.activity_type.name, attrs.task_queue.name) == ("create_cronjob_job_at", f"{task_queue}-timed")
         assert first.event_time.ToDatetime(UTC) < due
-        assert any(e.activity_task_completed_event_attributes.scheduled_event_id == first.event_id
-                   for e in hist.events if e.HasField("activity_task_completed_event_attributes"))  # the armed one made it
+
+        async def completed() -> bool:  # the Job is visible before the activity's completion is recorded
+            return any(e.activity_task_completed_event_attributes.scheduled_event_id == first.event_id
+                       for e in (await handle.fetch_history()).events
+                       if e.HasField("activity_task_completed_event_attributes"))
+
+        await eventually(completed, what="the armed creation completed")  # the armed one made it
         await eventually(lambda: (c := kube.get("CronJob", namespace, "sharp")) and c.get("status", {}).get("active"))
-        await save_history(client.get_workflow_handle(cronjob_workflow_id(namespace, "sharp")), "cronjob-armed-creation")
+        await save_history(handle, "cronjob-armed-creation")
 
 
 async def test_a_spec_change_while_armed_is_obeyed_at_the_time(client, kube, namespace, task_queue):
