@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import unquote, urlencode, urlsplit
 
+import orjson
 from kubernetes.client import Configuration
 from kubernetes.client.rest import should_bypass_proxies
 from opentelemetry import trace
@@ -297,7 +298,7 @@ class Kube:
         """Send one request and return the decoded JSON body."""
         data = self._send(method, path, **kw)
         try:
-            out: dict[str, Any] = json.loads(data) if data else {}
+            out: dict[str, Any] = orjson.loads(data) if data else {}
         except ValueError:
             raise KubeError(0, "BadResponse", "response is not JSON") from None
         return out
@@ -373,7 +374,7 @@ class Kube:
                 raise from_response(resp.status, resp.read(), resp.headers)
             while line := resp.readline():
                 if line.strip():
-                    yield json.loads(line)
+                    yield orjson.loads(line)
         except (http.client.HTTPException, OSError) as exc:
             raise _unreachable(exc, "watch broken: ") from None
         finally:
