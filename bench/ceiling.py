@@ -2,12 +2,14 @@
 
 ``CeilingWorkflow`` sleeps once and runs one no-op activity (the TTL burst's ceiling);
 ``SleeperCeiling`` only sleeps (started with no worker, it measures how fast the server starts
-workflows). Their own module, importing only the SDK, so the workflow
-sandbox can load it cheaply.
+workflows); ``MinuteCeiling`` is an armed CronJob reduced to its Temporal part (the CronJob
+bench's ceiling). Their own module, importing only the SDK, so the workflow sandbox can load it
+cheaply.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime, timedelta
 
@@ -15,6 +17,8 @@ from temporalio import activity, workflow
 
 #: workflow id -> wall time its activity ran (filled in the benchmark process)
 DONE: dict[str, float] = {}
+#: (workflow id, schedule time) -> wall time ``bench_at`` reached that time
+AT: dict[tuple[str, datetime], float] = {}
 
 
 @activity.defn(name="bench_noop")
@@ -36,3 +40,23 @@ class SleeperCeiling:
     @workflow.run
     async def run(self, sleep: timedelta) -> None:
         await workflow.sleep(sleep)
+
+
+@activity.defn(name="bench_at")
+async def bench_at(name: str, due: datetime) -> None:
+    await asyncio.sleep(max(0.0, due.timestamp() - time.time()))
+    AT[(name, due)] = time.time()
+
+
+@workflow.defn(name="BenchMinuteCeiling")
+class MinuteCeiling:
+    """Each minute until ``until``: a timer to ``lead`` before the minute, then an activity that
+    waits in the worker for the minute and notes the time, as an armed CronJob creation does
+    (batchd adds the Kubernetes calls, the status write and the schedule's search attribute)."""
+
+    @workflow.run
+    async def run(self, until: datetime, lead: timedelta) -> None:
+        while (due := (workflow.now() + timedelta(minutes=1)).replace(second=0, microsecond=0)) <= until:
+            await workflow.sleep(max(timedelta(0), due - lead - workflow.now()))
+            await workflow.execute_activity(bench_at, args=[workflow.info().workflow_id, due],
+                                            start_to_close_timeout=lead + timedelta(seconds=60))

@@ -1,11 +1,16 @@
 """bench/cronjob: 500 CronJobs ``* * * * *`` over 3 minutes — creation skew, completeness, memory.
 
     .venv/bin/python -m bench.cronjob [--cronjobs 500] [--minutes 3] [--cronjob-lead S] [--max-cached-workflows N]
+                                      [--ceiling]
 
 Prints (never asserts): Jobs created vs expected (and duplicates), creation skew p50/p99/max
 (the first watch event of each Job minus its scheduled time), worker peak RSS. The created Jobs
 name another controller in ``spec.managedBy`` so nothing runs them: this measures scheduling only.
 ``--cronjob-lead`` and ``--max-cached-workflows`` are passed to the worker (default: its own).
+
+``--ceiling`` first runs as many ``MinuteCeiling`` workflows (bench/ceiling.py: a timer to the
+lead, then an activity that waits for the minute; no Kubernetes) on the same dev server, in this
+process, for the same number of minutes, and prints their skew: what the server allows.
 """
 
 from __future__ import annotations
@@ -15,10 +20,15 @@ import asyncio
 import contextlib
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from bench.ceiling import AT, MinuteCeiling, bench_at
 from bench.harness import (
     cluster,
     new_namespace,
@@ -36,8 +46,51 @@ def cronjob(name: str) -> dict[str, Any]:
                 "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}}
 
 
-async def main(count: int, minutes: int, worker_args: list[str]) -> None:
+def window(minutes: int) -> tuple[datetime, datetime]:
+    """The measured schedule times: the first leaves the set-up's first passes (and an armed
+    creation's 30 s lead) 105 s to settle."""
+    first = (datetime.now(UTC) + timedelta(seconds=105)).replace(second=0, microsecond=0)
+    return first, first + timedelta(minutes=minutes - 1)
+
+
+def skew_rows(skews: dict[datetime, list[float]]) -> list[tuple[str, str]]:
+    every = [s for v in skews.values() for s in v]
+    return [
+        *((f"  {t:%H:%M}: runs, skew p50 / p99 / max (s)",
+           f"{len(v)}, {percentile(v, 50):.2f} / {percentile(v, 99):.2f} / {max(v):.2f}")
+          for t, v in sorted(skews.items())),
+        ("skew p50 / p99 / max (s)",
+         f"{percentile(every, 50):.2f} / {percentile(every, 99):.2f} / {max(every, default=float('nan')):.2f}"),
+    ]
+
+
+async def ceiling(client: Client, count: int, minutes: int, lead: float) -> None:
+    tq = f"minute-ceiling-{uuid.uuid4()}"
+    AT.clear()
+    async with Worker(client, task_queue=tq, workflows=[MinuteCeiling], activities=[bench_at],
+                      max_concurrent_activities=count + 100, max_cached_workflows=count + 100):
+        first, last = window(minutes)
+        sem = asyncio.Semaphore(64)
+
+        async def start(i: int) -> None:
+            async with sem:
+                await client.start_workflow(MinuteCeiling.run, args=[last, timedelta(seconds=lead)],
+                                            id=f"{tq}-{i}", task_queue=tq)
+
+        await asyncio.gather(*(start(i) for i in range(count)))
+        await asyncio.sleep((last - datetime.now(UTC)).total_seconds() + 30)
+    skews: dict[datetime, list[float]] = {}
+    for (_, due), at in AT.items():
+        if first <= due <= last:
+            skews.setdefault(due, []).append(at - due.timestamp())
+    print(f"ceiling: {count} MinuteCeiling workflows, lead {lead:g} s, {minutes} minutes, worker in this process")
+    print(table([("runs / expected", f"{sum(map(len, skews.values()))} / {count * minutes}"), *skew_rows(skews)]))
+
+
+async def main(count: int, minutes: int, worker_args: list[str], with_ceiling: bool = False, lead: float = 30) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
+        if with_ceiling:
+            await ceiling(env.client, count, minutes, lead)
         ns = new_namespace(kube, "bench-cron")
         seen: dict[str, float] = {}
         scheduled: dict[str, datetime] = {}
@@ -62,28 +115,20 @@ async def main(count: int, minutes: int, worker_args: list[str]) -> None:
             q = f'K8sNamespace = "{ns}" AND WorkflowType = "CronJob" AND ExecutionStatus = "Running"'
             while (await env.client.count_workflows(q)).count < count:
                 await asyncio.sleep(0.5)
-            # Steady state: the first measured minute leaves the workflows' first passes (and an
-            # armed creation's 30 s lead) time to settle.
-            first = (datetime.now(UTC) + timedelta(seconds=105)).replace(second=0, microsecond=0)
-            last = first + timedelta(minutes=minutes - 1)
+            first, last = window(minutes)
             await asyncio.sleep((last - datetime.now(UTC)).total_seconds() + 30)
             _, peak = proc.rss_mb()
         stop.set()
-    window = {k: v for k, v in scheduled.items() if first <= v <= last}
-    skews = [seen[k] - window[k].timestamp() for k in window]
+    measured = {k: v for k, v in scheduled.items() if first <= v <= last}
     expected = count * minutes
     per_minute: dict[datetime, list[float]] = {}
-    for k, t in window.items():
+    for k, t in measured.items():
         per_minute.setdefault(t, []).append(seen[k] - t.timestamp())
     print(f"cronjob: {count} CronJobs '* * * * *', {minutes} schedule times ({first:%H:%M}–{last:%H:%M} UTC)"
           f"{' worker ' + ' '.join(worker_args) if worker_args else ''}")
     print(table([
-        ("Jobs created / expected", f"{len(window)} / {expected}"),
-        *((f"  {t:%H:%M}: Jobs, skew p50 / p99 / max (s)",
-           f"{len(v)}, {percentile(v, 50):.2f} / {percentile(v, 99):.2f} / {max(v):.2f}")
-          for t, v in sorted(per_minute.items())),
-        ("creation skew p50 / p99 / max (s)",
-         f"{percentile(skews, 50):.2f} / {percentile(skews, 99):.2f} / {max(skews, default=float('nan')):.2f}"),
+        ("Jobs created / expected", f"{len(measured)} / {expected}"),
+        *skew_rows(per_minute),
         ("worker peak RSS (MiB)", f"{peak:.0f}"),
     ]))
     print(f"(logs in {wd})")
@@ -95,7 +140,8 @@ if __name__ == "__main__":
     parser.add_argument("--minutes", type=int, default=3)
     parser.add_argument("--cronjob-lead", type=float, default=None)
     parser.add_argument("--max-cached-workflows", type=int, default=None)
+    parser.add_argument("--ceiling", action="store_true", help="first the same number of MinuteCeiling workflows")
     a = parser.parse_args()
     extra = [] if a.cronjob_lead is None else ["--cronjob-lead", str(a.cronjob_lead)]
     extra += [] if a.max_cached_workflows is None else ["--max-cached-workflows", str(a.max_cached_workflows)]
-    asyncio.run(main(a.cronjobs, a.minutes, extra))
+    asyncio.run(main(a.cronjobs, a.minutes, extra, a.ceiling, 30 if a.cronjob_lead is None else a.cronjob_lead))
