@@ -13,7 +13,6 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -83,10 +82,6 @@ _compile_sandbox_calls_once()
 #: makes each take longer: with the SDK's 100, a burst of wake-ups (500 CronJobs at one minute)
 #: held tasks past the server's 10 s task timeout, and the timed-out ones were done twice.
 MAX_WORKFLOW_TASKS = 20
-
-#: How long a workflow task waits for this worker on its sticky queue before the server hands it
-#: to any worker, which must replay the whole history first (the SDK's default: 10 s).
-STICKY_WAIT = timedelta(seconds=30)
 
 #: Armed CronJob creations one worker holds at once: each is a sleeping coroutine until its time.
 MAX_ARMED = 10_000
@@ -206,7 +201,6 @@ def build_workers(
             max_concurrent_activities=max_concurrent_activities,
             workflow_runner=WORKFLOW_RUNNER,
             max_concurrent_workflow_tasks=MAX_WORKFLOW_TASKS,
-            sticky_queue_schedule_to_start_timeout=STICKY_WAIT,
             **options,
         ),
         Worker(client, task_queue=timed_task_queue(task_queue), activities=timed,
