@@ -147,6 +147,9 @@ class JobWorkflow:
         self._create_backoff = timedelta(seconds=10)
         self._failure_backoff = timedelta(seconds=10)
         self._last: JobSnapshot | None = None
+        #: the finished condition this workflow saw on the Job: still its result (JOB-5) if the Job is
+        #: deleted (its TTL, say) before the last finalizer is released
+        self._finished: str | None = None
         self.syncs = 0
         self._expect: list[str] = list(inp.expect)  # JOB-26: Pods the next LIST should show
         self.metrics = JobMetrics()
@@ -248,10 +251,12 @@ class JobWorkflow:
         holding = [p for p in [*snap.pods, *snap.unmatched]
                    if p.has_finalizer and p.uid not in released and p.name not in released_unmatched]
         finished = finished_condition(folded.conditions)
+        if finished is not None and not snap.gone:
+            self._finished = finished.type
         if (snap.gone or finished is not None) and not holding:
             workflow.logger.info("Job %s/%s %s; no Pod holds the tracking finalizer", self.ns, self.name,
                                  "is gone" if snap.gone else "finished")
-            return ("gone" if snap.gone or finished is None else finished.type), None
+            return (self._finished or "gone") if snap.gone or finished is None else finished.type, None
         if create_backoff is not None:
             return None, create_backoff  # refused (quota-like): wait, however much else is pending
         if snap.gone or finished is not None or plan.create or plan.release or plan.record:
