@@ -33,9 +33,11 @@ from bench.harness import (
     cluster,
     new_namespace,
     percentile,
+    start_workflows,
     table,
     worker_process,
 )
+from worker.bridge import BridgeSettings
 
 
 def cronjob(name: str) -> dict[str, Any]:
@@ -70,14 +72,7 @@ async def ceiling(client: Client, count: int, minutes: int, lead: float) -> None
     async with Worker(client, task_queue=tq, workflows=[MinuteCeiling], activities=[bench_at],
                       max_concurrent_activities=count + 100, max_cached_workflows=count + 100):
         first, last = window(minutes)
-        sem = asyncio.Semaphore(64)
-
-        async def start(i: int) -> None:
-            async with sem:
-                await client.start_workflow(MinuteCeiling.run, args=[last, timedelta(seconds=lead)],
-                                            id=f"{tq}-{i}", task_queue=tq)
-
-        await asyncio.gather(*(start(i) for i in range(count)))
+        await start_workflows(client, MinuteCeiling.run, [last, timedelta(seconds=lead)], task_queue=tq, count=count)
         await asyncio.sleep((last - datetime.now(UTC)).total_seconds() + 30)
     skews: dict[datetime, list[float]] = {}
     for (_, due), at in AT.items():
@@ -144,4 +139,5 @@ if __name__ == "__main__":
     a = parser.parse_args()
     extra = [] if a.cronjob_lead is None else ["--cronjob-lead", str(a.cronjob_lead)]
     extra += [] if a.max_cached_workflows is None else ["--max-cached-workflows", str(a.max_cached_workflows)]
-    asyncio.run(main(a.cronjobs, a.minutes, extra, a.ceiling, 30 if a.cronjob_lead is None else a.cronjob_lead))
+    lead = BridgeSettings.cronjob_lead if a.cronjob_lead is None else a.cronjob_lead  # the worker's default
+    asyncio.run(main(a.cronjobs, a.minutes, extra, a.ceiling, lead))

@@ -6,6 +6,7 @@ root with the venv's Python, e.g. ``.venv/bin/python -m bench.ttl``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -23,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from temporalio.client import WorkflowHistory
+from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
@@ -182,6 +183,17 @@ def dev_server_pid(env: WorkflowEnvironment) -> int:
                 if b"start-dev" in argv and port.encode() in argv:
                     return int(proc.name)
     raise RuntimeError(f"no dev server process on port {port}")
+
+
+async def start_workflows(client: Client, run: Any, args: list[Any], *, task_queue: str, count: int) -> None:
+    """Start ``count`` workflows ``run(*args)`` with ids ``{task_queue}-{i}``, 64 starts at a time."""
+    sem = asyncio.Semaphore(64)
+
+    async def start(i: int) -> None:
+        async with sem:
+            await client.start_workflow(run, args=args, id=f"{task_queue}-{i}", task_queue=task_queue)
+
+    await asyncio.gather(*(start(i) for i in range(count)))
 
 
 def new_namespace(kube: Kube, prefix: str) -> str:

@@ -41,6 +41,7 @@ from bench.harness import (
     dev_server_pid,
     new_namespace,
     percentile,
+    start_workflows,
     table,
     worker_process,
 )
@@ -54,13 +55,7 @@ async def ceiling(client: Client, n: int) -> dict[str, float]:
     async with Worker(client, task_queue=tq, workflows=[CeilingWorkflow], activities=[bench_noop],
                       activity_executor=ThreadPoolExecutor(64), max_concurrent_activities=64):
         wake = datetime.now(UTC) + timedelta(seconds=5 + n / 200)
-        sem = asyncio.Semaphore(64)
-
-        async def start(i: int) -> None:
-            async with sem:
-                await client.start_workflow(CeilingWorkflow.run, wake, id=f"{tq}-{i}", task_queue=tq)
-
-        await asyncio.gather(*(start(i) for i in range(n)))
+        await start_workflows(client, CeilingWorkflow.run, [wake], task_queue=tq, count=n)
         while len(DONE) < n:
             await asyncio.sleep(0.2)
     lat = [t - wake.timestamp() for t in DONE.values()]
@@ -72,14 +67,8 @@ async def setup_ceiling(client: Client, n: int) -> float:
     """Workflows the dev server starts per second (64 starts at a time, no worker polling them):
     the most any bridge could set up on this server, before a single workflow task runs."""
     tq = f"setup-ceiling-{uuid.uuid4()}"
-    sem = asyncio.Semaphore(64)
     t0 = time.monotonic()
-
-    async def start(i: int) -> None:
-        async with sem:
-            await client.start_workflow(SleeperCeiling.run, timedelta(hours=1), id=f"{tq}-{i}", task_queue=tq)
-
-    await asyncio.gather(*(start(i) for i in range(n)))
+    await start_workflows(client, SleeperCeiling.run, [timedelta(hours=1)], task_queue=tq, count=n)
     return n / (time.monotonic() - t0)
 
 
