@@ -256,7 +256,7 @@ class JobWorkflow:
         if (snap.gone or finished is not None) and not holding:
             workflow.logger.info("Job %s/%s %s; no Pod holds the tracking finalizer", self.ns, self.name,
                                  "is gone" if snap.gone else "finished")
-            return (self._finished or "gone") if snap.gone or finished is None else finished.type, None
+            return self._finished or "gone", None  # not gone: just set from the finished condition
         if create_backoff is not None:
             return None, create_backoff  # refused (quota-like): wait, however much else is pending
         if snap.gone or finished is not None or plan.create or plan.release or plan.record:
