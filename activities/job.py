@@ -36,6 +36,7 @@ from workflows.models.job import (
     INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
     JOB_TRACKING_FINALIZER,
     POD_JOB_LABEL,
+    TRACKING_LABEL,
     CreatePodsInput,
     CreatePodsResult,
     DeletePodsInput,
@@ -54,6 +55,10 @@ from workflows.times import rfc3339
 MAX_PARALLEL = 16  # concurrent Pod requests within one activity
 #: Strategic merge patch that removes only the tracking finalizer (as upstream does, JOB-32).
 _RELEASE = {"metadata": {"$deleteFromPrimitiveList/finalizers": [JOB_TRACKING_FINALIZER]}}
+#: The same for a finished Pod, which it also labels released: the Job's LIST leaves it out from then on (JOB-91).
+_RELEASE_FINISHED = {"metadata": {**_RELEASE["metadata"], "labels": {TRACKING_LABEL: "released"}}}
+#: JOB-91: the Job's Pods still in play (what a Pod created without the label also matches)
+_IN_PLAY = f"{TRACKING_LABEL}!=released"
 
 
 def status_body(s: JobStatusView, indexed: bool) -> dict[str, Any]:
@@ -95,7 +100,8 @@ def build_pod(job: dict[str, Any], index: int | None, counts: PodToCreate | None
     meta, spec = job["metadata"], job["spec"]
     template = spec.get("template") or {}
     tmeta = template.get("metadata") or {}
-    labels = {**(tmeta.get("labels") or {}), POD_JOB_LABEL: "true"}
+    # JOB-91: a template's copy of the released label would hide the Pod from its own Job
+    labels = {**{k: v for k, v in (tmeta.get("labels") or {}).items() if k != TRACKING_LABEL}, POD_JOB_LABEL: "true"}
     annotations = dict(tmeta.get("annotations") or {})
     finalizers = list(tmeta.get("finalizers") or [])
     if JOB_TRACKING_FINALIZER not in finalizers:
@@ -228,7 +234,8 @@ class JobActivities:
     def observe(self, inp: ObserveJobInput) -> JobSnapshot:
         """GET the Job and LIST the Pods its selector matches, claiming them as upstream (JOB-25), as one snapshot.
 
-        Orphans that match are adopted. The Pods of ``inp.expect`` that the LIST did not show
+        The LIST leaves out the Pods labelled released (JOB-91), so its size follows the Pods in
+        flight, not the completions so far. Orphans that match are adopted. The Pods of ``inp.expect`` that the LIST did not show
         (relabeled, or stripped of the finalizer by someone) are read by name: one the Job still
         controls whose labels no longer match is reported in ``unmatched``, to be released.
         """
@@ -236,7 +243,7 @@ class JobActivities:
         ours = job is not None and job["metadata"].get("uid") == inp.uid
         raw_selector = (job.get("spec") or {}).get("selector") if ours and job else None
         selector = label_selector(raw_selector)
-        pods = self._pods(inp.namespace, selector or f"{CONTROLLER_UID_LABEL}={inp.uid}")
+        pods = self._pods(inp.namespace, f"{selector or f'{CONTROLLER_UID_LABEL}={inp.uid}'},{_IN_PLAY}")
         listed = {p["metadata"]["name"] for p in pods}
         missing = [p for p in (self.kube.get("Pod", inp.namespace, n) for n in inp.expect if n not in listed)
                    if p is not None]
@@ -348,9 +355,10 @@ class JobActivities:
                 return None, None  # JOB-23: ignored silently
             return None, err
 
-    def _release(self, namespace: str, name: str) -> str:
+    def _release(self, namespace: str, name: str, finished: bool = False) -> str:
         try:
-            self.kube.patch("Pod", namespace, name, _RELEASE, patch_type="application/strategic-merge-patch+json")
+            self.kube.patch("Pod", namespace, name, _RELEASE_FINISHED if finished else _RELEASE,
+                            patch_type="application/strategic-merge-patch+json")
         except NotFound:
             pass
         return name
@@ -358,8 +366,10 @@ class JobActivities:
     @implements(contract.release_job_pods)
     @temporal_errors
     def release_finalizers(self, inp: ReleaseInput) -> PodsResult:
-        """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, JOB-32)."""
-        return PodsResult(names=_heartbeating(self.pool, lambda n: self._release(inp.namespace, n), inp.pods))
+        """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, JOB-32, JOB-91)."""
+        finished = set(inp.finished)
+        return PodsResult(names=_heartbeating(
+            self.pool, lambda n: self._release(inp.namespace, n, n in finished), inp.pods))
 
     @implements(contract.release_unmatched_job_pods)
     @temporal_errors

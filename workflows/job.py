@@ -233,18 +233,22 @@ class JobWorkflow:
             if written is None:
                 return None, timedelta(0)  # the Job moved on since the snapshot: look again
             status, rv = plan.record, written
+        # The plan's backoff record counts the failures just recorded: kept now, because once step 2
+        # labels their Pods released the next snapshot will not show them again (JOB-91).
+        self.memory = self.memory.model_copy(update={"backoff": plan.backoff, "counted_backoff": plan.counted_backoff})
         for action, n in sorted(Counter(plan.policy_actions).items()):  # POL-53, POL-18: once step 1 is written
             self.metrics.add(jobmetrics.POD_FAILURES_HANDLED, n, action=action)
         if plan.release:  # step 2
             uids = {p.name: p.uid for p in [*snap.pods, *snap.unmatched]}
-            res = await self._call(release_job_pods, ReleaseInput(namespace=self.ns, pods=plan.release))
+            ended = {p.name for p in snap.pods if p.finished}
+            res = await self._call(release_job_pods, ReleaseInput(
+                namespace=self.ns, pods=plan.release, finished=[n for n in plan.release if n in ended]))
             self.memory = self.memory.model_copy(update={"finalizers_removed": [
                 *self.memory.finalizers_removed, *(uids[n] for n in res.names if n in uids)]})
         folded = jobsync.fold(status, snap.pods, set(self.memory.finalizers_removed), snap.spec, workflow.now())
         if folded != status and not snap.gone:  # step 3
             if await self._write(folded, status, snap, rv) is None:
                 return None, timedelta(0)
-        self.memory = self.memory.model_copy(update={"backoff": plan.backoff, "counted_backoff": plan.counted_backoff})
         for ev in plan.events:
             await self._event(ev.type, ev.reason, ev.message)
         released = set(self.memory.finalizers_removed)

@@ -84,7 +84,6 @@ SUCCESS_POLICY = "SuccessPolicy"  # POL-36
 #: POL-9: podFailurePolicy actions.
 FAIL_JOB, IGNORE, COUNT, FAIL_INDEX = "FailJob", "Ignore", "Count", "FailIndex"
 
-_TERMINAL = ("Succeeded", "Failed")
 _PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}  # controller.ActivePods (JOB-15)
 _GO_ATOI = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts (JOB-49)
 
@@ -616,7 +615,7 @@ class _Sync:
         self.active_pods = [p for p in snap.pods if _is_active(p)]  # JOB-41
         self.active = len(self.active_pods)
         self.ready = sum(1 for p in self.active_pods if p.ready)  # JOB-42
-        self.terminating = sum(1 for p in snap.pods if p.deleting and p.phase not in _TERMINAL)  # JOB-43
+        self.terminating = sum(1 for p in snap.pods if p.deleting and not p.finished)  # JOB-43
         self.succeeded = self.failed = 0  # decision counts (JOB-45 to JOB-47)
         self.succeeded_indexes: set[int] = set()
         self.completed_indexes: set[int] = set(self.prev_indexes)
@@ -838,7 +837,7 @@ class _Sync:
         busy.update(p.index for p in self.active_pods if p.index is not None)
         if self.replace_failed_only:
             busy.update(p.index for p in self.snap.pods
-                        if p.index is not None and p.deleting and p.phase not in _TERMINAL)
+                        if p.index is not None and p.deleting and not p.finished)
         out: list[int] = []
         candidate = 0
         while candidate < self.limit and len(out) < count:
@@ -1018,7 +1017,7 @@ def _pod_failed(p: PodInfo, replace_failed_only: bool) -> bool:
 
 
 def _is_active(p: PodInfo) -> bool:
-    return p.phase not in _TERMINAL and not p.deleting  # JOB-41
+    return not p.finished and not p.deleting  # JOB-41
 
 
 def _finish(p: PodInfo, now: datetime) -> datetime:

@@ -302,3 +302,37 @@ def test_a_relabeled_pod_is_found_by_name_and_released_from_its_job(kube: Kube, 
     assert sorted(again.names) == ["deleted", stray]  # nothing left to release is done
     after = ActivityEnvironment().run(acts.observe, observe.model_copy(update={"expect": [kept, stray]}))
     assert [p.name for p in after.pods] == [kept] and after.unmatched == []  # an orphan now, not matching
+
+
+def test_a_finished_pod_released_is_labelled_and_left_out_of_the_next_read(kube: Kube, namespace) -> None:
+    # JOB-91: the finished Pod's release labels it and the Job's LIST no longer shows it; a running
+    # Pod released (a Job being deleted) keeps counting as active; a template's copy of the label is dropped
+    from activities.job import JobActivities
+    from tests.integration.test_job import job_manifest
+    from workflows.models.job import (
+        JOB_TRACKING_FINALIZER,
+        TRACKING_LABEL,
+        CreatePodsInput,
+        ObserveJobInput,
+        PodToCreate,
+        ReleaseInput,
+    )
+
+    manifest = job_manifest("tally", completions=2, parallelism=2, run_seconds=60, suspend=True)
+    manifest["spec"]["template"]["metadata"].setdefault("labels", {})[TRACKING_LABEL] = "released"
+    job = kube.create("Job", namespace, manifest)
+    acts = JobActivities(kube)
+    observe = ObserveJobInput(namespace=namespace, name="tally", uid=job["metadata"]["uid"])
+    made = ActivityEnvironment().run(acts.create_pods, CreatePodsInput(
+        namespace=namespace, name="tally", uid=job["metadata"]["uid"], pods=[PodToCreate(), PodToCreate()]))
+    done, running_ = sorted(made.created)
+    assert sorted(p.name for p in ActivityEnvironment().run(acts.observe, observe).pods) == [done, running_]
+    res = ActivityEnvironment().run(acts.release_finalizers, ReleaseInput(
+        namespace=namespace, pods=[done, running_], finished=[done]))
+    assert sorted(res.names) == [done, running_]
+    labels = {n: kube.get("Pod", namespace, n)["metadata"].get("labels", {}).get(TRACKING_LABEL) for n in made.created}
+    assert labels == {done: "released", running_: None}
+    assert not any(JOB_TRACKING_FINALIZER in (kube.get("Pod", namespace, n)["metadata"].get("finalizers") or [])
+                   for n in made.created)
+    snap = ActivityEnvironment().run(acts.observe, observe)
+    assert [(p.name, p.has_finalizer) for p in snap.pods] == [(running_, False)]

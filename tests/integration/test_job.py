@@ -12,7 +12,7 @@ from temporalio.client import Client
 from activities.kube import Kube
 from tests.conftest import eventually, running, save_history, workflow_exists
 from workflows.identity import job_workflow_id
-from workflows.models.job import JOB_MANAGED_BY, JOB_TRACKING_FINALIZER
+from workflows.models.job import JOB_MANAGED_BY, JOB_TRACKING_FINALIZER, TRACKING_LABEL
 
 
 def job_manifest(name: str, *, completions: int | None = 1, parallelism: int = 1, indexed: bool = False,
@@ -79,6 +79,7 @@ async def test_nonindexed_job_runs_to_complete_and_counts_every_pod_once(client,
     assert st["uncountedTerminatedPods"] in ({}, {"succeeded": [], "failed": []})
     pods = pods_of(kube, namespace, fresh)
     assert len(pods) == 3 and no_finalizers_left(kube, namespace, fresh)
+    assert [p["metadata"]["labels"].get(TRACKING_LABEL) for p in pods] == ["released"] * 3  # JOB-91
     p = pods[0]["metadata"]
     assert p["labels"]["batch.kubernetes.io/job-name"] == "plain"  # JOB-6, API-9
     owner = p["ownerReferences"][0]

@@ -24,6 +24,8 @@ CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
 INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-ignored-failure-count"
+#: JOB-91: set to ``released`` on a finished Pod by the patch that removes its tracking finalizer
+TRACKING_LABEL = "batchd.io/job-tracking"
 MAX_INT32 = 2**31 - 1
 _GO_INT = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts
 
@@ -65,6 +67,11 @@ class PodInfo(K8sModel):
     conditions: list[PodCondition] = Field(default_factory=list)
     failure_count: int = 0  # job-index-failure-count annotation, read as upstream does (POL-22)
     ignored_failure_count: int = 0  # job-index-ignored-failure-count annotation (POL-22)
+
+    @property
+    def finished(self) -> bool:
+        """Succeeded or Failed: a phase a Pod never leaves."""
+        return self.phase in ("Succeeded", "Failed")
 
 
 class OnExitCodesRequirement(K8sModel):
@@ -289,7 +296,7 @@ def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, name
         unc = ((job.get("status") or {}).get("uncountedTerminatedPods") or {})
         uncounted_uids = {*(unc.get("succeeded") or []), *(unc.get("failed") or [])}
     infos = [i for i in map(pod_info, pods)
-             if i.has_finalizer or i.phase not in ("Succeeded", "Failed") or i.uid in uncounted_uids]
+             if i.has_finalizer or not i.finished or i.uid in uncounted_uids]
     if job is None or (job.get("metadata") or {}).get("uid") != uid:
         return JobSnapshot(namespace=namespace, name=name, uid=uid, gone=True, pods=infos)
     meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
@@ -390,6 +397,8 @@ class CreatePodsResult(K8sModel):
 class ReleaseInput(K8sModel):
     namespace: str
     pods: list[str]
+    #: JOB-91: those of ``pods`` that had finished when read: their patch also labels them released
+    finished: list[str] = Field(default_factory=list)
 
 
 class ReleaseUnmatchedInput(K8sModel):
