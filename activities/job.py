@@ -57,7 +57,7 @@ MAX_PARALLEL = 16  # concurrent Pod requests within one activity
 _RELEASE = {"metadata": {"$deleteFromPrimitiveList/finalizers": [JOB_TRACKING_FINALIZER]}}
 #: The same for a finished Pod, which it also labels released: the Job's LIST leaves it out from then on (JOB-91).
 _RELEASE_FINISHED = {"metadata": {**_RELEASE["metadata"], "labels": {TRACKING_LABEL: "released"}}}
-#: JOB-91: the Job's Pods still in play (what a Pod created without the label also matches)
+#: JOB-91: the Job's Pods still in play; ``!=`` also matches the Pods without the label (running, or made before it)
 _IN_PLAY = f"{TRACKING_LABEL}!=released"
 
 
@@ -235,9 +235,10 @@ class JobActivities:
         """GET the Job and LIST the Pods its selector matches, claiming them as upstream (JOB-25), as one snapshot.
 
         The LIST leaves out the Pods labelled released (JOB-91), so its size follows the Pods in
-        flight, not the completions so far. Orphans that match are adopted. The Pods of ``inp.expect`` that the LIST did not show
-        (relabeled, or stripped of the finalizer by someone) are read by name: one the Job still
-        controls whose labels no longer match is reported in ``unmatched``, to be released.
+        flight, not the completions so far. Orphans that match are adopted. The Pods of
+        ``inp.expect`` that the LIST did not show (relabeled, or stripped of the finalizer by
+        someone) are read by name: one the Job still controls whose labels no longer match is
+        reported in ``unmatched``, to be released.
         """
         job = self.kube.get("Job", inp.namespace, inp.name)
         ours = job is not None and job["metadata"].get("uid") == inp.uid
