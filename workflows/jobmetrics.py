@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from workflows.jobsync import count_indexes
+from workflows.models.common import POD_FINISHED_PHASES
 from workflows.models.job import JOB_TRACKING_FINALIZER, JobSpecView, JobStatusView
 
 SYNC_DURATION = "job_controller_job_sync_duration_seconds"
@@ -144,7 +145,7 @@ def finished_with_tracking_finalizer(pod: Mapping[str, Any] | None) -> bool:
     if not pod:
         return False
     phase = (pod.get("status") or {}).get("phase")
-    return phase in ("Succeeded", "Failed") and JOB_TRACKING_FINALIZER in ((pod.get("metadata") or {}).get("finalizers") or [])
+    return phase in POD_FINISHED_PHASES and JOB_TRACKING_FINALIZER in ((pod.get("metadata") or {}).get("finalizers") or [])
 
 
 def tracking_finalizer_event(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> str | None:

@@ -9,7 +9,8 @@ CronJob's Job, complete an Indexed Job, run as uid 10001, and exit 0 on SIGTERM.
 
 Without buildah the test is skipped locally; under CI (``CI`` set) it must run (.ci/run
 installs buildah, podman and mmdebstrap, and makes the base before it runs the tests). The base
-image stays in container storage, so only the first run on a machine pays for mmdebstrap. Measured here from empty container storage: the
+image stays in container storage, so only the first run on a machine pays for mmdebstrap.
+Measured here from empty container storage: the
 Debian base 40 s, the image 57 s, the whole test 1 min 44 s.
 """
 

@@ -118,6 +118,10 @@ class PodSpec(K8sModel):
     restart_policy: str | None = None
 
 
+#: The phases a Pod never leaves: it has finished.
+POD_FINISHED_PHASES = ("Succeeded", "Failed")
+
+
 class PodStatus(K8sModel):
     phase: str | None = None
     container_statuses: list[ContainerStatus] = Field(default_factory=list)

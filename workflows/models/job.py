@@ -12,7 +12,14 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from workflows.models.common import Condition, EventType, Job, K8sModel, declare_activity
+from workflows.models.common import (
+    POD_FINISHED_PHASES,
+    Condition,
+    EventType,
+    Job,
+    K8sModel,
+    declare_activity,
+)
 
 JOB_MANAGED_BY = "batchd.io/job-controller"
 #: The ``spec.managedBy`` of Kubernetes' own Job controller (what an unset field means).
@@ -71,7 +78,7 @@ class PodInfo(K8sModel):
     @property
     def finished(self) -> bool:
         """Succeeded or Failed: a phase a Pod never leaves."""
-        return self.phase in ("Succeeded", "Failed")
+        return self.phase in POD_FINISHED_PHASES
 
 
 class OnExitCodesRequirement(K8sModel):

@@ -21,6 +21,7 @@ from workflows.models.common import (
     COMPLETE,
     FAILED,
     INT64_MAX,
+    POD_FINISHED_PHASES,
     EventInput,
     Job,
     K8sModel,
@@ -150,7 +151,7 @@ class TTLObservation(K8sModel):
             problem = f"restartPolicy {pod.spec.restart_policy or 'Always'} Pods never finish; the TTL label needs OnFailure or Never"
         if problem is not None:
             ttl = None
-        finished = pod.status.phase in ("Succeeded", "Failed")
+        finished = pod.status.phase in POD_FINISHED_PHASES
         finish_times = [
             s.state.terminated.finished_at
             for s in (*pod.status.container_statuses, *pod.status.init_container_statuses)
