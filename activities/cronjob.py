@@ -103,7 +103,12 @@ def build_job(cronjob: dict[str, Any], inp: CreateJobInput) -> dict[str, Any]:
 
 
 def _heartbeats() -> asyncio.Task[None] | None:
-    """Heartbeat this activity three times per heartbeat timeout until cancelled (None: none asked)."""
+    """Heartbeat this activity three times per heartbeat timeout until cancelled (None: none asked).
+
+    Workflows no longer ask (workflows/cronjob.py, ``ARMED_SLACK``); an armed creation scheduled
+    before that still carries a heartbeat timeout, and without beats it would time out and retry
+    every timeout until its time.
+    """
     timeout = activity.info().heartbeat_timeout
     if not timeout:
         return None
@@ -245,9 +250,9 @@ class CronJobActivities:
                              rfc3339(inp.scheduled), rfc3339(created))
         return CreateJobResult(outcome="created", job=_ref(job))
 
-    # A worker that dies holding an armed creation is noticed by its missing heartbeats, within
-    # the heartbeat timeout, not at the end of the attempt's whole wait plus slack; another
-    # replica then creates the Job (or finds it, if the dead one got that far).
+    # A worker that dies holding an armed creation is noticed when the attempt's time limit (the
+    # wait plus ARMED_SLACK) passes; another replica then creates the Job (or finds it, if the
+    # dead one got that far), at most about ARMED_SLACK late (CJ-55).
     @implements(contract.create_cronjob_job_at)
     async def create_job_at(self, inp: CreateJobInput) -> CreateJobResult:
         """Wait in the worker until ``not_before``, then create the Job as ``create_cronjob_job`` does.

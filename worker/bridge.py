@@ -103,7 +103,7 @@ class BridgeSettings:
     job_scope: str = "managed"  # JOB-1: "managed", Jobs with spec.managedBy batchd; "all", also those naming no controller
     cronjob_selector: str = f"{CRONJOB_MANAGED_LABEL}=true"  # "": every CronJob
     task_queue: str = TASK_QUEUE
-    cronjob_lead: float = 30.0  # seconds: CronJob workflows arm each creation this early (0: off)
+    cronjob_lead: float = 60.0  # seconds: CronJob workflows arm each creation this early (0: off)
     resync_seconds: float = 600.0
     shards: int = 8
 

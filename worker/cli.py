@@ -176,7 +176,7 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
 @click.option("--cronjob-selector", default="batchd.io/managed=true", show_default=True,
               help="Label selector of the CronJobs batchd schedules; '' takes every CronJob (disable the "
                    "built-in cronjob controller first).")
-@click.option("--cronjob-lead", type=click.FloatRange(min=0), default=30.0, show_default=True,
+@click.option("--cronjob-lead", type=click.FloatRange(min=0), default=60.0, show_default=True,
               help="Seconds before each schedule time that a CronJob workflow (policy Allow) hands the Job's "
                    "creation to the worker, which creates it on the second however many CronJobs share the "
                    "time; 0: the workflow wakes at the time itself.")

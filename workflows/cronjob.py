@@ -71,11 +71,11 @@ with workflow.unsafe.imports_passed_through():
 #: ``workflow.patched`` id: a schedule time in the minute of one already considered is not acted
 #: on again (CJ-SUBMINUTE); histories recorded before it replay without it.
 ONE_PASS_A_MINUTE = "one-pass-a-minute"
-#: An armed creation's time limit beyond its wait, for the creation itself (a worker killed while
-#: it waits is noticed sooner, by the heartbeat); the retry (idempotent by name) creates the Job.
+#: An armed creation's time limit beyond its wait. It does not heartbeat: with 2,000 CronJobs on
+#: one minute the heartbeats were the dev server's most frequent call (docs/benchmarks.md), and a
+#: worker killed while it waits loses the creation only until this limit, when the retry (idempotent
+#: by name, on another worker) creates the Job (CJ-55).
 ARMED_SLACK = timedelta(seconds=10)
-#: how soon a worker that died holding an armed creation is noticed, and the creation retried
-ARMED_HEARTBEAT = timedelta(seconds=10)
 #: Continue-as-new beyond this many events (about 25 runs), well before the server suggests it:
 #: a workflow woken outside the sticky cache replays its whole run, so short runs wake cheaply.
 HISTORY_EVENTS = 500
@@ -346,15 +346,15 @@ class CronJobWorkflow:
         try:
             handle = workflow.start_activity(
                 create_cronjob_job_at, inp, task_queue=timed_task_queue(workflow.info().task_queue),
-                start_to_close_timeout=wait + ARMED_SLACK, heartbeat_timeout=ARMED_HEARTBEAT, retry_policy=K8S_RETRY,
+                start_to_close_timeout=wait + ARMED_SLACK, retry_policy=K8S_RETRY,
                 cancellation_type=ActivityCancellationType.TRY_CANCEL,
                 summary=f"create Job {inp.namespace}/{inp.job_name} at {iso(at)}")
             await workflow.wait_condition(lambda: handle.done() or self._interrupt)
             if not handle.done():
-                # The cancellation reaches the worker with its next heartbeat. An abandoned wait
-                # that fires first re-reads the CronJob: a changed spec makes it "stale", a
-                # recreated CronJob "cronjob_gone"; else it creates the very Job the next plan
-                # creates, and one of the two finds it "exists".
+                # The armed activity does not heartbeat, so the cancellation never reaches it: the
+                # abandoned wait fires at its time and re-reads the CronJob. A changed spec makes
+                # it "stale", a deleted or recreated CronJob "cronjob_gone"; else it creates the
+                # very Job the next plan creates, and one of the two finds it "exists".
                 handle.cancel()
                 handle.add_done_callback(_outcome_unused)
                 return None
