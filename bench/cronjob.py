@@ -10,7 +10,11 @@ name another controller in ``spec.managedBy`` so nothing runs them: this measure
 
 ``--ceiling`` first runs as many ``MinuteCeiling`` workflows (bench/ceiling.py: a timer to the
 lead, then an activity that waits for the minute; no Kubernetes) on the same dev server, in this
-process, for the same number of minutes, and prints their skew: what the server allows.
+process, for the same number of minutes, and prints their skew: what the server allows. Then it
+creates as many Jobs at one instant through kubesim from a light raw-HTTP client (16 keep-alive
+connections, as bench/kubesim_bench.py), with two watches open as in the measured run (the
+worker's informer and the bench's), and prints when each creation was answered: what the API
+server allows the same burst.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import threading
 import time
 import uuid
@@ -28,6 +33,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.kube import Kube
 from bench.ceiling import AT, MinuteCeiling, bench_at
 from bench.harness import (
     cluster,
@@ -37,6 +43,7 @@ from bench.harness import (
     table,
     worker_process,
 )
+from bench.kubesim_bench import raw_request
 from worker.bridge import BridgeSettings
 
 
@@ -82,10 +89,56 @@ async def ceiling(client: Client, count: int, minutes: int, lead: float) -> None
     print(table([("runs / expected", f"{sum(map(len, skews.values()))} / {count * minutes}"), *skew_rows(skews)]))
 
 
+async def creation_ceiling(kube: Kube, ns: str, count: int, connections: int = 16) -> list[float]:
+    """Seconds from one instant to the answer of each of ``count`` Job creations (the Jobs the bench's
+    CronJobs make, in their own namespace), sent over ``connections`` raw keep-alive connections."""
+    body = cronjob("")["spec"]["jobTemplate"]["spec"]
+    path = f"/apis/batch/v1/namespaces/{ns}/jobs"
+    requests = [raw_request("POST", path, json.dumps({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"ceiling-{i:05d}"}, "spec": body}).encode())
+        for i in range(count)]
+    host, port = kube.endpoint.host, kube.endpoint.port
+    done: list[float] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        rv = kube.list("Job", ns, limit=1)["metadata"]["resourceVersion"]
+        while not stop.is_set():
+            with contextlib.suppress(Exception):
+                for ev in kube.watch("Job", ns, resource_version=rv, timeout_seconds=5):
+                    rv = ev["object"].get("metadata", {}).get("resourceVersion", rv)
+
+    async def connection(chunk: list[bytes], at: float) -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        await asyncio.sleep(at - time.time())
+        for req in chunk:
+            writer.write(req)
+            await reader.readline()
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            await reader.readexactly(length)
+            done.append(time.time() - at)
+        writer.close()
+
+    for _ in range(2):
+        threading.Thread(target=watch, daemon=True).start()
+    at = time.time() + 1
+    await asyncio.gather(*(connection(requests[i::connections], at) for i in range(connections)))
+    stop.set()
+    return done
+
+
 async def main(count: int, minutes: int, worker_args: list[str], with_ceiling: bool = False, lead: float = 30) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
         if with_ceiling:
             await ceiling(env.client, count, minutes, lead)
+            answered = await creation_ceiling(kube, new_namespace(kube, "bench-ceiling"), count)
+            print(f"ceiling: {count} Job creations at one instant through kubesim, 16 raw connections")
+            print(table([("answered / sent", f"{len(answered)} / {count}"), (
+                "answered after p50 / p99 / max (s)",
+                f"{percentile(answered, 50):.2f} / {percentile(answered, 99):.2f} / {max(answered):.2f}")]))
         ns = new_namespace(kube, "bench-cron")
         seen: dict[str, float] = {}
         scheduled: dict[str, datetime] = {}

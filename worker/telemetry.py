@@ -90,11 +90,12 @@ def install(service: str = "batchd") -> Telemetry:
     reader = PrometheusMetricReader(registry=registry, scope_info_enabled=False)
     provider = MeterProvider(resource=resource, metric_readers=[reader], views=job_controller_views())
     metrics.set_meter_provider(provider)
-    _install_tracing(resource)
+    tracing = _install_tracing(resource)
     buffer = MetricBuffer(100_000)
     runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer, global_tags={"service": service}))
     exporter = _MetricsExporter(buffer, provider, poll_interval=timedelta(seconds=1))
-    return Telemetry(registry=registry, runtime=runtime, exporter=exporter, interceptors=[TracingInterceptor()])
+    return Telemetry(registry=registry, runtime=runtime, exporter=exporter,
+                     interceptors=[TracingInterceptor()] if tracing else [])
 
 
 class _MetricsExporter(MetricsExporter):
@@ -120,9 +121,15 @@ def job_controller_views() -> list[View]:
     return views
 
 
-def _install_tracing(resource: Resource) -> None:
+def _install_tracing(resource: Resource) -> bool:
+    """Export traces over OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set; False: no tracing.
+
+    Without it the SDK's tracing interceptor is left out as well: it would still wrap every
+    workflow activation and activity, and write a span context into every command's header, for
+    spans that nothing exports.
+    """
     if not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        return
+        return False
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -131,3 +138,4 @@ def _install_tracing(resource: Resource) -> None:
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
+    return True

@@ -76,9 +76,11 @@ ONE_PASS_A_MINUTE = "one-pass-a-minute"
 #: worker killed while it waits loses the creation only until this limit, when the retry (idempotent
 #: by name, on another worker) creates the Job (CJ-55).
 ARMED_SLACK = timedelta(seconds=10)
-#: Continue-as-new beyond this many events (about 25 runs), well before the server suggests it:
-#: a workflow woken outside the sticky cache replays its whole run, so short runs wake cheaply.
-HISTORY_EVENTS = 500
+#: Continue-as-new beyond this many events (about five runs of a ``*/1`` CronJob), well before the
+#: server suggests it: a workflow woken outside the sticky cache replays its whole run, and a cached
+#: one holds about 2 KiB of worker memory per event of its run (500 CronJobs: 21 KiB a workflow per
+#: run, docs/benchmarks.md), so short runs wake cheaply and stay small.
+HISTORY_EVENTS = 60
 #: After a "stale" armed creation, how long to wait for the bridge to deliver the new spec.
 STALE_WAIT = timedelta(seconds=60)
 
