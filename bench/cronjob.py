@@ -26,6 +26,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -89,6 +90,17 @@ async def ceiling(client: Client, count: int, minutes: int, lead: float) -> None
     print(table([("runs / expected", f"{sum(map(len, skews.values()))} / {count * minutes}"), *skew_rows(skews)]))
 
 
+def watch_jobs(kube: Kube, ns: str, stop: threading.Event,
+               on_event: Callable[[dict[str, Any]], None] = lambda ev: None) -> None:
+    """Follow the Jobs of ``ns`` until ``stop``, resuming from the last version seen."""
+    rv = kube.list("Job", ns, limit=1)["metadata"]["resourceVersion"]
+    while not stop.is_set():
+        with contextlib.suppress(Exception):
+            for ev in kube.watch("Job", ns, resource_version=rv, timeout_seconds=10):
+                rv = ev["object"].get("metadata", {}).get("resourceVersion", rv)
+                on_event(ev)
+
+
 async def creation_ceiling(kube: Kube, ns: str, count: int, connections: int = 16) -> list[float]:
     """Seconds from one instant to the answer of each of ``count`` Job creations (the Jobs the bench's
     CronJobs make, in their own namespace), sent over ``connections`` raw keep-alive connections."""
@@ -100,13 +112,6 @@ async def creation_ceiling(kube: Kube, ns: str, count: int, connections: int = 1
     host, port = kube.endpoint.host, kube.endpoint.port
     done: list[float] = []
     stop = threading.Event()
-
-    def watch() -> None:
-        rv = kube.list("Job", ns, limit=1)["metadata"]["resourceVersion"]
-        while not stop.is_set():
-            with contextlib.suppress(Exception):
-                for ev in kube.watch("Job", ns, resource_version=rv, timeout_seconds=5):
-                    rv = ev["object"].get("metadata", {}).get("resourceVersion", rv)
 
     async def connection(chunk: list[bytes], at: float) -> None:
         reader, writer = await asyncio.open_connection(host, port)
@@ -123,7 +128,7 @@ async def creation_ceiling(kube: Kube, ns: str, count: int, connections: int = 1
         writer.close()
 
     for _ in range(2):
-        threading.Thread(target=watch, daemon=True).start()
+        threading.Thread(target=watch_jobs, args=(kube, ns, stop), daemon=True).start()
     at = time.time() + 1
     await asyncio.gather(*(connection(requests[i::connections], at) for i in range(connections)))
     stop.set()
@@ -144,19 +149,14 @@ async def main(count: int, minutes: int, worker_args: list[str], with_ceiling: b
         scheduled: dict[str, datetime] = {}
         stop = threading.Event()
 
-        def watch() -> None:
-            rv = kube.list("Job", ns, limit=1)["metadata"]["resourceVersion"]
-            while not stop.is_set():
-                with contextlib.suppress(Exception):
-                    for ev in kube.watch("Job", ns, resource_version=rv, timeout_seconds=10):
-                        meta = ev["object"].get("metadata", {})
-                        rv = meta.get("resourceVersion", rv)
-                        if ev["type"] == "ADDED" and meta["name"] not in seen:
-                            seen[meta["name"]] = time.time()
-                            stamp = meta["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"]
-                            scheduled[meta["name"]] = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        def added(ev: dict[str, Any]) -> None:
+            meta = ev["object"].get("metadata", {})
+            if ev["type"] == "ADDED" and meta["name"] not in seen:
+                seen[meta["name"]] = time.time()
+                stamp = meta["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"]
+                scheduled[meta["name"]] = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
-        threading.Thread(target=watch, daemon=True).start()
+        threading.Thread(target=watch_jobs, args=(kube, ns, stop, added), daemon=True).start()
         with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-cron", extra=worker_args) as proc:
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(lambda i: kube.create("CronJob", ns, cronjob(f"cj-{i:04d}")), range(count)))
