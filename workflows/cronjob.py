@@ -71,6 +71,9 @@ with workflow.unsafe.imports_passed_through():
 #: ``workflow.patched`` id: a schedule time in the minute of one already considered is not acted
 #: on again (CJ-SUBMINUTE); histories recorded before it replay without it.
 ONE_PASS_A_MINUTE = "one-pass-a-minute"
+#: ``workflow.patched`` id: a Job's end seen during an armed creation's wait stops the wait
+#: (``job_observed``); histories recorded before it replay without it.
+JOB_END_STOPS_ARMED_WAIT = "job-end-stops-armed-wait"
 #: An armed creation's time limit beyond its wait. It does not heartbeat: with 2,000 CronJobs on
 #: one minute the heartbeats were the dev server's most frequent call (docs/benchmarks.md), and a
 #: worker killed while it waits loses the creation only until this limit, when the retry (idempotent
@@ -133,10 +136,18 @@ class CronJobWorkflow:
 
     @workflow.signal(name="job_observed")
     def job_observed(self, job: JobSummary) -> None:
-        """One of this CronJob's Jobs finished, or disappeared."""
+        """One of this CronJob's Jobs finished, or disappeared.
+
+        A change also stops an armed creation's wait, so the status, the counters and the history
+        limits follow at once rather than at the armed time: with a lead of a whole period (a
+        ``*/1`` schedule) the workflow waits on an armed creation nearly all the time. The pass
+        then arms the same creation again (see ``_create_at``).
+        """
         self.state, events, changed = cronplan.job_observed(self.state, job, workflow.now())
         self._events += events
         self._changed |= changed
+        if changed and self.armed_for is not None and workflow.patched(JOB_END_STOPS_ARMED_WAIT):
+            self._interrupt = True
 
     # -- operator controls ----------------------------------------------------------------
 

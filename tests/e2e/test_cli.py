@@ -329,9 +329,9 @@ async def test_the_cli_operates_the_real_cronjob_workflow(
         wf = await eventually(next_time_armed, what="the CronJob workflow's schedule timer")
         assert wf["type"] == "CronJob" and wf["workflowId"] == f"cronjob/{ref}"
         timer = wf["pendingTimers"][0]
-        due = datetime.fromisoformat(timer["firesAt"].replace("Z", "+00:00")) + timedelta(seconds=30)  # the lead
+        due = datetime.fromisoformat(timer["firesAt"].replace("Z", "+00:00")) + timedelta(seconds=60)  # the lead
         assert timer["summary"] == \
-            f"CronJob {ref} next schedule {due:%Y-%m-%dT%H:%M:%SZ}; Job creation armed 30s before"
+            f"CronJob {ref} next schedule {due:%Y-%m-%dT%H:%M:%SZ}; Job creation armed 60s before"
 
         trig = await batchd(address, "cronjob", "trigger", ref, "-o", "json")
         assert trig.code == 0, trig
