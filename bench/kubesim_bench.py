@@ -69,22 +69,24 @@ def request_for(op: str, name: str) -> bytes:
     return raw_request("DELETE", f"{JOBS}/{name}?propagationPolicy=Background")
 
 
+async def read_response(reader: asyncio.StreamReader) -> int:
+    """Read one whole response (a Content-Length body); its status code."""
+    status = await reader.readline()
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    await reader.readexactly(length)
+    return int(status.split()[1])
+
+
 async def connection(port: int, requests: list[bytes]) -> int:
     """One keep-alive client: send a request, read the whole response, repeat; returns failures."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     failures = 0
     for req in requests:
         writer.write(req)
-        status = await reader.readline()
-        length = 0
-        while True:
-            line = await reader.readline()
-            if line in (b"\r\n", b""):
-                break
-            if line[:15].lower() == b"content-length:":
-                length = int(line[15:])
-        await reader.readexactly(length)
-        failures += int(status.split()[1]) >= 300
+        failures += await read_response(reader) >= 300
     writer.close()
     return failures
 
