@@ -72,14 +72,25 @@ async def test_job_controller_metrics_count_each_job_and_pod_once_with_upstreams
             outcomes[job["metadata"]["name"]] = await asyncio.wait_for(client.get_workflow_handle(wid).result(), 90)
         assert outcomes == {"done": "Complete", "fatal": "Failed", "perindex": "Failed", "crash": "Failed"}
 
-        def settled() -> dict[Sample, float] | None:  # the runtime forwards every second; the last deletes lag
+        last: list[dict[Sample, float]] = []
+
+        def settled() -> dict[Sample, float] | None:
+            """The counts every finished Job and Pod adds, then no change between two scrapes.
+
+            The runtime forwards the SDK's metric buffer every second, and a workflow's last sync
+            sample can be forwarded a second after its ``jobs_finished`` one; the finalizers' deletes
+            come from the Pod informer, which may lag the workflows' results.
+            """
             now = scrape(health)
             gone = delta(before, now, "job_controller_terminated_pods_tracking_finalizer_total", event="delete")
             finished = sum(delta(before, now, "job_controller_jobs_finished_total", **dict(k[1]))
                            for k in now if k[0] == "job_controller_jobs_finished_total")
-            return now if gone >= 7 and finished >= 4 else None
+            assert gone >= 7 and finished >= 4, f"forwarded: {gone} of 7 finalizer deletes, {finished} of 4 Jobs"
+            steady = last == [now]
+            last[:] = [now]
+            return now if steady else None
 
-        after = await eventually(settled, timeout=30, what="metrics forwarded")
+        after = await eventually(settled, timeout=60, interval=2.5, what="metrics forwarded and steady")
         text = http_get(health, "/metrics")[1]
         (tmp_path / "metrics.txt").write_text(text)  # kept by pytest for a look after a failure
 
@@ -116,7 +127,6 @@ async def test_job_controller_metrics_count_each_job_and_pod_once_with_upstreams
             assert d("job_controller_job_sync_duration_seconds_count", **lab) == d(name, **lab)
     assert syncs[("NonIndexed", "success", "pods_created")] >= 3  # done, fatal, crash: first syncs
     assert syncs[("Indexed", "success", "pods_created")] >= 1
-    assert syncs[("NonIndexed", "success", "tracking")] >= 1
     # Each NonIndexed Job has a sync after its first that creates nothing: the one that meets its
     # finished Pods. Whether that sync is "tracking" or "reconciling" depends on which Pod events
     # one sync takes in at once (a loaded machine coalesces more), so only their sum is fixed.
