@@ -20,7 +20,7 @@ from temporalio.client import Client
 from activities.kube import Kube
 from tests.conftest import eventually, idle, running, save_history, utcnow, workflow_exists
 from tests.k8s import finish_job, second
-from workflows.cronjob import ARMED_SLACK
+from workflows.cronjob import ARMED_SLACK, JOB_END_STOPS_ARMED_WAIT
 from workflows.identity import cronjob_workflow_id
 from workflows.models.job import JOB_MANAGED_BY
 
@@ -375,6 +375,37 @@ async def test_an_armed_creation_is_made_by_the_worker_on_the_second_of_its_time
         await eventually(completed, what="the armed creation completed")  # the armed one made it
         await eventually(lambda: (c := kube.get("CronJob", namespace, "sharp")) and c.get("status", {}).get("active"))
         await save_history(handle, "cronjob-armed-creation")
+
+
+async def test_a_job_that_ends_while_the_next_creation_is_armed_is_counted_before_that_time(
+        client, kube, namespace, task_queue):
+    # CJ-53: with a lead longer than the period the workflow always waits on an armed creation; a
+    # Job's end stops that wait, so the status follows at once, not at the next time (30 s on)
+    async with running(client, kube, task_queue, namespace, cronjob_lead=60):
+        kube.create("CronJob", namespace, cronjob_manifest("ends", "@every 30s"))
+        [job] = await eventually(lambda: jobs_of(kube, namespace, "ends"), what="the first Job")
+        handle = client.get_workflow_handle(cronjob_workflow_id(namespace, "ends"))
+        await eventually(lambda: _armed_after(client, namespace, "ends", _created(job)), what="the next time armed")
+        done_at = second(utcnow())
+        finish_job(kube, namespace, job["metadata"]["name"], done_at)
+
+        def counted() -> dict[str, Any] | None:
+            status = kube.get("CronJob", namespace, "ends").get("status") or {}
+            return status if status.get("lastSuccessfulTime") and not status.get("active") else None
+
+        # within less than the period: a pass at the next time would come too late
+        status = await eventually(counted, timeout=25, what="the end counted in the CronJob's status")
+        assert _utc(status["lastSuccessfulTime"]) == done_at
+        markers = [e.marker_recorded_event_attributes for e in (await handle.fetch_history()).events
+                   if e.HasField("marker_recorded_event_attributes")]
+        assert any(JOB_END_STOPS_ARMED_WAIT.encode() in p.data
+                   for m in markers for d in m.details.values() for p in d.payloads)  # the patched path ran
+        await save_history(handle, "cronjob-job-end-while-armed")
+
+
+async def _armed_after(client: Client, ns: str, name: str, after: datetime) -> bool:
+    d = await _armed(client, ns, name)
+    return bool(d) and _utc(d["armedFor"]) > after
 
 
 async def test_a_spec_change_while_armed_is_obeyed_at_the_time(client, kube, namespace, task_queue):
