@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import copy
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,7 +74,11 @@ def _ref(job: dict[str, Any]) -> ObjectReference:
 
 
 def build_job(cronjob: dict[str, Any], inp: CreateJobInput) -> dict[str, Any]:
-    """The Job a CronJob creates for one run (CJ-32 to CJ-35), handed to batchd's Job controller."""
+    """The Job a CronJob creates for one run (CJ-32 to CJ-35), handed to batchd's Job controller.
+
+    The Job's spec shares the template's nested objects with ``cronjob`` (each caller's copy is
+    its own, and nothing mutates them): a deep copy was a tenth of the worker's work per creation.
+    """
     template = cronjob["spec"].get("jobTemplate") or {}
     tmeta = template.get("metadata") or {}
     annotations = dict(tmeta.get("annotations") or {})
@@ -83,7 +86,7 @@ def build_job(cronjob: dict[str, Any], inp: CreateJobInput) -> dict[str, Any]:
         annotations[SCHEDULED_TIMESTAMP_ANNOTATION] = inp.scheduled_annotation
     if inp.manual:
         annotations[MANUAL_INSTANTIATE_ANNOTATION] = "manual"
-    spec = copy.deepcopy(template.get("spec") or {})
+    spec = dict(template.get("spec") or {})
     spec.setdefault("managedBy", JOB_MANAGED_BY)  # batchd runs what it schedules, unless told otherwise
     return {
         "apiVersion": "batch/v1",

@@ -114,11 +114,35 @@ class _Connection(http.client.HTTPConnection):
                  server_hostname: str) -> None:
         super().__init__(host, port, timeout=timeout)
         self.context, self.server_hostname = context, server_hostname
+        self._head: list[bytes] | None = None
 
     def connect(self) -> None:
         super().connect()
         if self.context is not None:
             self.sock = self.context.wrap_socket(self.sock, server_hostname=self.server_hostname)
+
+    def endheaders(self, message_body: Any = None, *, encode_chunked: bool = False) -> None:
+        """Send the head and a bytes body in one write, where http.client makes two.
+
+        Two writes are two segments (the socket has no Nagle delay) and the API server reads the
+        head, then wakes again for the body; in a burst of creations that is work on both sides.
+        """
+        if not isinstance(message_body, bytes) or encode_chunked:
+            super().endheaders(message_body, encode_chunked=encode_chunked)
+            return
+        self._head = []
+        try:
+            super().endheaders()
+            head = b"".join(self._head)
+        finally:
+            self._head = None
+        self.send(head + message_body)
+
+    def send(self, data: Any) -> None:
+        if self._head is not None:
+            self._head.append(data)
+        else:
+            super().send(data)
 
 
 @dataclass(frozen=True)
