@@ -180,7 +180,7 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
               help="Seconds before each schedule time that a CronJob workflow (policy Allow) hands the Job's "
                    "creation to the worker, which creates it on the second however many CronJobs share the "
                    "time; 0: the workflow wakes at the time itself.")
-@click.option("--resync-seconds", type=float, default=600.0, show_default=True, help="Full relist period.")
+@click.option("--resync-seconds", type=float, default=600.0, show_default=True, help="Period at which every cached object is routed again (from the cache, no list).")
 @click.option("--health-port", type=int, default=8080, show_default=True, help="/healthz, /readyz and /metrics.")
 @click.option("--max-concurrent-activities", type=int, default=64, show_default=True)
 @click.option("--max-cached-workflows", type=int, default=1000, show_default=True,

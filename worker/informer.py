@@ -4,8 +4,8 @@ Layer: worker. The bridge (worker/bridge.py) runs one :class:`Informer` per kind
 label selector and hands every event to the routers (worker/routes.py); nothing here knows
 about workflows or controllers. Like client-go's shared informer, it resumes a watch from the
 last resourceVersion, relists on ``410 Gone`` or a watch error (reporting objects deleted
-meanwhile as ``DELETED``), relists everything every ``resync_seconds``, and keeps the last seen
-copy of each object (:meth:`Informer.get`).
+meanwhile as ``DELETED``), hands every cached object to its handler again every
+``resync_seconds``, and keeps the last seen copy of each object (:meth:`Informer.get`).
 
 Threads: each informer runs list+watch in a thread with the synchronous
 :class:`~activities.kube.Kube` client; its handler is called on that thread.
@@ -42,7 +42,7 @@ class Informer:
 
     A watch that ends is resumed from the last seen version (bookmarks keep it fresh); an
     ``ERROR`` event or ``410 Gone`` forces a relist, which also reports objects deleted while
-    the watch was down as ``DELETED``. Every ``resync_seconds`` a relist re-delivers everything.
+    the watch was down as ``DELETED``. Every ``resync_seconds`` the cache is re-delivered.
 
     ``transform`` (client-go's ``SetTransform``) turns each object, as it is decoded, into what
     is kept and handed on; the same dict is the handler's argument and the relist tombstone.
@@ -87,7 +87,7 @@ class Informer:
             try:
                 rv = self._relist()
                 backoff = 1.0
-                self._watch_until_resync(rv)
+                self._watch(rv)
             except KubeError as err:
                 log.warning("informer %s: %s; retrying in %.0fs", self._thread.name, err, backoff,
                             extra={"kind": self.kind, "namespace": self.namespace or ""})
@@ -123,9 +123,20 @@ class Informer:
         self.synced.set()
         return rv
 
-    def _watch_until_resync(self, rv: str) -> None:
+    def _watch(self, rv: str) -> None:
+        """Watch from ``rv``, resuming each ended stream, until a watch error (the caller relists).
+
+        Every ``resync_seconds`` every cached object goes to the handler again, from the cache, as
+        client-go's resync does. A relist instead would hold a second copy of the whole cache while
+        it ran, ask the API server for everything, and merge away the changes made between the end
+        of one watch and the list, which the observer has to see one by one.
+        """
         deadline = time.monotonic() + self.resync_seconds
-        while not self._stop.is_set() and time.monotonic() < deadline:
+        while not self._stop.is_set():
+            if time.monotonic() >= deadline:
+                for packed in list(self._known.values()):
+                    self.handler("SYNC", _unpack(packed))
+                deadline = time.monotonic() + self.resync_seconds
             timeout = max(1, min(self.watch_timeout_seconds, int(deadline - time.monotonic())))
             for ev in self.kube.watch(self.kind, self.namespace, resource_version=rv,
                                       label_selector=self.label_selector, timeout_seconds=timeout):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -163,6 +164,52 @@ def test_the_informer_hands_on_views_and_reports_a_relist_deletion_with_the_view
     inf._relist()
     assert [(t, o["metadata"]["name"]) for t, o in got] == [("SYNC", "a"), ("SYNC", "b"), ("DELETED", "a"), ("SYNC", "b")]
     assert all(o == bridge_view(copy.deepcopy({"kind": "Job", **src})) for (_, o), src in zip(got, [a, b, a, b], strict=True))
+
+
+class _OneListThenWatches(_ListOnly):
+    """One list; then each watch gives the next of ``streams`` and the last stops the informer."""
+
+    def __init__(self, items: list[dict[str, Any]], *streams: list[dict[str, Any]]) -> None:
+        super().__init__(items)
+        self.streams, self.lists, self.since = list(streams), 0, []
+        self.informer: Informer | None = None
+
+    def list(self, kind: str, namespace: str | None, **kw: Any) -> dict[str, Any]:
+        self.lists += 1
+        return super().list(kind, namespace, **kw)
+
+    def watch(self, kind: str, namespace: str | None, *, resource_version: str, **_: Any) -> Iterator[dict[str, Any]]:
+        self.since.append(resource_version)
+        stream = self.streams.pop(0)
+        if not self.streams:
+            assert self.informer is not None
+            self.informer.stop()
+        yield from copy.deepcopy(stream)
+
+
+def test_a_resync_hands_on_the_cache_again_without_a_list_and_the_watch_resumes() -> None:
+    a, b = job("a"), job("b")
+    b2 = copy.deepcopy(b)
+    b2["metadata"]["resourceVersion"] = "10"
+    b2["metadata"]["labels"] = {"changed": "yes"}
+    kube = _OneListThenWatches([a, b], [{"type": "MODIFIED", "object": b2}], [])
+    got: list[tuple[str, str, str]] = []
+    seen: list[tuple[str | None, str | None]] = []
+    inf = Informer(kube, "Job", "team-a",  # type: ignore[arg-type]
+                   lambda t, o: got.append((t, o["metadata"]["name"], o["metadata"].get("resourceVersion", ""))),
+                   transform=bridge_view, resync_seconds=0,
+                   observer=lambda old, new: seen.append(((old or {}).get("metadata", {}).get("resourceVersion"),
+                                                          (new or {}).get("metadata", {}).get("resourceVersion"))))
+    kube.informer = inf
+    inf._run()
+    rv_a, rv_b = a["metadata"]["resourceVersion"], b["metadata"]["resourceVersion"]
+    assert kube.lists == 1  # the resyncs asked the API server for nothing
+    assert kube.since == ["9", "10"]  # each watch resumed from the last version seen
+    assert got == [("SYNC", "a", rv_a), ("SYNC", "b", rv_b),  # the list
+                   ("SYNC", "a", rv_a), ("SYNC", "b", rv_b),  # a resync (resync_seconds=0: before each watch)
+                   ("MODIFIED", "b", "10"),
+                   ("SYNC", "a", rv_a), ("SYNC", "b", "10")]  # the next resync hands on the cache as it is now
+    assert seen == [(None, rv_a), (None, rv_b), (rv_b, "10")]  # a resync is no change
 
 
 def _ev(uid: str, etype: str, rv: int, received: float = 0.0) -> tuple[float, str, dict[str, Any]]:
