@@ -26,7 +26,7 @@ the history the first time it is asked, so it must be asked only where it matter
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -608,7 +608,7 @@ def _ledger_result(e: _Edit, job: JobSummary) -> None:
     result = "deleted" if job.gone else job.outcome
     if result is None:
         return
-    e.set(ledger=[x.model_copy(update={"result": result})
+    e.set(ledger=[replace(x, result=result)
                   if x.job_uid == job.uid and (result != "deleted" or x.result in (None, "running")) else x
                   for x in e.s.ledger])
 

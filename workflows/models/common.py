@@ -23,15 +23,18 @@ from temporalio import activity
 INT64_MAX = 2**63 - 1
 
 
+#: The wire format of every model here: camelCase, unknown fields ignored.
+WIRE = ConfigDict(
+    extra="ignore",
+    populate_by_name=True,
+    alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
+)
+
+
 class K8sModel(BaseModel):
     """Base of the Kubernetes subset models: camelCase on the wire, unknown fields ignored."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        extra="ignore",
-        populate_by_name=True,
-        alias_generator=AliasGenerator(validation_alias=to_camel, serialization_alias=to_camel),
-    )
+    model_config = ConfigDict(frozen=True, **WIRE)
 
 
 class OwnerReference(K8sModel):

@@ -9,8 +9,16 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
+from pydantic.dataclasses import dataclass
 
-from workflows.models.common import Job, K8sModel, ObjectMeta, declare_activity, finished_condition
+from workflows.models.common import (
+    WIRE,
+    Job,
+    K8sModel,
+    ObjectMeta,
+    declare_activity,
+    finished_condition,
+)
 
 CRONJOB_MANAGED_LABEL = "batchd.io/managed"
 NEXT_SCHEDULE_ANNOTATION = "batchd.io/next-schedule-time"
@@ -159,8 +167,14 @@ RunResult = Literal["running", "Complete", "Failed", "deleted"]
 LEDGER_SIZE = 100
 
 
-class LedgerEntry(K8sModel):
-    """What happened at one schedule time, trigger or backfill (CJ-LEDGER): query ``history``."""
+@dataclass(frozen=True, slots=True, kw_only=True, config=WIRE)
+class LedgerEntry:
+    """What happened at one schedule time, trigger or backfill (CJ-LEDGER): query ``history``.
+
+    A slotted dataclass, not a model: a workflow holds a hundred of these, and a frozen model's
+    ``__dict__`` and set of fields set cost about 1 KiB each, a slotted entry about 0.1 KiB
+    (docs/benchmarks.md). The wire format is the models' own.
+    """
 
     scheduled_time: datetime
     source: RunSource = "schedule"
