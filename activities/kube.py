@@ -115,11 +115,14 @@ class _Connection(http.client.HTTPConnection):
         super().__init__(host, port, timeout=timeout)
         self.context, self.server_hostname = context, server_hostname
         self._head: list[bytes] | None = None
+        self.readable = select.poll()  # the socket's, made once it connects; asked before each reuse
 
     def connect(self) -> None:
         super().connect()
         if self.context is not None:
             self.sock = self.context.wrap_socket(self.sock, server_hostname=self.server_hostname)
+        self.readable = select.poll()
+        self.readable.register(self.sock, select.POLLIN)
 
     def endheaders(self, message_body: Any = None, *, encode_chunked: bool = False) -> None:
         """Send the head and a bytes body in one write, where http.client makes two.
@@ -223,11 +226,7 @@ def _dropped(conn: _Connection) -> bool:
 
     ``poll``, not ``select``: a busy process's descriptors can pass select's limit of 1,024.
     """
-    if conn.sock is None:
-        return True
-    poller = select.poll()
-    poller.register(conn.sock, select.POLLIN)
-    return bool(poller.poll(0))
+    return conn.sock is None or bool(conn.readable.poll(0))
 
 
 class Kube:

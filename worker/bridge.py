@@ -29,6 +29,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 from temporalio.client import Client
 
+from activities.cronjob import after_creations
 from activities.kube import Clock, Kube, SystemClock
 from worker.informer import Informer, bridge_view
 from worker.lease import Elector
@@ -246,6 +247,7 @@ class Bridge:
             try:
                 if not self.leading:
                     continue
+                await after_creations()
                 if etype != "DELETED":  # the object as the cache holds it now, if it still exists
                     latest = self.cached(str(obj.get("kind")), uid, meta.get("namespace"))
                     if latest is None:

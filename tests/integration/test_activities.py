@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -11,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities import errors
-from activities.cronjob import CronJobActivities
+from activities.cronjob import CronJobActivities, after_creations
 from activities.kube import Kube
 from activities.ttl import TTLActivities
 from tests.conftest import utcnow
@@ -225,20 +226,30 @@ async def test_an_informer_copy_that_disagrees_with_the_plan_is_checked_with_a_g
     assert (res.outcome, res.generation) == ("stale", 2)
 
 
-async def test_the_garbage_collector_waits_while_a_burst_of_creations_runs(kube: Kube, namespace) -> None:
+async def test_the_garbage_collector_and_the_bridge_wait_while_a_burst_of_creations_runs(kube: Kube, namespace) -> None:
     cjs = [_cronjob(kube, namespace, f"burst-{i}") for i in range(3)]
     collecting: list[bool] = []
+    read: list[float] = []
 
     def cache(ns: str, uid: str) -> dict | None:  # called as each creation runs, in the pool's thread
         collecting.append(gc.isenabled())
+        time.sleep(0.3)  # a slow burst, so the bridge's wait below starts inside it
+        read.append(time.monotonic())
         return None
+
+    async def bridge() -> float:  # the bridge's next event, arriving once the burst has begun
+        while not collecting:
+            await asyncio.sleep(0.01)
+        await after_creations()
+        return time.monotonic()
 
     acts = CronJobActivities(kube, cached=cache)
     due = utcnow() + timedelta(seconds=0.5)
-    results = await asyncio.gather(*(ActivityEnvironment().run(acts.create_job_at, _armed(cj, not_before=due))
-                                     for cj in cjs))
+    *results, dispatched = await asyncio.gather(
+        *(ActivityEnvironment().run(acts.create_job_at, _armed(cj, not_before=due)) for cj in cjs), bridge())
     assert [r.outcome for r in results] == ["created"] * 3
     assert collecting == [False] * 3 and gc.isenabled()
+    assert len(read) == 3 and dispatched >= max(read)
 
 
 def test_a_retried_pod_creation_meets_its_own_pods_and_makes_no_second(kube: Kube, namespace) -> None:
