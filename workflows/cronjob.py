@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import zlib
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -74,14 +75,18 @@ ONE_PASS_A_MINUTE = "one-pass-a-minute"
 #: ``workflow.patched`` id: a Job's end seen during an armed creation's wait stops the wait
 #: (``job_observed``); histories recorded before it replay without it.
 JOB_END_STOPS_ARMED_WAIT = "job-end-stops-armed-wait"
+#: ``workflow.patched`` id: continue-as-new is decided right after a pass, not after the sleep
+#: that follows it; a run recorded before it, asleep past its threshold, replays without it.
+CONTINUE_AFTER_PASS = "continue-as-new-after-pass"
 #: An armed creation's time limit beyond its wait. It does not heartbeat: with 2,000 CronJobs on
 #: one minute the heartbeats were the dev server's most frequent call (docs/benchmarks.md), and a
 #: worker killed while it waits loses the creation only until this limit, when the retry (idempotent
 #: by name, on another worker) creates the Job (CJ-55).
 ARMED_SLACK = timedelta(seconds=10)
-#: Continue-as-new beyond this many events (about five runs of a ``*/1`` CronJob), well before the
-#: server suggests it: a workflow woken outside the sticky cache replays its whole run, and a cached
-#: one holds about 2 KiB of worker memory per event of its run (500 CronJobs: 21 KiB a workflow per
+#: Continue-as-new beyond this many events (about five runs of a ``*/1`` CronJob) plus a share of
+#: as many again drawn from the workflow id (:func:`_history_limit`), well before the server
+#: suggests it: a workflow woken outside the sticky cache replays its whole run, and a cached one
+#: holds about 2 KiB of worker memory per event of its run (500 CronJobs: 21 KiB a workflow per
 #: run, docs/benchmarks.md), so short runs wake cheaply and stay small.
 HISTORY_EVENTS = 60
 #: After a "stale" armed creation, how long to wait for the bridge to deliver the new spec.
@@ -96,6 +101,17 @@ def _outcome_unused(task: asyncio.Task[Any]) -> None:
 
 def _subminute() -> bool:
     return workflow.patched(ONE_PASS_A_MINUTE)
+
+
+def _history_limit() -> int:
+    """This run's continue-as-new threshold: HISTORY_EVENTS to twice that, fixed by the workflow id.
+
+    CronJobs on one schedule run in step; with one threshold they would all start afresh in the
+    same minute, each new run's first task outside the worker's cache. Spread over five more runs,
+    about one in six does each minute. A run started before this never passed HISTORY_EVENTS, so
+    it replays the same.
+    """
+    return HISTORY_EVENTS + zlib.crc32(workflow.info().workflow_id.encode()) % HISTORY_EVENTS
 
 
 @workflow.defn(name="CronJob")
@@ -243,14 +259,23 @@ class CronJobWorkflow:
                 await self.sync(armed)
             if self.obs.gone:
                 break
+            # Right after a pass, not after the sleep: that wake-up is when the next Job is armed,
+            # and a new run there competes with every other CronJob's arming for the worker.
+            after_pass = workflow.patched(CONTINUE_AFTER_PASS)
+            if after_pass:
+                await self._continue_if_long()
             armed = await self._sleep()
-            info = workflow.info()
-            if info.is_continue_as_new_suggested() or info.get_current_history_length() > HISTORY_EVENTS:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(CronJobInput(state=self.state, lead_seconds=self.lead.total_seconds()))
+            if not after_pass:
+                await self._continue_if_long()
         workflow.upsert_search_attributes([NEXT_SCHEDULE_TIME.value_unset()])
         workflow.logger.info("CronJob %s/%s is gone; workflow ends", self.obs.namespace, self.obs.name)
         return "gone"
+
+    async def _continue_if_long(self) -> None:
+        info = workflow.info()
+        if info.is_continue_as_new_suggested() or info.get_current_history_length() > _history_limit():
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(CronJobInput(state=self.state, lead_seconds=self.lead.total_seconds()))
 
     async def sync(self, armed: datetime | None = None) -> None:
         """One pass: execute the planner's plan, then write the status if it changed.

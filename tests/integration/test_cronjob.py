@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import zlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from temporalio.client import Client
 from activities.kube import Kube
 from tests.conftest import eventually, idle, running, save_history, utcnow, workflow_exists
 from tests.k8s import finish_job, second
+from workflows import cronjob as cronjob_workflow
 from workflows.cronjob import ARMED_SLACK, JOB_END_STOPS_ARMED_WAIT
 from workflows.identity import cronjob_workflow_id
 from workflows.models.job import JOB_MANAGED_BY
@@ -401,6 +403,36 @@ async def test_a_job_that_ends_while_the_next_creation_is_armed_is_counted_befor
         assert any(JOB_END_STOPS_ARMED_WAIT.encode() in p.data
                    for m in markers for d in m.details.values() for p in d.payloads)  # the patched path ran
         await save_history(handle, "cronjob-job-end-while-armed")
+
+
+async def test_a_cronjob_continues_as_new_at_its_own_length_and_keeps_its_ledger(
+        client, kube, namespace, task_queue, monkeypatch):
+    # CronJobs on one schedule continue as new at different lengths (HISTORY_EVENTS plus a share
+    # drawn from the workflow id), so they do not all start afresh in the same minute
+    monkeypatch.setattr(cronjob_workflow, "HISTORY_EVENTS", 10)
+    async with running(client, kube, task_queue, namespace, cronjob_lead=0):
+        kube.create("CronJob", namespace, cronjob_manifest("long", "@every 2s"))
+        handle = await started(client, namespace, "long")
+        first = (await handle.describe()).run_id
+        await eventually(lambda: _ledger(handle), what="the first Job in the ledger")
+
+        async def continued() -> bool:
+            return (await handle.describe()).run_id != first
+
+        await eventually(continued, timeout=60, what="continue-as-new")
+        limit = 10 + zlib.crc32(handle.id.encode()) % 10
+        events = (await client.get_workflow_handle(handle.id, run_id=first).fetch_history()).events
+        assert events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+        assert limit < len(events) <= limit + 20  # checked once a pass, each pass a few events
+        # it continued right after a pass, not when the next Job was due: the last timer that fired
+        # is followed by that Job's creation in this run, not handed to the next one
+        fired = max(i for i, e in enumerate(events) if e.HasField("timer_fired_event_attributes"))
+        assert any(e.HasField("marker_recorded_event_attributes") for e in events[fired:])
+        assert await _ledger(handle)  # the new run carries the state, the ledger with it
+
+
+async def _ledger(handle: Any) -> list[dict[str, Any]]:
+    return await handle.query("history")
 
 
 async def _armed_after(client: Client, ns: str, name: str, after: datetime) -> bool:
