@@ -1,12 +1,14 @@
 """bench/cronjob: 500 CronJobs ``* * * * *`` over 3 minutes — creation skew, completeness, memory.
 
     .venv/bin/python -m bench.cronjob [--cronjobs 500] [--minutes 3] [--cronjob-lead S] [--max-cached-workflows N]
+                                      [--sticky-wait D]
                                       [--ceiling]
 
 Prints (never asserts): Jobs created vs expected (and duplicates), creation skew p50/p99/max
 (the first watch event of each Job minus its scheduled time), worker peak RSS. The created Jobs
 name another controller in ``spec.managedBy`` so nothing runs them: this measures scheduling only.
-``--cronjob-lead`` and ``--max-cached-workflows`` are passed to the worker (default: its own).
+``--cronjob-lead``, ``--max-cached-workflows`` and ``--sticky-wait`` are passed to the worker
+(default: its own).
 
 ``--ceiling`` first runs as many ``MinuteCeiling`` workflows (bench/ceiling.py: a timer to the
 lead, then an activity that waits for the minute; no Kubernetes) on the same dev server, in this
@@ -183,9 +185,11 @@ if __name__ == "__main__":
     parser.add_argument("--minutes", type=int, default=3)
     parser.add_argument("--cronjob-lead", type=float, default=None)
     parser.add_argument("--max-cached-workflows", type=int, default=None)
+    parser.add_argument("--sticky-wait", default=None, help="e.g. 60s")
     parser.add_argument("--ceiling", action="store_true", help="first the same number of MinuteCeiling workflows")
     a = parser.parse_args()
     extra = [] if a.cronjob_lead is None else ["--cronjob-lead", str(a.cronjob_lead)]
     extra += [] if a.max_cached_workflows is None else ["--max-cached-workflows", str(a.max_cached_workflows)]
+    extra += [] if a.sticky_wait is None else ["--sticky-wait", a.sticky_wait]
     lead = BridgeSettings.cronjob_lead if a.cronjob_lead is None else a.cronjob_lead  # the worker's default
     asyncio.run(main(a.cronjobs, a.minutes, extra, a.ceiling, lead))

@@ -34,7 +34,13 @@ from activities.kube import Kube
 from worker import telemetry
 from worker.bridge import Bridge, BridgeSettings
 from worker.lease import Elector, LeaseSettings
-from worker.temporal import TemporalSettings, build_workers, connect, ensure_search_attributes
+from worker.temporal import (
+    STICKY_WAIT,
+    TemporalSettings,
+    build_workers,
+    connect,
+    ensure_search_attributes,
+)
 from worker.watchdog import Watchdog
 from workflows.identity import timed_task_queue
 
@@ -147,6 +153,7 @@ class WorkerSettings:
     health_port: int = 8080
     max_concurrent_activities: int = 64
     max_cached_workflows: int = 1000
+    sticky_wait: float = STICKY_WAIT.total_seconds()  # seconds a workflow task waits for this worker's cache
     lease: LeaseSettings | None = None  # leader election (WATCH-4); None: this bridge always sends
 
 
@@ -221,7 +228,8 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
     bridge = Bridge(client, kube, settings.bridge, elector=Elector(kube, settings.lease) if settings.lease else None)
     workers = build_workers(client, kube, task_queue=settings.bridge.task_queue,
                             max_concurrent_activities=settings.max_concurrent_activities,
-                            max_cached_workflows=settings.max_cached_workflows, cronjob_cache=bridge.cached_cronjob)
+                            max_cached_workflows=settings.max_cached_workflows, cronjob_cache=bridge.cached_cronjob,
+                            sticky_wait=timedelta(seconds=settings.sticky_wait))
     main_queue, timed_queue = settings.bridge.task_queue, timed_task_queue(settings.bridge.task_queue)
     readiness = Readiness(client, lambda: bridge.synced, workers, [
         (main_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), (main_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),

@@ -186,6 +186,10 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
 @click.option("--max-cached-workflows", type=int, default=1000, show_default=True,
               help="Sticky cache size (about 67 KiB per cached workflow). Keep it above the number of "
                    "CronJobs that share a schedule time: a wake-up outside the cache replays the run's history.")
+@click.option("--sticky-wait", default="10s", show_default=True, callback=_duration, metavar="DURATION",
+              help="How long a workflow task waits for this worker's cache before any worker replays it from "
+                   "its history. Raise it (60s) where one schedule time's tasks take longer to drain (2,000 "
+                   "CronJobs on one minute); a task sent to a worker that is then killed waits this long too.")
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
               help="Route changes from one replica only, the holder of a Lease; every replica still runs "
                    "workflows and activities. Off: each replica's bridge sends on its own (idempotent, N times "
@@ -203,7 +207,8 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
 @click.option("--log-level", default="INFO", show_default=True)
 def worker(task_queue: str, kubeconfig: Path | None, namespaces: str, ttl_scope: Literal["managed", "all"],
            job_scope: Literal["managed", "all"], cronjob_selector: str, cronjob_lead: float, resync_seconds: float,
-           health_port: int, max_concurrent_activities: int, max_cached_workflows: int, leader_elect: bool,
+           health_port: int, max_concurrent_activities: int, max_cached_workflows: int, sticky_wait: int,
+           leader_elect: bool,
            leader_elect_resource_namespace: str, leader_elect_resource_name: str, leader_elect_lease_duration: int,
            leader_elect_renew_deadline: int, leader_elect_retry_period: int, log_format: str, log_level: str,
            **temporal: Any) -> None:
@@ -229,6 +234,7 @@ def worker(task_queue: str, kubeconfig: Path | None, namespaces: str, ttl_scope:
         health_port=health_port,
         max_concurrent_activities=max_concurrent_activities,
         max_cached_workflows=max_cached_workflows,
+        sticky_wait=sticky_wait,
         lease=lease,
     )
     code = 0

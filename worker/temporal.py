@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,13 @@ _compile_sandbox_calls_once()
 #: makes each take longer: with the SDK's 100, a burst of wake-ups (500 CronJobs at one minute)
 #: held tasks past the server's 10 s task timeout, and the timed-out ones were done twice.
 MAX_WORKFLOW_TASKS = 20
+#: How long a workflow task waits on this worker's sticky queue before the server hands it to any
+#: worker, which replays the run from its history (``--sticky-wait``). The SDK's 10 s, kept as the
+#: default: a task already sent to a worker that is then killed waits this long, and at 60 s the
+#: restart tests' workflows stalled for most of a minute. Where one minute's tasks take longer than
+#: this to drain (2,000 CronJobs: up to 40 s) most of them time out and are replayed, each costing
+#: the worker far more than the cached task it replaced; 60 s removed that (docs/benchmarks.md).
+STICKY_WAIT = timedelta(seconds=10)
 
 #: Armed CronJob creations one worker holds at once: each is a sleeping coroutine until its time.
 MAX_ARMED = 10_000
@@ -181,6 +189,7 @@ def build_workers(
     clock: Clock | None = None,
     max_concurrent_activities: int = 64,
     cronjob_cache: CronJobCache | None = None,
+    sticky_wait: timedelta = STICKY_WAIT,
     **options: Any,
 ) -> list[Worker]:
     """The main worker (every workflow and activity; sync activities in a thread pool) and the timed one.
@@ -201,6 +210,7 @@ def build_workers(
             max_concurrent_activities=max_concurrent_activities,
             workflow_runner=WORKFLOW_RUNNER,
             max_concurrent_workflow_tasks=MAX_WORKFLOW_TASKS,
+            sticky_queue_schedule_to_start_timeout=sticky_wait,
             **options,
         ),
         Worker(client, task_queue=timed_task_queue(task_queue), activities=timed,

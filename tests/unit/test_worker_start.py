@@ -1,19 +1,21 @@
 """A starting worker waits out a Temporal frontend that is briefly away, and gives up on one
 that stays away (worker/app.py ``_connect_while_starting``); its workflow sandbox compiles each
-call snippet once (worker/temporal.py)."""
+call snippet once, and ``--sticky-wait`` reaches its main worker (worker/temporal.py)."""
 
 from __future__ import annotations
 
 import builtins
 import uuid
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
 import pytest
+from click.testing import CliRunner
 from temporalio.worker.workflow_sandbox import _runner
 
-from worker import app
+from worker import app, cli, temporal
 from worker.temporal import TemporalSettings
 
 
@@ -56,3 +58,26 @@ def test_the_sandbox_compiles_each_call_snippet_once() -> None:
             assert instance.globals_and_locals.pop(source.split()[0]) == value + 1
     assert compiling.call_count == 1
     assert "__value" not in instance.globals_and_locals  # the SDK's own clean-up still runs
+
+
+def test_the_sticky_wait_flag_reaches_the_main_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A workflow task waits this long for the worker's cache before any worker replays it: the
+    # SDK's 10 s by default (failover), 60 s for 2,000 CronJobs on one minute (docs/benchmarks.md)
+    seen: list[Any] = []
+
+    async def run(settings: app.WorkerSettings) -> None:
+        seen.append(settings)
+
+    monkeypatch.setattr(app, "run", run)
+    monkeypatch.setattr(cli, "_exit", lambda code: seen.append(code))
+    for args in ([], ["--sticky-wait", "60s"]):
+        result = CliRunner().invoke(cli.main, ["worker", *args])
+        assert result.exit_code == 0, result.output
+    assert [s.sticky_wait for s in seen[::2]] == [10, 60] and seen[1::2] == [0, 0]
+
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(temporal, "Worker", lambda *a, **kw: made.append(kw))
+    temporal.build_workers(mock.Mock(), mock.Mock(), sticky_wait=timedelta(seconds=5))
+    main, timed = made
+    assert main["sticky_queue_schedule_to_start_timeout"] == timedelta(seconds=5)
+    assert "workflows" not in timed  # the timed worker runs activities only: no workflow tasks
