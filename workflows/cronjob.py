@@ -75,9 +75,6 @@ ONE_PASS_A_MINUTE = "one-pass-a-minute"
 #: ``workflow.patched`` id: a Job's end seen during an armed creation's wait stops the wait
 #: (``job_observed``); histories recorded before it replay without it.
 JOB_END_STOPS_ARMED_WAIT = "job-end-stops-armed-wait"
-#: ``workflow.patched`` id: continue-as-new is decided right after a pass, not after the sleep
-#: that follows it; a run recorded before it, asleep past its threshold, replays without it.
-CONTINUE_AFTER_PASS = "continue-as-new-after-pass"
 #: An armed creation's time limit beyond its wait. It does not heartbeat: with 2,000 CronJobs on
 #: one minute the heartbeats were the dev server's most frequent call (docs/benchmarks.md), and a
 #: worker killed while it waits loses the creation only until this limit, when the retry (idempotent
@@ -259,23 +256,14 @@ class CronJobWorkflow:
                 await self.sync(armed)
             if self.obs.gone:
                 break
-            # Right after a pass, not after the sleep: that wake-up is when the next Job is armed,
-            # and a new run there competes with every other CronJob's arming for the worker.
-            after_pass = workflow.patched(CONTINUE_AFTER_PASS)
-            if after_pass:
-                await self._continue_if_long()
             armed = await self._sleep()
-            if not after_pass:
-                await self._continue_if_long()
+            info = workflow.info()
+            if info.is_continue_as_new_suggested() or info.get_current_history_length() > _history_limit():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(CronJobInput(state=self.state, lead_seconds=self.lead.total_seconds()))
         workflow.upsert_search_attributes([NEXT_SCHEDULE_TIME.value_unset()])
         workflow.logger.info("CronJob %s/%s is gone; workflow ends", self.obs.namespace, self.obs.name)
         return "gone"
-
-    async def _continue_if_long(self) -> None:
-        info = workflow.info()
-        if info.is_continue_as_new_suggested() or info.get_current_history_length() > _history_limit():
-            await workflow.wait_condition(workflow.all_handlers_finished)
-            workflow.continue_as_new(CronJobInput(state=self.state, lead_seconds=self.lead.total_seconds()))
 
     async def sync(self, armed: datetime | None = None) -> None:
         """One pass: execute the planner's plan, then write the status if it changed.
