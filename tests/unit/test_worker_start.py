@@ -63,17 +63,18 @@ def test_the_sandbox_compiles_each_call_snippet_once() -> None:
 def test_the_sticky_wait_flag_reaches_the_main_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     # A workflow task waits this long for the worker's cache before any worker replays it: the
     # SDK's 10 s by default (failover), 60 s for 2,000 CronJobs on one minute (docs/benchmarks.md)
-    seen: list[Any] = []
+    settings: list[app.WorkerSettings] = []
+    codes: list[int] = []
 
-    async def run(settings: app.WorkerSettings) -> None:
-        seen.append(settings)
+    async def run(given: app.WorkerSettings) -> None:
+        settings.append(given)
 
     monkeypatch.setattr(app, "run", run)
-    monkeypatch.setattr(cli, "_exit", lambda code: seen.append(code))
+    monkeypatch.setattr(cli, "_exit", codes.append)
     for args in ([], ["--sticky-wait", "60s"]):
         result = CliRunner().invoke(cli.main, ["worker", *args])
         assert result.exit_code == 0, result.output
-    assert [s.sticky_wait for s in seen[::2]] == [10, 60] and seen[1::2] == [0, 0]
+    assert [s.sticky_wait for s in settings] == [10, 60] and codes == [0, 0]
 
     made: list[dict[str, Any]] = []
     monkeypatch.setattr(temporal, "Worker", lambda *a, **kw: made.append(kw))
