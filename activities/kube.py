@@ -107,8 +107,70 @@ def resource_path(kind: str, namespace: str | None = None, name: str | None = No
     return path
 
 
+_MAX_HEAD_LINE = 65536  # http.client's limits on a response head: a line, and the header lines
+_MAX_HEADERS = 100
+
+
+class _Response(http.client.HTTPResponse):
+    """http.client's response, with the head read without the ``email`` package.
+
+    http.client parses the header lines with the email package's feed parser: at a burst of Job
+    creations that was a third of the client's CPU per request (0.097 against 0.065 ms, 1,500
+    creations against kubesim). The lines are plain ``name: value`` (RFC 9112 forbids folding;
+    a folded line is still joined to the one before), read into the same :class:`HTTPMessage`.
+    """
+
+    def begin(self) -> None:
+        if self.headers is not None:
+            return
+        version, status, reason = self._read_status()
+        while status == http.client.CONTINUE:  # an interim response: its head, then the real one
+            self._read_head()
+            version, status, reason = self._read_status()
+        self.code = self.status = status
+        self.reason = reason.strip()
+        if version in ("HTTP/1.0", "HTTP/0.9"):
+            self.version = 10
+        elif version.startswith("HTTP/1."):
+            self.version = 11
+        else:
+            raise http.client.UnknownProtocol(version)
+        self.headers = self.msg = self._read_head()
+        self.chunked = (self.headers.get("transfer-encoding") or "").lower() == "chunked"
+        self.chunk_left = None
+        self.will_close = self._check_close()
+        length = self.headers.get("content-length")
+        self.length = int(length) if length and length.isdecimal() and not self.chunked else None
+        if status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED) or 100 <= status < 200 \
+                or self._method == "HEAD":
+            self.length = 0
+        if self.length is None and not self.chunked:
+            self.will_close = True  # the body ends when the server closes
+
+    def _read_head(self) -> http.client.HTTPMessage:
+        fields: list[list[str]] = []
+        for _ in range(_MAX_HEADERS + 1):
+            line = self.fp.readline(_MAX_HEAD_LINE + 1)
+            if len(line) > _MAX_HEAD_LINE:
+                raise http.client.LineTooLong("header line")
+            text = line.decode("iso-8859-1")
+            if text in ("\r\n", "\n", ""):
+                head = http.client.HTTPMessage()
+                for name, value in fields:
+                    head.set_raw(name, value)
+                return head
+            if text[0] in " \t" and fields:
+                fields[-1][1] += " " + text.strip()
+            else:
+                name, _, value = text.partition(":")
+                fields.append([name, value.strip()])
+        raise http.client.HTTPException(f"got more than {_MAX_HEADERS} headers")
+
+
 class _Connection(http.client.HTTPConnection):
     """One connection to the API server: TCP, then the proxy's CONNECT tunnel if any, then TLS."""
+
+    response_class = _Response
 
     def __init__(self, host: str, port: int, *, timeout: float, context: ssl.SSLContext | None,
                  server_hostname: str) -> None:

@@ -7,6 +7,8 @@ by the ``openssl`` command line at test time.
 
 from __future__ import annotations
 
+import http.client
+import io
 import json
 import os
 import resource
@@ -25,7 +27,7 @@ import pytest
 from kubernetes.client import Configuration
 
 from activities import errors
-from activities.kube import Kube
+from activities.kube import Kube, _Response
 
 NAME = "kubernetes.default"  # the only name in the stub server's certificate
 
@@ -268,6 +270,50 @@ def test_kept_connections_work_beyond_descriptor_1024(stub: Stub) -> None:
         for fd in filler:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+class _Bytes:
+    """A socket whose reads are ``data``."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def makefile(self, mode: str) -> io.BytesIO:
+        return io.BytesIO(self.data)
+
+
+_HEADS = [
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+    b"HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}",
+    b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\nWarning: 299 - \"a\"\r\nWarning: 299 - \"b\"\r\n"
+    b"X-Folded: one\r\n  two\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nWiki\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the server closes",
+    b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc",
+    b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nabc",
+    b"HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nrest",
+    b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",
+]
+
+
+@pytest.mark.parametrize("raw", _HEADS)
+def test_a_response_head_reads_as_http_client_reads_it(raw: bytes) -> None:
+    def read(cls: type[http.client.HTTPResponse]) -> tuple[Any, ...]:
+        resp = cls(_Bytes(raw), method="GET")  # type: ignore[arg-type]
+        resp.begin()
+        return (resp.status, resp.reason, resp.version, resp.chunked, resp.length, resp.will_close,
+                [(k.lower(), " ".join(v.split())) for k, v in resp.headers.items()],
+                resp.headers.get_all("warning"), resp.getheader("retry-after"), resp.read())
+
+    assert read(_Response) == read(http.client.HTTPResponse)
+
+
+def test_a_response_head_beyond_the_limits_is_refused() -> None:
+    with pytest.raises(http.client.HTTPException, match="more than 100 headers"):
+        _Response(_Bytes(b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 101 + b"\r\n")).begin()  # type: ignore[arg-type]
+    with pytest.raises(http.client.LineTooLong):
+        _Response(_Bytes(b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70000 + b"\r\n\r\n")).begin()  # type: ignore[arg-type]
 
 
 def _until(check: Any, timeout: float = 10.0) -> None:
