@@ -143,7 +143,8 @@ class _BurstHold:
     the collection runs once the burst is done. The bridge's dispatch of watch events
     (:func:`after_creations`): at 2,000 CronJobs on one minute the worker holds the GIL through
     the whole burst, and a tenth of that went to dispatching the ADDED events of the Jobs just
-    created, which no decision waits for.
+    created, which no decision waits for. The forwarding of the Temporal SDK's metrics
+    (:func:`in_burst`, worker/telemetry.py), which converts every buffered update in one go.
     """
 
     def __init__(self) -> None:
@@ -167,9 +168,14 @@ class _BurstHold:
 _BURST = _BurstHold()  # process-wide, as the collector is; used on the event loop only
 
 
+def in_burst(at_most: float = BURST_WAIT) -> bool:
+    """True while a burst of armed creations runs in this process, for at most ``at_most`` from its start."""
+    return bool(_BURST.holders) and time.monotonic() < _BURST.since + at_most
+
+
 async def after_creations(at_most: float = BURST_WAIT) -> None:
     """Return once no burst of armed creations is running in this process, or it has run ``at_most``."""
-    while _BURST.holders and time.monotonic() < _BURST.since + at_most:
+    while in_burst(at_most):
         await asyncio.sleep(0.05)
 
 

@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities import errors
-from activities.cronjob import CronJobActivities, after_creations
+from activities.cronjob import CronJobActivities, after_creations, in_burst
 from activities.kube import Kube
 from activities.ttl import TTLActivities
 from tests.conftest import utcnow
@@ -229,10 +229,12 @@ async def test_an_informer_copy_that_disagrees_with_the_plan_is_checked_with_a_g
 async def test_the_garbage_collector_and_the_bridge_wait_while_a_burst_of_creations_runs(kube: Kube, namespace) -> None:
     cjs = [_cronjob(kube, namespace, f"burst-{i}") for i in range(3)]
     collecting: list[bool] = []
+    bursting: list[bool] = []  # what the SDK metrics' forwarding asks (worker/telemetry.py)
     read: list[float] = []
 
     def cache(ns: str, uid: str) -> dict | None:  # called as each creation runs, in the pool's thread
         collecting.append(gc.isenabled())
+        bursting.append(in_burst())
         time.sleep(0.3)  # a slow burst, so the bridge's wait below starts inside it
         read.append(time.monotonic())
         return None
@@ -249,6 +251,7 @@ async def test_the_garbage_collector_and_the_bridge_wait_while_a_burst_of_creati
         *(ActivityEnvironment().run(acts.create_job_at, _armed(cj, not_before=due)) for cj in cjs), bridge())
     assert [r.outcome for r in results] == ["created"] * 3
     assert collecting == [False] * 3 and gc.isenabled()
+    assert bursting == [True] * 3 and not in_burst()
     assert len(read) == 3 and dispatched >= max(read)
 
 

@@ -170,3 +170,24 @@ def test_each_buffered_update_is_exported_with_its_own_labels() -> None:
     samples = {s.labels["set"]: s.value for fam in registry.collect() for s in fam.samples
                if s.name == "sets_total"}
     assert samples == {str(i): 1.0 for i in range(50)}
+
+
+def test_the_sdk_metrics_are_not_forwarded_during_a_burst_of_creations(monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from worker import telemetry
+
+    drained: list[int] = []
+
+    class Buffer:
+        def retrieve_updates(self) -> list[object]:
+            drained.append(1)
+            return []
+
+    exporter = telemetry._MetricsExporter(Buffer(), MeterProvider())  # type: ignore[arg-type]
+    monkeypatch.setattr(telemetry, "in_burst", lambda: True)
+    exporter._drain_once()
+    assert drained == []
+    monkeypatch.setattr(telemetry, "in_burst", lambda: False)
+    exporter._drain_once()
+    assert drained == [1]
