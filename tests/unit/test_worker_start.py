@@ -1,6 +1,7 @@
 """A starting worker waits out a Temporal frontend that is briefly away, and gives up on one
 that stays away (worker/app.py ``_connect_while_starting``); its workflow sandbox compiles each
-call snippet once, and ``--sticky-wait`` reaches its main worker (worker/temporal.py)."""
+call snippet once and keeps no completion between activations, and ``--sticky-wait`` reaches its
+main worker (worker/temporal.py)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,20 @@ def test_the_sandbox_compiles_each_call_snippet_once() -> None:
             assert instance.globals_and_locals.pop(source.split()[0]) == value + 1
     assert compiling.call_count == 1
     assert "__value" not in instance.globals_and_locals  # the SDK's own clean-up still runs
+
+
+def test_a_sandboxed_workflow_keeps_no_completion_between_activations() -> None:
+    # The SDK's activate() runs the snippet that sets both; a stand-in for it here.
+    workflow = SimpleNamespace(_current_completion=None)
+
+    def run_code(code: str, **extra_globals: Any) -> None:
+        workflow._current_completion = instance.globals_and_locals["__temporal_completion"] = f"done {extra_globals['__temporal_activation']}"
+
+    instance = SimpleNamespace(
+        globals_and_locals={"__temporal_in_sandbox": SimpleNamespace(instance=workflow)}, _run_code=run_code,
+        importer=SimpleNamespace(restriction_context=SimpleNamespace(is_runtime=False, in_activation=False)))
+    assert _runner._Instance.activate(instance, "act") == "done act"  # type: ignore[arg-type]
+    assert workflow._current_completion is None
 
 
 def test_the_sticky_wait_flag_reaches_the_main_worker(monkeypatch: pytest.MonkeyPatch) -> None:
