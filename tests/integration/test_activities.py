@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import time
 from datetime import datetime, timedelta
 
@@ -253,6 +254,40 @@ async def test_the_garbage_collector_and_the_bridge_wait_while_a_burst_of_creati
     assert collecting == [False] * 3 and gc.isenabled()
     assert bursting == [True] * 3 and not in_burst()
     assert len(read) == 3 and dispatched >= max(read)
+
+
+async def test_a_burst_hands_its_completions_back_one_after_another(kube: Kube, namespace,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each completion is a call to the Temporal server held in the SDK's core until answered:
+    # a burst's all at once were a transient 75 MiB at 2,000 CronJobs (docs/benchmarks.md).
+    from activities import cronjob as module
+
+    monkeypatch.setattr(module, "COMPLETION_RATE", 10)  # 0.1 s apart, so the test sees the spacing
+    cjs = [_cronjob(kube, namespace, f"paced-{i}") for i in range(3)]
+    acts = CronJobActivities(kube)
+    due = utcnow() + timedelta(seconds=0.5)
+    returned: list[float] = []
+
+    async def create(cj: dict) -> str:
+        res = await ActivityEnvironment().run(acts.create_job_at, _armed(cj, not_before=due))
+        returned.append(time.monotonic())
+        return res.outcome
+
+    assert await asyncio.gather(*(create(cj) for cj in cjs)) == ["created"] * 3
+    gaps = [b - a for a, b in itertools.pairwise(returned)]
+    assert all(gap >= 0.08 for gap in gaps), gaps
+
+
+def test_a_burst_spreads_its_completions_at_the_rate_and_within_the_spread() -> None:
+    from activities.cronjob import COMPLETION_RATE, COMPLETION_SPREAD, _Burst
+
+    alone = _Burst(size=1)
+    assert alone.completion_delay() == 0.0
+    burst = _Burst(size=500)
+    delays = [burst.completion_delay() for _ in range(500)]
+    assert delays[1] == pytest.approx(1 / COMPLETION_RATE) and delays[-1] == pytest.approx(499 / COMPLETION_RATE)
+    big = _Burst(size=10 * int(COMPLETION_RATE * COMPLETION_SPREAD))
+    assert max(big.completion_delay() for _ in range(big.size)) < COMPLETION_SPREAD
 
 
 def test_a_retried_pod_creation_meets_its_own_pods_and_makes_no_second(kube: Kube, namespace) -> None:
