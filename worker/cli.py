@@ -184,8 +184,9 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
 @click.option("--health-port", type=int, default=8080, show_default=True, help="/healthz, /readyz and /metrics.")
 @click.option("--max-concurrent-activities", type=int, default=64, show_default=True)
 @click.option("--max-cached-workflows", type=int, default=1000, show_default=True,
-              help="Sticky cache size (about 67 KiB per cached workflow). Keep it above the number of "
-                   "CronJobs that share a schedule time: a wake-up outside the cache replays the run's history.")
+              help="Sticky cache size (a cached TTL workflow costs about 85 KiB, a CronJob one about 180 KiB). "
+                   "Keep it above the number of CronJobs that share a schedule time: a wake-up outside the cache "
+                   "replays the run's history.")
 @click.option("--sticky-wait", default="10s", show_default=True, callback=_duration, metavar="DURATION",
               help="How long a workflow task waits for this worker's cache before any worker replays it from "
                    "its history. Raise it (60s) where one schedule time's tasks take longer to drain (2,000 "
