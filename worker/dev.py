@@ -52,12 +52,13 @@ async def ephemeral_dev_server(extra_args: tuple[str, ...] | list[str] = (), **o
     """
     from datetime import timedelta
 
-    from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.testing import WorkflowEnvironment
+
+    from worker.temporal import DATA_CONVERTER
 
     return await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_cli(), search_attributes=list(SEARCH_ATTRIBUTES),
-        data_converter=pydantic_data_converter, dev_server_extra_args=list(extra_args),
+        data_converter=DATA_CONVERTER, dev_server_extra_args=list(extra_args),
         dev_server_startup_timeout=timedelta(seconds=60), **options)
 
 

@@ -1,7 +1,7 @@
 """The one place that builds Temporal clients and workers (tests, ``batchd dev`` and production share it).
 
 Layer: worker. Callers: worker/app.py, worker/cli.py, worker/dev.py, tests/conftest.py.
-Every client uses the pydantic data converter; the main worker registers every batchd workflow and
+Every client uses batchd's data converter (pydantic, :data:`DATA_CONVERTER`); the main worker registers every batchd workflow and
 activity on the ``batchd`` task queue (tests pass a unique queue), a second one the armed CronJob
 creations on ``batchd-timed``.
 """
@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.message import Message
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
@@ -24,10 +25,13 @@ from temporalio.api.operatorservice.v1 import (
 )
 from temporalio.client import Client, TLSConfig
 from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import CompositePayloadConverter, DataConverter
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 from temporalio.worker import Worker
+from temporalio.worker import _workflow as workflow_worker
+from temporalio.worker import _workflow_instance as workflow_instance
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from temporalio.worker.workflow_sandbox import _runner as sandbox_runner
 
@@ -44,6 +48,27 @@ from workflows.ttl import TTLAfterFinishedWorkflow
 log = logging.getLogger(__name__)
 
 WORKFLOWS: list[type] = [TTLAfterFinishedWorkflow, CronJobWorkflow, JobWorkflow]
+
+
+class _SharedPayloadConverter(PydanticPayloadConverter):
+    """The SDK's pydantic payload converter, its encodings built once for the process.
+
+    The SDK builds a payload converter for every workflow instance it creates, and the pydantic
+    one keeps its own cache of pydantic ``TypeAdapter``s: each cached workflow held its own
+    adapters for the types it had decoded, about 8 KiB a workflow (16 MiB at 2,000 CronJobs,
+    docs/benchmarks.md), and built them again after every continue-as-new. The encodings hold no
+    state of a workflow's (serialization context reaches them through ``with_context``, which
+    the pydantic one does not take), so every instance can share them.
+    """
+
+    _encodings = PydanticPayloadConverter().converters.values()
+
+    def __init__(self) -> None:
+        CompositePayloadConverter.__init__(self, *self._encodings)
+
+
+#: The data converter of every batchd client, worker and replayer: pydantic models as JSON.
+DATA_CONVERTER = DataConverter(payload_converter_class=_SharedPayloadConverter)
 
 #: The sandbox, with batchd's own workflow modules passed through: it would otherwise import the
 #: workflow's module afresh (compiling it, without a bytecode cache) for every workflow it
@@ -104,8 +129,58 @@ def _release_completions() -> None:
     sandbox_runner._Instance.activate = activate_and_release  # type: ignore[method-assign]
 
 
+def _detached(msg: Message, *, without: str = "") -> Message:
+    """A copy of ``msg`` in its own protobuf arena, leaving out the field ``without``."""
+    out = type(msg)()
+    for fd, value in msg.ListFields():
+        if fd.name == without:
+            continue
+        if fd.is_repeated:  # maps too
+            getattr(out, fd.name).MergeFrom(value)
+        elif fd.message_type is not None:
+            getattr(out, fd.name).CopyFrom(value)
+        else:
+            setattr(out, fd.name, value)
+    return out
+
+
+def _release_first_activations() -> None:
+    """Let a workflow instance keep nothing of the activation that started it.
+
+    A decoded protobuf message lives in one arena, and a part of it still referenced keeps the
+    whole arena. The SDK (1.35) keeps the start job's headers, memo, last result and failure for
+    the life of the instance (in its info, its details and its input), and with them the whole
+    first activation: the workflow's argument too, which for a CronJob after continue-as-new is
+    its state with a ledger of up to 100 runs (about 20 KiB, and 22 KiB kept per instance,
+    docs/benchmarks.md). The instance is given copies of those parts instead; it decodes the
+    argument from the activation itself, once. An SDK without these methods is left alone (the
+    unit test then fails).
+    """
+    create: Callable[..., Any] | None = getattr(
+        getattr(workflow_worker, "_WorkflowWorker", None), "_create_workflow_instance", None)
+    make_input: Callable[..., Any] | None = getattr(
+        getattr(workflow_instance, "_WorkflowInstanceImpl", None), "_make_workflow_input", None)
+    if create is None or make_input is None or getattr(create, "detaches", False):
+        return
+
+    @functools.wraps(create)
+    def create_detached(self: Any, act: Any, init: Message) -> Any:
+        return create(self, act, _detached(init, without="arguments"))
+
+    @functools.wraps(make_input)
+    def make_input_detached(self: Any, init: Any) -> Any:
+        made = make_input(self, init)
+        made.headers = {key: _detached(value) for key, value in made.headers.items()}
+        return made
+
+    create_detached.detaches = True  # type: ignore[attr-defined]
+    workflow_worker._WorkflowWorker._create_workflow_instance = create_detached  # type: ignore[method-assign]
+    workflow_instance._WorkflowInstanceImpl._make_workflow_input = make_input_detached  # type: ignore[method-assign, assignment]
+
+
 _compile_sandbox_calls_once()
 _release_completions()
+_release_first_activations()
 
 #: Workflow tasks in progress at once. Workflow code shares one interpreter, so more at once only
 #: makes each take longer: with the SDK's 100, a burst of wake-ups (500 CronJobs at one minute)
@@ -159,7 +234,7 @@ async def connect(settings: TemporalSettings, *, runtime: Runtime | None = None)
         namespace=settings.namespace,
         api_key=settings.api_key,
         tls=settings.tls_config(),
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         interceptors=list(settings.interceptors),
         runtime=runtime,
     )

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from worker.temporal import WORKFLOWS
+from worker.temporal import DATA_CONVERTER, WORKFLOWS
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
 
@@ -30,5 +29,5 @@ async def test_saved_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     # debug_mode: no deadlock detector. This test is about determinism; on a busy machine a first
     # activation (sandbox imports, a zone's first load) may take over the detector's 2 s.
-    await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter,
+    await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER,
                    debug_mode=True).replay_workflow(history)

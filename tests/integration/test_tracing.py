@@ -12,10 +12,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.conftest import eventually, running, utcnow
 from tests.k8s import create_job, finish_job, second
+from worker.temporal import DATA_CONVERTER
 
 EXPORTER = InMemorySpanExporter()
 
@@ -31,7 +31,7 @@ def spans() -> InMemorySpanExporter:
 async def test_a_watch_event_traces_through_workflow_activity_and_kubernetes_request(
         spans: InMemorySpanExporter, temporal_env: Any, kube: Any, namespace: str, task_queue: str) -> None:
     client = await Client.connect(temporal_env.client.service_client.config.target_host,
-                                  data_converter=pydantic_data_converter, interceptors=[TracingInterceptor()])
+                                  data_converter=DATA_CONVERTER, interceptors=[TracingInterceptor()])
     async with running(client, kube, task_queue, namespace):
         create_job(kube, namespace, "traced", ttl=0)
         finish_job(kube, namespace, "traced", second(utcnow()))

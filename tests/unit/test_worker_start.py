@@ -1,7 +1,7 @@
 """A starting worker waits out a Temporal frontend that is briefly away, and gives up on one
 that stays away (worker/app.py ``_connect_while_starting``); its workflow sandbox compiles each
-call snippet once and keeps no completion between activations, and ``--sticky-wait`` reaches its
-main worker (worker/temporal.py)."""
+call snippet once and keeps no completion between activations, every workflow shares one set of
+payload encodings, and ``--sticky-wait`` reaches its main worker (worker/temporal.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,15 @@ from unittest import mock
 
 import pytest
 from click.testing import CliRunner
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.converter import CompositePayloadConverter
+from temporalio.worker import _workflow as workflow_worker
+from temporalio.worker import _workflow_instance as workflow_instance
 from temporalio.worker.workflow_sandbox import _runner
 
 from worker import app, cli, temporal
 from worker.temporal import TemporalSettings
+from workflows.models.cronjob import CronJobObservation, CronJobState
 
 
 def _flaky(monkeypatch: pytest.MonkeyPatch, failures: int) -> list[str]:
@@ -73,6 +78,44 @@ def test_a_sandboxed_workflow_keeps_no_completion_between_activations() -> None:
         importer=SimpleNamespace(restriction_context=SimpleNamespace(is_runtime=False, in_activation=False)))
     assert _runner._Instance.activate(instance, "act") == "done act"  # type: ignore[arg-type]
     assert workflow._current_completion is None
+
+
+def test_a_workflow_instance_keeps_nothing_of_its_first_activation() -> None:
+    # A part of a decoded message kept keeps the whole activation, the workflow's argument included
+    act = WorkflowActivation(run_id="run")
+    init = act.jobs.add().initialize_workflow
+    init.workflow_type, init.workflow_id, init.attempt = "W", "w", 1
+    init.arguments.add(metadata={"encoding": b"json/plain"}, data=b'"' + b"x" * 20_000 + b'"')
+    init.headers["trace"].data = b"h"
+    init.memo.fields["memo"].data = b'"m"'
+    init.last_completion_result.payloads.add(data=b'"last"')
+    defn = SimpleNamespace(sandboxed=False, name="W", arg_types=[str], cls=object, run_fn=None)
+    worker = SimpleNamespace(
+        _workflows={"W": defn}, _dynamic_workflow=None, _namespace="default", _task_queue="q",
+        _data_converter=temporal.DATA_CONVERTER, _interceptor_classes=[], _extern_functions={},
+        _disable_eager_activity_execution=True, _workflow_failure_exception_types=[],
+        _patch_activation_callback=None, _default_workflow_logic_flags=set(),
+        _unsandboxed_workflow_runner=SimpleNamespace(create_instance=lambda det: det))
+    det = workflow_worker._WorkflowWorker._create_workflow_instance(worker, act, init)  # type: ignore[arg-type]
+    instance = SimpleNamespace(_defn=defn, _workflow_context_payload_converter=temporal.DATA_CONVERTER.payload_converter,
+                               _convert_payloads=lambda payloads, types, conv: conv.from_payloads(payloads, types))
+    made = workflow_instance._WorkflowInstanceImpl._make_workflow_input(instance, init)  # type: ignore[arg-type]
+    assert made.args == ["x" * 20_000]  # decoded from the activation itself
+    for part in (init.headers["trace"], init.memo.fields["memo"], init.last_completion_result.payloads[0]):
+        part.data = b"changed"  # what still shares the activation's arena sees this
+    assert det.info.headers["trace"].data == made.headers["trace"].data == b"h"
+    assert det.info.raw_memo["memo"].data == b'"m"'
+    assert det.last_completion_result.payloads[0].data == b'"last"'
+
+
+def test_every_workflow_shares_one_pydantic_encoding() -> None:
+    # The SDK makes a payload converter per workflow instance; the pydantic encoding's cache of
+    # TypeAdapters was then built again in each (docs/benchmarks.md)
+    first, second = (temporal.DATA_CONVERTER.payload_converter_class() for _ in range(2))
+    assert isinstance(first, CompositePayloadConverter) and isinstance(second, CompositePayloadConverter)
+    assert first is not second and first.converters[b"json/plain"] is second.converters[b"json/plain"]
+    state = CronJobState(observation=CronJobObservation(namespace="ns", name="cj", lead_seconds=60.0))
+    assert second.from_payloads(first.to_payloads([state]), [CronJobState]) == [state]
 
 
 def test_the_sticky_wait_flag_reaches_the_main_worker(monkeypatch: pytest.MonkeyPatch) -> None:
