@@ -5,13 +5,21 @@
 workflows); ``MinuteCeiling`` is an armed CronJob reduced to its Temporal part (the CronJob
 bench's ceiling). Their own module, importing only the SDK, so the workflow sandbox can load it
 cheaply.
+
+``python -m bench.ceiling ADDRESS TASK_QUEUE COUNT SECONDS OUT`` runs the ``MinuteCeiling``
+worker alone in its own process for SECONDS, so its memory is measured as the batchd worker's is,
+then writes the times ``bench_at`` noted and its peak RSS to OUT (JSON).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import sys
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from temporalio import activity, workflow
 
@@ -60,3 +68,26 @@ class MinuteCeiling:
             await workflow.sleep(max(timedelta(0), due - lead - workflow.now()))
             await workflow.execute_activity(bench_at, args=[workflow.info().workflow_id, due],
                                             start_to_close_timeout=lead + timedelta(seconds=60))
+
+
+async def _minute_worker(address: str, task_queue: str, count: int, seconds: float, out: Path) -> None:
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from worker.temporal import DATA_CONVERTER
+
+    client = await Client.connect(address, data_converter=DATA_CONVERTER)
+    async with Worker(client, task_queue=task_queue, workflows=[MinuteCeiling], activities=[bench_at],
+                      max_concurrent_activities=count + 100, max_cached_workflows=count + 100):
+        await asyncio.sleep(seconds)
+    peak = re.search(r"^VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
+    out.write_text(json.dumps({"at": [[name, due.isoformat(), at] for (name, due), at in AT.items()],
+                               "peak_rss_mib": int(peak.group(1)) / 1024 if peak else None}))
+
+
+if __name__ == "__main__":
+    # this module by its name, as the workflow sandbox imports it (not as __main__)
+    from bench import ceiling
+
+    address, task_queue, count, seconds, out = sys.argv[1:6]
+    asyncio.run(ceiling._minute_worker(address, task_queue, int(count), float(seconds), Path(out)))

@@ -11,8 +11,9 @@ name another controller in ``spec.managedBy`` so nothing runs them: this measure
 (default: its own).
 
 ``--ceiling`` first runs as many ``MinuteCeiling`` workflows (bench/ceiling.py: a timer to the
-lead, then an activity that waits for the minute; no Kubernetes) on the same dev server, in this
-process, for the same number of minutes, and prints their skew: what the server allows. Then it
+lead, then an activity that waits for the minute; no Kubernetes) on the same dev server for the
+same number of minutes, their worker in its own process, and prints their skew and that worker's
+peak RSS: what the server allows, and what the SDK itself holds for as many cached workflows. Then it
 creates as many Jobs at one instant through kubesim from a light raw-HTTP client (16 keep-alive
 connections, as bench/kubesim_bench.py), with two watches open as in the measured run (the
 worker's informer and the bench's), and prints when each creation was answered: what the API
@@ -25,20 +26,23 @@ import argparse
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from activities.kube import Kube
-from bench.ceiling import AT, MinuteCeiling, bench_at
+from bench.ceiling import MinuteCeiling
 from bench.harness import (
+    Process,
     cluster,
     new_namespace,
     percentile,
@@ -76,20 +80,29 @@ def skew_rows(skews: dict[datetime, list[float]]) -> list[tuple[str, str]]:
     ]
 
 
-async def ceiling(client: Client, count: int, minutes: int, lead: float) -> None:
+async def ceiling(client: Client, wd: Path, count: int, minutes: int, lead: float) -> None:
+    """``count`` MinuteCeiling workflows for ``minutes``, their worker in its own process (bench/ceiling.py)."""
     tq = f"minute-ceiling-{uuid.uuid4()}"
-    AT.clear()
-    async with Worker(client, task_queue=tq, workflows=[MinuteCeiling], activities=[bench_at],
-                      max_concurrent_activities=count + 100, max_cached_workflows=count + 100):
-        first, last = window(minutes)
+    first, last = window(minutes)
+    out = wd / "minute-ceiling.json"
+    seconds = (last - datetime.now(UTC)).total_seconds() + 30
+    with open(wd / "minute-ceiling.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "bench.ceiling", client.service_client.config.target_host, tq,
+                                 str(count), str(seconds), str(out)], stdout=log, stderr=subprocess.STDOUT)
+    try:
         await start_workflows(client, MinuteCeiling.run, [last, timedelta(seconds=lead)], task_queue=tq, count=count)
-        await asyncio.sleep((last - datetime.now(UTC)).total_seconds() + 30)
+        while proc.poll() is None:
+            await asyncio.sleep(1)
+    finally:
+        Process(proc, wd / "minute-ceiling.log").stop()
+    measured = json.loads(out.read_text())
     skews: dict[datetime, list[float]] = {}
-    for (_, due), at in AT.items():
-        if first <= due <= last:
-            skews.setdefault(due, []).append(at - due.timestamp())
-    print(f"ceiling: {count} MinuteCeiling workflows, lead {lead:g} s, {minutes} minutes, worker in this process")
-    print(table([("runs / expected", f"{sum(map(len, skews.values()))} / {count * minutes}"), *skew_rows(skews)]))
+    for _, due, at in measured["at"]:
+        if first <= (t := datetime.fromisoformat(due)) <= last:
+            skews.setdefault(t, []).append(at - t.timestamp())
+    print(f"ceiling: {count} MinuteCeiling workflows, lead {lead:g} s, {minutes} minutes, worker in its own process")
+    print(table([("runs / expected", f"{sum(map(len, skews.values()))} / {count * minutes}"), *skew_rows(skews),
+                 ("worker peak RSS (MiB)", f"{measured['peak_rss_mib']:.0f}")]))
 
 
 def watch_jobs(kube: Kube, ns: str, stop: threading.Event,
@@ -135,7 +148,7 @@ async def creation_ceiling(kube: Kube, ns: str, count: int, connections: int = 1
 async def main(count: int, minutes: int, worker_args: list[str], with_ceiling: bool = False, lead: float = 30) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
         if with_ceiling:
-            await ceiling(env.client, count, minutes, lead)
+            await ceiling(env.client, wd, count, minutes, lead)
             answered = await creation_ceiling(kube, new_namespace(kube, "bench-ceiling"), count)
             print(f"ceiling: {count} Job creations at one instant through kubesim, 16 raw connections")
             print(table([("created / sent", f"{len(answered)} / {count}"), (
