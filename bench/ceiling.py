@@ -25,7 +25,7 @@ from temporalio import activity, workflow
 
 #: workflow id -> wall time its activity ran (filled in the benchmark process)
 DONE: dict[str, float] = {}
-#: (workflow id, schedule time) -> wall time ``bench_at`` reached that time
+#: (workflow id, schedule time) -> wall time ``bench_at`` reached that time (in the ceiling worker's process)
 AT: dict[tuple[str, datetime], float] = {}
 
 
