@@ -109,9 +109,10 @@ def _release_completions() -> None:
     The SDK (1.35) keeps the completion it returns from a sandboxed workflow's activation (its
     commands, with their payloads copied into the message's protobuf arena) in the workflow's
     instance until the next activation: for a ``*/1`` CronJob, a minute. The worker encodes and
-    sends the completion it was handed; the instance reads that attribute only while an
-    activation runs, and each activation begins by making a new one. An SDK without these
-    attributes is left alone (the unit test then fails).
+    sends the completion it was handed; each activation begins by making a new one. What is left
+    in its place is an empty completion, not None: an evicted workflow's coroutines, closed later
+    by the garbage collector, still cancel their timers into it. An SDK without these attributes
+    is left alone (the unit test then fails).
     """
     activate: Callable[..., Any] | None = getattr(getattr(sandbox_runner, "_Instance", None), "activate", None)
     if activate is None or getattr(activate, "releases_completion", False):
@@ -124,7 +125,7 @@ def _release_completions() -> None:
         finally:
             inner: Any = getattr(self.globals_and_locals.get("__temporal_in_sandbox"), "instance", None)
             if hasattr(inner, "_current_completion"):
-                inner._current_completion = None
+                inner._current_completion = type(inner._current_completion)()
 
     activate_and_release.releases_completion = True  # type: ignore[attr-defined]
     sandbox_runner._Instance.activate = activate_and_release  # type: ignore[method-assign]

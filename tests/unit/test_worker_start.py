@@ -15,6 +15,7 @@ from unittest import mock
 import pytest
 from click.testing import CliRunner
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.converter import CompositePayloadConverter
 from temporalio.worker import _workflow as workflow_worker
 from temporalio.worker import _workflow_instance as workflow_instance
@@ -68,16 +69,21 @@ def test_the_sandbox_compiles_each_call_snippet_once() -> None:
 
 def test_a_sandboxed_workflow_keeps_no_completion_between_activations() -> None:
     # The SDK's activate() runs the snippet that sets both; a stand-in for it here.
-    workflow = SimpleNamespace(_current_completion=None)
+    workflow = SimpleNamespace(_current_completion=WorkflowActivationCompletion())
 
     def run_code(code: str, **extra_globals: Any) -> None:
-        workflow._current_completion = instance.globals_and_locals["__temporal_completion"] = f"done {extra_globals['__temporal_activation']}"
+        workflow._current_completion = instance.globals_and_locals["__temporal_completion"] = \
+            WorkflowActivationCompletion(run_id=f"done {extra_globals['__temporal_activation']}")
 
     instance = SimpleNamespace(
         globals_and_locals={"__temporal_in_sandbox": SimpleNamespace(instance=workflow)}, _run_code=run_code,
         importer=SimpleNamespace(restriction_context=SimpleNamespace(is_runtime=False, in_activation=False)))
-    assert _runner._Instance.activate(instance, "act") == "done act"  # type: ignore[arg-type]
-    assert workflow._current_completion is None
+    returned = _runner._Instance.activate(instance, "act")  # type: ignore[arg-type]
+    assert returned.run_id == "done act"
+    # let go, and an empty one in its place for an evicted workflow's late timer cancellations
+    assert workflow._current_completion is not returned
+    assert workflow._current_completion == WorkflowActivationCompletion()
+    workflow._current_completion.successful.commands.add()
 
 
 def test_a_workflow_instance_keeps_nothing_of_its_first_activation() -> None:
