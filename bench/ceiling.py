@@ -8,14 +8,13 @@ cheaply.
 
 ``python -m bench.ceiling ADDRESS TASK_QUEUE COUNT SECONDS OUT`` runs the ``MinuteCeiling``
 worker alone in its own process for SECONDS, so its memory is measured as the batchd worker's is,
-then writes the times ``bench_at`` noted and its peak RSS to OUT (JSON).
+then writes the times ``bench_at`` noted to OUT (JSON).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 import sys
 import time
 from datetime import datetime, timedelta
@@ -84,9 +83,7 @@ async def _minute_worker(address: str, task_queue: str, count: int, seconds: flo
                       workflow_runner=runner, max_concurrent_activities=count + 100,
                       max_cached_workflows=count + 100):
         await asyncio.sleep(seconds)
-    peak = re.search(r"^VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
-    out.write_text(json.dumps({"at": [[name, due.isoformat(), at] for (name, due), at in AT.items()],
-                               "peak_rss_mib": int(peak.group(1)) / 1024 if peak else None}))
+    out.write_text(json.dumps([[name, due.isoformat(), at] for (name, due), at in AT.items()]))
 
 
 if __name__ == "__main__":

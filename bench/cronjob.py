@@ -86,23 +86,27 @@ async def ceiling(client: Client, wd: Path, count: int, minutes: int, lead: floa
     first, last = window(minutes)
     out = wd / "minute-ceiling.json"
     seconds = (last - datetime.now(UTC)).total_seconds() + 30
-    with open(wd / "minute-ceiling.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "bench.ceiling", client.service_client.config.target_host, tq,
-                                 str(count), str(seconds), str(out)], stdout=log, stderr=subprocess.STDOUT)
+    log = wd / "minute-ceiling.log"
+    with open(log, "wb") as written:
+        proc = Process(subprocess.Popen([sys.executable, "-m", "bench.ceiling", client.service_client.config.target_host,
+                                         tq, str(count), str(seconds), str(out)], stdout=written,
+                                        stderr=subprocess.STDOUT), log)
+    peak = float("nan")
     try:
         await start_workflows(client, MinuteCeiling.run, [last, timedelta(seconds=lead)], task_queue=tq, count=count)
-        while proc.poll() is None:
+        while proc.proc.poll() is None:
+            with contextlib.suppress(OSError, RuntimeError):  # it may exit between the check and the read
+                peak = proc.rss_mb()[1]
             await asyncio.sleep(1)
     finally:
-        Process(proc, wd / "minute-ceiling.log").stop()
-    measured = json.loads(out.read_text())
+        proc.stop()
     skews: dict[datetime, list[float]] = {}
-    for _, due, at in measured["at"]:
+    for _, due, at in json.loads(out.read_text()):
         if first <= (t := datetime.fromisoformat(due)) <= last:
             skews.setdefault(t, []).append(at - t.timestamp())
     print(f"ceiling: {count} MinuteCeiling workflows, lead {lead:g} s, {minutes} minutes, worker in its own process")
     print(table([("runs / expected", f"{sum(map(len, skews.values()))} / {count * minutes}"), *skew_rows(skews),
-                 ("worker peak RSS (MiB)", f"{measured['peak_rss_mib']:.0f}")]))
+                 ("worker peak RSS (MiB)", f"{peak:.0f}")]))
 
 
 def watch_jobs(kube: Kube, ns: str, stop: threading.Event,
