@@ -117,7 +117,7 @@ class CronJobWorkflow:
 
     @workflow.init
     def __init__(self, inp: CronJobInput) -> None:
-        self.state: CronJobState = inp.state
+        self.state: CronJobState = inp.take_state()
         self._lock = asyncio.Lock()  # the loop's pass and the updates' Kubernetes calls never interleave
         self._changed = False  # a pass is due
         self._interrupt = False  # a signal or an update asks an armed creation to stop waiting

@@ -213,14 +213,28 @@ class CronJobState(K8sModel):
     backfilling: bool = False
 
 
-class CronJobInput(K8sModel):
-    """Start argument of the CronJob workflow (fresh, or carried by continue-as-new)."""
+@dataclass(slots=True, kw_only=True, config=WIRE)
+class CronJobInput:
+    """Start argument of the CronJob workflow (fresh, or carried by continue-as-new).
 
-    state: CronJobState
+    Not frozen, unlike the other inputs: the SDK keeps a workflow's argument for as long as its run
+    lasts (in its own input record and in the frames of the run's first calls), so the workflow
+    takes the state out (:meth:`take_state`) and the run's first state is not kept beside the
+    current one. The wire format is the models' own.
+    """
+
+    state: CronJobState | None
     #: How long before a schedule time the workflow hands the Job's creation to the worker, which
     #: then creates it on the second (0: the workflow wakes at the time itself). The bridge sends
     #: its ``--cronjob-lead`` with every ``observe`` signal; continue-as-new carries it here.
     lead_seconds: float = 0.0
+
+    def take_state(self) -> CronJobState:
+        """The state, once: what is left holds none."""
+        state, self.state = self.state, None
+        if state is None:
+            raise ValueError("CronJobInput.state was taken already")
+        return state
 
 
 class CreateJobInput(K8sModel):
