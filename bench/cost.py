@@ -24,7 +24,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from bench.harness import Cluster, billable_actions, cluster, new_namespace, table, worker_process
+from bench.harness import Cluster, billable_actions, cluster, new_namespace, table, worker_processes
 from tests.k8s import create_job, finish_job, second
 from workflows.identity import cronjob_workflow_id
 from workflows.models.cronjob import CRONJOB_MANAGED_LABEL
@@ -36,10 +36,8 @@ SETTLE = 10.0  # seconds after the last change for every signal it causes to lan
 @contextlib.contextmanager
 def replicas(c: Cluster, ns: str, n: int, extra: list[str]) -> Iterator[None]:
     """``n`` worker processes on one task queue (and, unless ``extra`` says otherwise, one Lease)."""
-    with contextlib.ExitStack() as stack:
-        for _ in range(n):
-            stack.enter_context(worker_process(c.env, c.kubeconfig, c.wd, namespace=ns, task_queue=f"{ns}-q",
-                                               extra=[*extra, "--ttl-scope", "all"]))
+    with worker_processes(n, c.env, c.kubeconfig, c.wd, namespace=ns, task_queue=f"{ns}-q",
+                          extra=[*extra, "--ttl-scope", "all"]):
         yield
 
 

@@ -1,14 +1,15 @@
 """bench/cronjob: 500 CronJobs ``* * * * *`` over 3 minutes — creation skew, completeness, memory.
 
     .venv/bin/python -m bench.cronjob [--cronjobs 500] [--minutes 3] [--cronjob-lead S] [--max-cached-workflows N]
-                                      [--sticky-wait D]
+                                      [--sticky-wait D] [--replicas N]
                                       [--ceiling]
 
 Prints (never asserts): Jobs created vs expected (and duplicates), creation skew p50/p99/max
 (the first watch event of each Job minus its scheduled time), worker peak RSS. The created Jobs
 name another controller in ``spec.managedBy`` so nothing runs them: this measures scheduling only.
 ``--cronjob-lead``, ``--max-cached-workflows`` and ``--sticky-wait`` are passed to the worker
-(default: its own).
+(default: its own). ``--replicas N`` runs N workers on the task queue (one holds the Lease and
+runs the bridge; all take workflow and activity tasks) and prints each one's peak RSS.
 
 ``--ceiling`` first runs as many ``MinuteCeiling`` workflows (bench/ceiling.py: a timer to the
 lead, then an activity that waits for the minute; no Kubernetes) on the same dev server for the
@@ -48,7 +49,7 @@ from bench.harness import (
     percentile,
     start_workflows,
     table,
-    worker_process,
+    worker_processes,
 )
 from bench.kubesim_bench import raw_request, read_response
 from worker.bridge import BridgeSettings
@@ -149,7 +150,8 @@ async def creation_ceiling(kube: Kube, ns: str, count: int, connections: int = 1
     return done
 
 
-async def main(count: int, minutes: int, worker_args: list[str], with_ceiling: bool = False, lead: float = 30) -> None:
+async def main(count: int, minutes: int, worker_args: list[str], with_ceiling: bool = False, lead: float = 30,
+               replicas: int = 1) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
         if with_ceiling:
             await ceiling(env.client, wd, count, minutes, lead)
@@ -171,7 +173,8 @@ async def main(count: int, minutes: int, worker_args: list[str], with_ceiling: b
                 scheduled[meta["name"]] = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
         threading.Thread(target=watch_jobs, args=(kube, ns, stop, added), daemon=True).start()
-        with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-cron", extra=worker_args) as proc:
+        with worker_processes(replicas, env, kubeconfig, wd, namespace=ns, task_queue="bench-cron",
+                              extra=worker_args) as procs:
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(lambda i: kube.create("CronJob", ns, cronjob(f"cj-{i:04d}")), range(count)))
             q = f'K8sNamespace = "{ns}" AND WorkflowType = "CronJob" AND ExecutionStatus = "Running"'
@@ -179,7 +182,7 @@ async def main(count: int, minutes: int, worker_args: list[str], with_ceiling: b
                 await asyncio.sleep(0.5)
             first, last = window(minutes)
             await asyncio.sleep((last - datetime.now(UTC)).total_seconds() + 30)
-            _, peak = proc.rss_mb()
+            peaks = [proc.rss_mb()[1] for proc in procs]
         stop.set()
     measured = {k: v for k, v in scheduled.items() if first <= v <= last}
     expected = count * minutes
@@ -191,7 +194,8 @@ async def main(count: int, minutes: int, worker_args: list[str], with_ceiling: b
     print(table([
         ("Jobs created / expected", f"{len(measured)} / {expected}"),
         *skew_rows(per_minute),
-        ("worker peak RSS (MiB)", f"{peak:.0f}"),
+        ("worker peak RSS (MiB)" if replicas == 1 else f"peak RSS of each of {replicas} workers (MiB)",
+         ", ".join(f"{peak:.0f}" for peak in peaks)),
     ]))
     print(f"(logs in {wd})")
 
@@ -204,9 +208,10 @@ if __name__ == "__main__":
     parser.add_argument("--max-cached-workflows", type=int, default=None)
     parser.add_argument("--sticky-wait", default=None, help="e.g. 60s")
     parser.add_argument("--ceiling", action="store_true", help="first the same number of MinuteCeiling workflows")
+    parser.add_argument("--replicas", type=int, default=1, help="worker processes on the task queue (one Lease)")
     a = parser.parse_args()
     extra = [] if a.cronjob_lead is None else ["--cronjob-lead", str(a.cronjob_lead)]
     extra += [] if a.max_cached_workflows is None else ["--max-cached-workflows", str(a.max_cached_workflows)]
     extra += [] if a.sticky_wait is None else ["--sticky-wait", a.sticky_wait]
     lead = BridgeSettings.cronjob_lead if a.cronjob_lead is None else a.cronjob_lead  # the worker's default
-    asyncio.run(main(a.cronjobs, a.minutes, extra, a.ceiling, lead))
+    asyncio.run(main(a.cronjobs, a.minutes, extra, a.ceiling, lead, a.replicas))

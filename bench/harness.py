@@ -125,10 +125,11 @@ async def cluster(dev_server_args: list[str] | None = None) -> AsyncIterator[Clu
 def worker_process(env: WorkflowEnvironment, kubeconfig: Path, workdir: Path, *, namespace: str, task_queue: str,
                    extra: list[str] | None = None) -> Iterator[Process]:
     """``batchd worker`` against the bench's dev server and kubesim."""
-    log = workdir / f"worker-{task_queue}.log"
+    port = free_port()
+    log = workdir / f"worker-{task_queue}-{port}.log"  # replicas share a task queue
     args = [str(BIN / "batchd"), "worker", "--temporal-address", env.client.service_client.config.target_host,
             "--kubeconfig", str(kubeconfig), "--namespaces", namespace, "--task-queue", task_queue,
-            "--health-port", str(free_port()), "--log-level", "WARNING", "--leader-elect-resource-namespace", namespace,
+            "--health-port", str(port), "--log-level", "WARNING", "--leader-elect-resource-namespace", namespace,
             *(extra or [])]
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
@@ -137,6 +138,15 @@ def worker_process(env: WorkflowEnvironment, kubeconfig: Path, workdir: Path, *,
         yield p
     finally:
         p.stop()
+
+
+@contextlib.contextmanager
+def worker_processes(n: int, env: WorkflowEnvironment, kubeconfig: Path, workdir: Path, *, namespace: str,
+                     task_queue: str, extra: list[str] | None = None) -> Iterator[list[Process]]:
+    """``n`` replicas of :func:`worker_process` on one task queue (and, unless ``extra`` says otherwise, one Lease)."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(worker_process(env, kubeconfig, workdir, namespace=namespace, task_queue=task_queue,
+                                                  extra=extra)) for _ in range(n)]
 
 
 @dataclass

@@ -184,7 +184,7 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
 @click.option("--health-port", type=int, default=8080, show_default=True, help="/healthz, /readyz and /metrics.")
 @click.option("--max-concurrent-activities", type=int, default=64, show_default=True)
 @click.option("--max-cached-workflows", type=int, default=1000, show_default=True,
-              help="Sticky cache size (a cached TTL workflow costs about 85 KiB, a CronJob one about 165 KiB). "
+              help="Sticky cache size (a cached TTL workflow costs about 85 KiB, a CronJob one about 150 KiB). "
                    "Keep it above the number of CronJobs that share a schedule time: a wake-up outside the cache "
                    "replays the run's history.")
 @click.option("--sticky-wait", default="10s", show_default=True, callback=_duration, metavar="DURATION",
