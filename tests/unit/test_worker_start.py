@@ -1,11 +1,13 @@
 """A starting worker waits out a Temporal frontend that is briefly away, and gives up on one
 that stays away (worker/app.py ``_connect_while_starting``); its workflow sandbox compiles each
 call snippet once and keeps no completion between activations, every workflow shares one set of
-payload encodings, and ``--sticky-wait`` reaches its main worker (worker/temporal.py)."""
+payload encodings, and ``--sticky-wait`` reaches its main worker (worker/temporal.py); the worker
+gives large freed blocks back to the system at once (worker/app.py)."""
 
 from __future__ import annotations
 
 import builtins
+import ctypes
 import uuid
 from datetime import timedelta
 from types import SimpleNamespace
@@ -123,6 +125,31 @@ def test_every_workflow_shares_one_pydantic_encoding() -> None:
     state = CronJobState(observation=CronJobObservation(namespace="ns", name="cj", lead_seconds=60.0))
     assert second.from_payloads(first.to_payloads([state]), [CronJobState]) == [state]
 
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def test_large_blocks_go_back_to_the_system_when_freed() -> None:
+    # glibc would raise its mmap threshold past ``size`` on the first free below, and put the next
+    # large block in a heap that it gives back only in part and later (docs/benchmarks.md: the peak)
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "mallinfo2"):
+        pytest.skip("not glibc")
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.mallinfo2.restype = _MallInfo2
+    assert app.return_large_blocks_at_once()
+    size = max(16 << 20, libc.mallinfo2().fordblks + (1 << 20))  # more than the heaps' free space
+    libc.free(libc.malloc(size + (8 << 20)))
+    mapped = libc.mallinfo2().hblkhd
+    block = libc.malloc(size)
+    try:
+        assert libc.mallinfo2().hblkhd >= mapped + size  # mapped for itself, so unmapped when freed
+    finally:
+        libc.free(block)
 
 def test_the_sticky_wait_flag_reaches_the_main_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     # A workflow task waits this long for the worker's cache before any worker replays it: the
