@@ -126,7 +126,6 @@ def test_every_workflow_shares_one_pydantic_encoding() -> None:
     assert second.from_payloads(first.to_payloads([state]), [CronJobState]) == [state]
 
 
-
 class _MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (
         "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
@@ -150,6 +149,7 @@ def test_large_blocks_go_back_to_the_system_when_freed() -> None:
         assert libc.mallinfo2().hblkhd >= mapped + size  # mapped for itself, so unmapped when freed
     finally:
         libc.free(block)
+
 
 def test_the_sticky_wait_flag_reaches_the_main_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     # A workflow task waits this long for the worker's cache before any worker replays it: the
