@@ -74,8 +74,7 @@ async def _minute_worker(address: str, task_queue: str, count: int, seconds: flo
     from temporalio.worker import Worker
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-    from worker.app import return_large_blocks_at_once
-    from worker.temporal import DATA_CONVERTER
+    from worker.temporal import DATA_CONVERTER, return_large_blocks_at_once
 
     return_large_blocks_at_once()  # as batchd's worker does, so the two peaks compare like with like
     client = await Client.connect(address, data_converter=DATA_CONVERTER)

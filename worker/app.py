@@ -8,7 +8,6 @@ running activities finish (graceful timeout), then exits.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import signal
 import time
@@ -41,6 +40,7 @@ from worker.temporal import (
     build_workers,
     connect,
     ensure_search_attributes,
+    return_large_blocks_at_once,
 )
 from worker.watchdog import Watchdog
 from workflows.identity import timed_task_queue
@@ -204,31 +204,6 @@ class HealthServer:
     async def stop(self) -> None:
         if self.runner:
             await self.runner.cleanup()
-
-
-#: glibc's ``mallopt`` parameter number of M_MMAP_THRESHOLD (malloc.h).
-M_MMAP_THRESHOLD = -3
-#: Blocks of this size and more are mapped for themselves and given back when freed. At 1 MiB
-#: the peak was as high as with glibc's default; 128 KiB and 256 KiB both removed it.
-MMAP_THRESHOLD = 256 * 1024
-
-
-def return_large_blocks_at_once() -> bool:
-    """Fix glibc's mmap threshold, so a large block is given back to the system when it is freed.
-
-    By default glibc raises the threshold each time a mapped block is freed (up to 32 MiB), and
-    with it the free space it keeps at the top of each thread's heap (up to 64 MiB). The wake-ups
-    after a burst of armed creations allocate and free such blocks in many threads: at 2,000
-    CronJobs on one minute the worker's RSS then rose by 45–70 MiB for about three seconds (two
-    replicas: 90–175 MiB each) while its bytes in use stayed level, and that spike was its peak.
-    Fixed, the peak fell from 485–490 to 424–432 MiB (docs/benchmarks.md). False where the C
-    library has no ``mallopt`` (not glibc); nothing is changed then.
-    """
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
 
 
 async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) -> None:

@@ -2,7 +2,7 @@
 that stays away (worker/app.py ``_connect_while_starting``); its workflow sandbox compiles each
 call snippet once and keeps no completion between activations, every workflow shares one set of
 payload encodings, and ``--sticky-wait`` reaches its main worker (worker/temporal.py); the worker
-gives large freed blocks back to the system at once (worker/app.py)."""
+gives large freed blocks back to the system at once (worker/temporal.py)."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_large_blocks_go_back_to_the_system_when_freed() -> None:
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
     libc.mallinfo2.restype = _MallInfo2
-    assert app.return_large_blocks_at_once()
+    assert temporal.return_large_blocks_at_once()
     size = max(16 << 20, libc.mallinfo2().fordblks + (1 << 20))  # more than the heaps' free space
     libc.free(libc.malloc(size + (8 << 20)))
     mapped = libc.mallinfo2().hblkhd
