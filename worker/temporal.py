@@ -196,7 +196,7 @@ def return_large_blocks_at_once() -> bool:
     after a burst of armed creations allocate and free such blocks in many threads: at 2,000
     CronJobs on one minute the worker's RSS then rose by 45–70 MiB for about three seconds (two
     replicas: 90–175 MiB each) while its bytes in use stayed level, and that spike was its peak.
-    Fixed, the peak fell from 485–490 to 424–432 MiB (docs/benchmarks.md). False where the C
+    Fixed, the peak fell from 485–490 to 422–432 MiB (docs/benchmarks.md). False where the C
     library has no ``mallopt`` (not glibc); nothing is changed then.
     """
     try:
