@@ -259,11 +259,22 @@ class CronJobWorkflow:
             armed = await self._sleep()
             info = workflow.info()
             if info.is_continue_as_new_suggested() or info.get_current_history_length() > _history_limit():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(CronJobInput(state=self.state, lead_seconds=self.lead.total_seconds()))
+                await self._continue_as_new()
         workflow.upsert_search_attributes([NEXT_SCHEDULE_TIME.value_unset()])
         workflow.logger.info("CronJob %s/%s is gone; workflow ends", self.obs.namespace, self.obs.name)
         return "gone"
+
+    async def _continue_as_new(self) -> None:
+        """Start a new run with this state, once every handler is done and every Event recorded (CJ-51).
+
+        A Job's end seen since the last pass (``job_observed``) leaves its Event to record; the
+        new run's state already counts the Job, so it would never record it.
+        """
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        while self._events:
+            await self._flush_events()
+            await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(CronJobInput(state=self.state, lead_seconds=self.lead.total_seconds()))
 
     async def sync(self, armed: datetime | None = None) -> None:
         """One pass: execute the planner's plan, then write the status if it changed.

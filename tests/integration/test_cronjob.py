@@ -427,6 +427,32 @@ async def test_a_cronjob_continues_as_new_at_its_own_length_and_keeps_its_ledger
         assert await _ledger(handle)  # the new run carries the state, the ledger with it
 
 
+async def test_a_jobs_end_seen_just_before_continue_as_new_still_gets_its_event(
+        client, kube, namespace, task_queue, monkeypatch):
+    # The Job's end wakes the workflow from its wait for the next time; the run then continues as
+    # new before its next pass, which is where that end's Event would have been recorded
+    limit = [10**6]
+    monkeypatch.setattr(cronjob_workflow, "_history_limit", lambda: limit[0])
+    async with running(client, kube, task_queue, namespace, cronjob_lead=0):
+        kube.create("CronJob", namespace, cronjob_manifest("last", "@every 60s"))
+        [job] = await eventually(lambda: jobs_of(kube, namespace, "last"), what="the first Job")
+        handle = client.get_workflow_handle(cronjob_workflow_id(namespace, "last"))
+        first = (await handle.describe()).run_id
+        await eventually(lambda: kube.get("CronJob", namespace, "last").get("status", {}).get("active"),
+                         what="the pass done: the Job in the status")
+        limit[0] = 0  # the next time the run looks, it continues as new
+        finish_job(kube, namespace, job["metadata"]["name"], second(utcnow()))
+
+        async def continued() -> bool:
+            return (await handle.describe()).run_id != first
+
+        await eventually(continued, timeout=25, what="continue-as-new")
+        limit[0] = 10**6
+        [event] = await eventually(lambda: events_of(kube, namespace, "last", "SawCompletedJob"), timeout=10,
+                                   what="the Event of the Job's end")
+        assert job["metadata"]["name"] in event["message"]
+
+
 async def _ledger(handle: Any) -> list[dict[str, Any]]:
     return await handle.query("history")
 
