@@ -38,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from activities.kube import Kube
@@ -53,6 +54,10 @@ from bench.harness import (
 )
 from bench.kubesim_bench import raw_request, read_response
 from worker.bridge import BridgeSettings
+from workflows.identity import cronjob_workflow_id
+
+#: A Job seen this many seconds after its time is printed with its workflow's events around the time.
+LATE = 5.0
 
 
 def cronjob(name: str) -> dict[str, Any]:
@@ -108,6 +113,21 @@ async def ceiling(client: Client, wd: Path, count: int, minutes: int, lead: floa
     print(f"ceiling: {count} MinuteCeiling workflows, lead {lead:g} s, {minutes} minutes, worker in its own process")
     print(table([("runs / expected", f"{sum(map(len, skews.values()))} / {count * minutes}"), *skew_rows(skews),
                  ("worker peak RSS (MiB)", f"{peak:.0f}")]))
+
+
+async def events_around(client: Client, workflow_id: str, due: datetime) -> str:
+    """The events of every run of ``workflow_id`` from 70 s before ``due`` to 30 s after, one line each."""
+    rows = []
+    async for run in client.list_workflows(f'WorkflowId = "{workflow_id}"'):
+        async for ev in client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history_events():
+            at = ev.event_time.ToDatetime(UTC)
+            if -70 <= (offset := (at - due).total_seconds()) <= 30:
+                started = ev.activity_task_started_event_attributes
+                extra = f" attempt {started.attempt} by {started.identity}" if ev.HasField(
+                    "activity_task_started_event_attributes") else ""
+                rows.append((at, f"  {offset:+7.2f} s  run {run.run_id[:8]}  {ev.event_id:4d} "
+                                 f"{EventType.Name(ev.event_type)}{extra}"))
+    return "\n".join(row for _, row in sorted(rows))
 
 
 def watch_jobs(kube: Kube, ns: str, stop: threading.Event,
@@ -184,6 +204,11 @@ async def main(count: int, minutes: int, worker_args: list[str], with_ceiling: b
             await asyncio.sleep((last - datetime.now(UTC)).total_seconds() + 30)
             peaks = [proc.rss_mb()[1] for proc in procs]
         stop.set()
+        late = sorted(((seen[k] - t.timestamp(), k, t) for k, t in scheduled.items()
+                       if first <= t <= last and seen[k] - t.timestamp() > LATE), reverse=True)
+        for skew, job, due in late[:3]:
+            print(f"late: Job {job} seen {skew:.2f} s after {due:%H:%M:%S}; its workflow's events from 70 s before:")
+            print(await events_around(env.client, cronjob_workflow_id(ns, job.rsplit("-", 1)[0]), due))
     measured = {k: v for k, v in scheduled.items() if first <= v <= last}
     expected = count * minutes
     per_minute: dict[datetime, list[float]] = {}
