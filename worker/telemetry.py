@@ -83,8 +83,8 @@ class Telemetry:
 
 #: The SDK's metric updates buffered between two drains; beyond it they are dropped (the SDK logs
 #: an error). The buffer is allocated whole, about 100 bytes an update. The largest drains
-#: measured: 6,366 and 6,763 updates at 2,000 CronJobs on one minute, whose burst holds a drain up to 5 s;
-#: 214 for a 20,000-Pod Job (docs/benchmarks.md).
+#: measured: 6,366 and 6,763 updates at 2,000 CronJobs on one minute, whose burst holds a drain
+#: up to 5 s; 214 for a 20,000-Pod Job (docs/benchmarks.md).
 METRIC_UPDATES = 30_000
 
 
