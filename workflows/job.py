@@ -147,8 +147,8 @@ class JobWorkflow:
         self._create_backoff = timedelta(seconds=10)
         self._failure_backoff = timedelta(seconds=10)
         self._last: JobSnapshot | None = None
-        #: the finished condition this workflow saw on the Job: still its result (JOB-5) if the Job is
-        #: deleted (its TTL, say) before the last finalizer is released
+        #: how the Job ends, as decided by a status this workflow read or wrote: still its result
+        #: (JOB-5) if the Job is deleted (its TTL, say) before the last finalizer is released
         self._finished: str | None = None
         self.syncs = 0
         self._expect: list[str] = list(inp.expect)  # JOB-26: Pods the next LIST should show
@@ -213,6 +213,8 @@ class JobWorkflow:
             observe_job, ObserveJobInput(namespace=self.ns, name=self.name, uid=self.uid, expect=self._expect),
             local=True)
         self._last = snap
+        if not snap.gone:
+            self._note_end(snap.status)
         self._trim_memory(snap)
         plan = jobsync.plan_sync(snap, self.memory, workflow.now())
         self._sample = None if snap.gone or plan.finished else (jobmetrics.completion_mode(snap.spec), plan.action)
@@ -233,6 +235,7 @@ class JobWorkflow:
             if written is None:
                 return None, timedelta(0)  # the Job moved on since the snapshot: look again
             status, rv = plan.record, written
+            self._note_end(status)
         # The plan's backoff record counts the failures just recorded: kept now, because once step 2
         # labels their Pods released the next snapshot will not show them again (JOB-91).
         self.memory = self.memory.model_copy(update={"backoff": plan.backoff, "counted_backoff": plan.counted_backoff})
@@ -249,14 +252,13 @@ class JobWorkflow:
         if folded != status and not snap.gone:  # step 3
             if await self._write(folded, status, snap, rv) is None:
                 return None, timedelta(0)
+            self._note_end(folded)
         for ev in plan.events:
             await self._event(ev.type, ev.reason, ev.message)
         released = set(self.memory.finalizers_removed)
         holding = [p for p in [*snap.pods, *snap.unmatched]
                    if p.has_finalizer and p.uid not in released and p.name not in released_unmatched]
         finished = finished_condition(folded.conditions)
-        if finished is not None and not snap.gone:
-            self._finished = finished.type
         if (snap.gone or finished is not None) and not holding:
             workflow.logger.info("Job %s/%s %s; no Pod holds the tracking finalizer", self.ns, self.name,
                                  "is gone" if snap.gone else "finished")
@@ -266,6 +268,17 @@ class JobWorkflow:
         if snap.gone or finished is not None or plan.create or plan.release or plan.record:
             requeue = min(requeue or timedelta(seconds=1), timedelta(seconds=1))  # follow through promptly
         return None, requeue
+
+    def _note_end(self, status: JobStatusView) -> None:
+        """Remember how a status the Job is known to carry (read, or written) decides its end (JOB-5).
+
+        A sync writes SuccessCriteriaMet (step 1) and Complete only once the Pods are counted
+        (step 3). A Job deleted in between (a TTL of a second after the Complete of a sync whose
+        workflow task the server then refused, for a signal that came in meanwhile) still ends
+        this workflow with Complete.
+        """
+        if (end := jobsync.decided_end(status.conditions)) is not None:
+            self._finished = end
 
     async def release_unmatched(self, snap: JobSnapshot, plan: SyncPlan) -> set[str]:
         """JOB-26: take the Job's ownerReference and finalizer off the Pods that stopped matching; their names."""

@@ -504,6 +504,15 @@ def fold(
     return _enact_job_finished(out, pods, removed, now)
 
 
+def decided_end(conditions: list[Condition]) -> str | None:
+    """``Complete`` or ``Failed`` once a Job's end is decided, else None: its finished condition,
+    or the interim one (``SuccessCriteriaMet``, ``FailureTarget``) that becomes it (JOB-75, JOB-76)."""
+    if (finished := finished_condition(conditions)) is not None:
+        return finished.type
+    target = _true(conditions, FAILURE_TARGET) or _true(conditions, SUCCESS_CRITERIA_MET)
+    return None if target is None else FAILED if target.type == FAILURE_TARGET else COMPLETE
+
+
 def _enact_job_finished(
     status: JobStatusView, pods: list[PodInfo], removed: set[str], now: datetime
 ) -> JobStatusView:

@@ -18,6 +18,7 @@ import pytest
 from workflows.jobsync import (
     MAX_BACKOFF,
     backoff_remaining,
+    decided_end,
     fold,
     format_indexes,
     new_backoff_record,
@@ -927,3 +928,15 @@ def test_sync_action_label(snap: JobSnapshot, action: str) -> None:  # POL-50
 def test_pods_creation_reason_label(snap: JobSnapshot, reason: str) -> None:  # POL-56
     plan = plan_sync(snap, JobMemory(), NOW)
     assert plan.create and plan.creation_reason == reason
+
+
+@pytest.mark.parametrize(("conditions", "end"), [
+    ([], None),
+    ([("SuccessCriteriaMet", "True")], "Complete"),  # JOB-76: the success is decided
+    ([("FailureTarget", "True")], "Failed"),  # JOB-75
+    ([("FailureTarget", "False")], None),  # JOB-64: only True counts
+    ([("SuccessCriteriaMet", "True"), ("Complete", "True")], "Complete"),
+    ([("Suspended", "True")], None),
+])
+def test_decided_end_counts_an_interim_condition_as_the_end_it_becomes(conditions, end) -> None:
+    assert decided_end([Condition(type=t, status=s) for t, s in conditions]) == end
