@@ -509,8 +509,13 @@ def decided_end(conditions: list[Condition]) -> str | None:
     or the interim one (``SuccessCriteriaMet``, ``FailureTarget``) that becomes it (JOB-75, JOB-76)."""
     if (finished := finished_condition(conditions)) is not None:
         return finished.type
+    return None if (interim := _interim_end(conditions)) is None else interim[1]
+
+
+def _interim_end(conditions: list[Condition]) -> tuple[Condition, str] | None:
+    """The interim condition that decides the Job's end, with the final condition type it becomes."""
     target = _true(conditions, FAILURE_TARGET) or _true(conditions, SUCCESS_CRITERIA_MET)
-    return None if target is None else FAILED if target.type == FAILURE_TARGET else COMPLETE
+    return None if target is None else (target, FAILED if target.type == FAILURE_TARGET else COMPLETE)
 
 
 def _enact_job_finished(
@@ -519,14 +524,14 @@ def _enact_job_finished(
     """Add Complete or Failed once the interim condition's Pods are all accounted (JOB-75 to JOB-77)."""
     if finished_condition(status.conditions) is not None:
         return status
-    target = _true(status.conditions, FAILURE_TARGET) or _true(status.conditions, SUCCESS_CRITERIA_MET)
-    if target is None or status.uncounted_succeeded or status.uncounted_failed:
+    interim = _interim_end(status.conditions)
+    if interim is None or status.uncounted_succeeded or status.uncounted_failed:
         return status  # JOB-40
+    target, final = interim
     if status.terminating or status.active or status.ready:
         return status  # JOB-76, API-38, API-46
     if any(p.has_finalizer and p.uid not in removed for p in pods):
         return status  # JOB-37: Pods not yet recorded; no finalizer left behind
-    final = FAILED if target.type == FAILURE_TARGET else COMPLETE
     conditions, _ = _ensure(status.conditions, final, "True", target.reason, target.message, now)
     return status.model_copy(
         update={
