@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import random
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -181,6 +182,38 @@ def _release_first_activations() -> None:
     workflow_instance._WorkflowInstanceImpl._make_workflow_input = make_input_detached  # type: ignore[method-assign, assignment]
 
 
+class _SeededOnFirstUse:
+    """The workflow instance's ``_random``: a ``random.Random`` made from the current seed when
+    first asked for, not when the instance is made.
+
+    The SDK (1.35) gives every workflow instance its own generator, 2.5 KiB of Mersenne Twister
+    state (4.9 MiB for 2,000 cached CronJob workflows, docs/benchmarks.md), though only the Job
+    workflow draws from it. Until then the generator is fully described by ``_current_seed``,
+    which the SDK keeps beside it and sets again at every seed update, so one made then from that
+    seed draws what the SDK's own would have.
+    """
+
+    def __get__(self, instance: Any, owner: type | None = None) -> random.Random:
+        made: random.Random | None = instance.__dict__.get("_random_made")
+        if made is None:
+            made = instance.__dict__["_random_made"] = random.Random(instance._current_seed)
+        return made
+
+    def __set__(self, instance: Any, value: random.Random) -> None:
+        # the SDK's __init__ hands over a generator seeded with the seed it records next: let it go
+        instance.__dict__["_random_made"] = None
+
+
+def _seed_random_on_first_use() -> None:
+    """Install :class:`_SeededOnFirstUse`. An SDK without ``_current_seed`` is left alone (the
+    unit test also checks that the SDK's ``__init__`` still sets it beside ``_random``)."""
+    impl: Any = getattr(workflow_instance, "_WorkflowInstanceImpl", None)
+    if impl is None or not hasattr(impl, "workflow_random_seed") or isinstance(
+            impl.__dict__.get("_random"), _SeededOnFirstUse):
+        return
+    impl._random = _SeededOnFirstUse()
+
+
 #: glibc's ``mallopt`` parameter number of M_MMAP_THRESHOLD (malloc.h).
 M_MMAP_THRESHOLD = -3
 #: Blocks of this size and more are mapped for themselves and given back when freed. At 1 MiB
@@ -209,6 +242,7 @@ def return_large_blocks_at_once() -> bool:
 _compile_sandbox_calls_once()
 _release_completions()
 _release_first_activations()
+_seed_random_on_first_use()
 
 #: Workflow tasks in progress at once. Workflow code shares one interpreter, so more at once only
 #: makes each take longer: with the SDK's 100, a burst of wake-ups (500 CronJobs at one minute)

@@ -1,13 +1,16 @@
 """A starting worker waits out a Temporal frontend that is briefly away, and gives up on one
 that stays away (worker/app.py ``_connect_while_starting``); its workflow sandbox compiles each
-call snippet once and keeps no completion between activations, every workflow shares one set of
-payload encodings, and ``--sticky-wait`` reaches its main worker (worker/temporal.py); the worker
-gives large freed blocks back to the system at once (worker/temporal.py)."""
+call snippet once and keeps no completion between activations, a workflow instance makes its
+random generator only when asked for one, every workflow shares one set of payload encodings,
+and ``--sticky-wait`` reaches its main worker (worker/temporal.py); the worker gives large freed
+blocks back to the system at once (worker/temporal.py)."""
 
 from __future__ import annotations
 
 import builtins
 import ctypes
+import inspect
+import random
 import uuid
 from datetime import timedelta
 from types import SimpleNamespace
@@ -114,6 +117,24 @@ def test_a_workflow_instance_keeps_nothing_of_its_first_activation() -> None:
     assert det.info.headers["trace"].data == made.headers["trace"].data == b"h"
     assert det.info.raw_memo["memo"].data == b'"m"'
     assert det.last_completion_result.payloads[0].data == b'"last"'
+
+
+def test_a_workflow_instance_makes_its_random_generator_only_when_asked_and_draws_the_same() -> None:
+    # The SDK makes a 2.5 KiB generator per instance, seeded with what it records as _current_seed
+    init = inspect.getsource(workflow_instance._WorkflowInstanceImpl.__init__)
+    assert "self._random = random.Random(det.randomness_seed)" in init
+    assert "self._current_seed = det.randomness_seed" in init
+    impl = workflow_instance._WorkflowInstanceImpl
+    wf: Any = object.__new__(impl)
+    wf._random, wf._current_seed = random.Random(7), 7  # as its __init__ does
+    wf._read_only, wf._deleting, wf._seed_callbacks = False, False, []
+    assert wf.__dict__["_random_made"] is None  # no generator kept until one is asked for
+    impl._apply_update_random_seed(wf, SimpleNamespace(randomness_seed=9))
+    expected = random.Random(9)
+    assert [wf.workflow_random().random() for _ in range(3)] == [expected.random() for _ in range(3)]
+    drawn = wf.workflow_random().random()
+    impl._apply_update_random_seed(wf, SimpleNamespace(randomness_seed=11))  # reseeds the one in use
+    assert wf.workflow_random().random() == random.Random(11).random() != drawn
 
 
 def test_every_workflow_shares_one_pydantic_encoding() -> None:
