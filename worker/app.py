@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from opentelemetry import metrics
@@ -172,38 +172,85 @@ def kube_configuration(kubeconfig: Path | None) -> k8s_client.Configuration:
 
 
 class HealthServer:
-    """``/healthz`` (alive), ``/readyz`` (see :class:`Readiness`) and ``/metrics``."""
+    """``/healthz`` (alive), ``/readyz`` (see :class:`Readiness`) and ``/metrics``, over HTTP/1.1.
 
-    def __init__(self, registry: CollectorRegistry, problems: Callable[[], list[str]]) -> None:
-        self.registry, self.problems = registry, problems
-        self.runner: web.AppRunner | None = None
+    Written on asyncio streams because importing aiohttp alone costs the worker about 10 MiB of
+    resident memory. One request per connection (``Connection: close``), which kubelet probes and
+    Prometheus both accept; a client gets ``timeout`` seconds for the whole exchange, so one that
+    sends nothing, dribbles, or does not read its answer cannot hold a connection.
+    """
+
+    MAX_HEAD = 16 * 1024  # bytes; a longer request head is answered 400
+    TEXT = "text/plain; charset=utf-8"
+
+    def __init__(self, registry: CollectorRegistry, problems: Callable[[], list[str]], *,
+                 timeout: float = 10.0) -> None:
+        self.registry, self.problems, self.timeout = registry, problems, timeout
+        self.server: asyncio.Server | None = None
         self.port: int | None = None
 
     async def start(self, host: str, port: int) -> None:
-        app = web.Application()
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, host, port)
-        await site.start()
-        self.port = self.runner.addresses[0][1]  # the bound one, when ``port`` is 0
-
-    async def _healthz(self, _: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def _readyz(self, _: web.Request) -> web.Response:
-        problems = self.problems()
-        return web.Response(status=503, text="\n".join(problems) + "\n") if problems else web.Response(text="ok")
-
-    async def _metrics(self, _: web.Request) -> web.Response:
-        body = generate_latest(self.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        self.server = await asyncio.start_server(self._serve, host, port, limit=self.MAX_HEAD)
+        self.port = self.server.sockets[0].getsockname()[1]  # the bound one, when ``port`` is 0
 
     async def stop(self) -> None:
-        if self.runner:
-            await self.runner.cleanup()
+        if self.server:
+            self.server.close()
+            await self.server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(self.timeout):
+                try:
+                    request = _request_line(await reader.readuntil(b"\r\n\r\n"))
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+                    request = None
+                writer.write(self._response(request))
+                await writer.drain()
+        except TimeoutError:
+            writer.transport.abort()  # else an answer the client never reads would be kept forever
+        except ConnectionError:
+            pass  # the client left: nobody to answer
+        finally:
+            writer.close()
+
+    def _response(self, request: tuple[str, str] | None) -> bytes:
+        """The whole answer to a request: ``(method, path)``, or None for a malformed or oversized head."""
+        status, headers, body = self._answer(*request) if request else (400, {}, b"bad request\n")
+        headers = {"Content-Type": self.TEXT, **headers, "Content-Length": str(len(body)), "Connection": "close"}
+        head = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        return (head + "\r\n").encode("latin-1") + (b"" if request and request[0] == "HEAD" else body)
+
+    def _answer(self, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+        route = {"/healthz": self._healthz, "/readyz": self._readyz, "/metrics": self._metrics}.get(path)
+        if route is None:
+            return 404, {}, b"not found\n"
+        if method not in ("GET", "HEAD"):
+            return 405, {"Allow": "GET, HEAD"}, b"method not allowed\n"
+        try:
+            return route()
+        except Exception:
+            # This request answers 500; the server and the worker carry on.
+            log.warning("health server: %s failed", path, exc_info=True)
+            return 500, {}, b"internal error\n"
+
+    def _healthz(self) -> tuple[int, dict[str, str], bytes]:
+        return 200, {}, b"ok"
+
+    def _readyz(self) -> tuple[int, dict[str, str], bytes]:
+        problems = self.problems()
+        return (503, {}, "".join(f"{p}\n" for p in problems).encode()) if problems else (200, {}, b"ok")
+
+    def _metrics(self) -> tuple[int, dict[str, str], bytes]:
+        return 200, {"Content-Type": CONTENT_TYPE_LATEST}, generate_latest(self.registry)
+
+
+def _request_line(head: bytes) -> tuple[str, str] | None:
+    """Method and path (the query dropped) of an HTTP/1.x request head; None when it is malformed."""
+    parts = head.decode("latin-1").split("\r\n", 1)[0].split(" ")
+    if len(parts) != 3 or not parts[0] or not parts[1] or not parts[2].startswith("HTTP/1."):
+        return None
+    return parts[0], parts[1].partition("?")[0]
 
 
 async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) -> None:
