@@ -5,9 +5,9 @@ Layer: activities. Used by the activities (activities/ttl.py, ...) and by the br
 workflows/models/ by callers), puts a timeout on every request, and raises only the
 :mod:`activities.errors` taxonomy.
 
-Where to connect, TLS material, proxy and credentials come from the official client's
-``Configuration`` (kubeconfig and in-cluster loading, token refresh hooks for exec plugins and
-rotated service-account tokens); the requests themselves go through :mod:`http.client`. With 16
+Where to connect, TLS material, proxy and credentials come from an :class:`Access`
+(activities/kubeconfig.py: the kubeconfig or the Pod's service account, tokens renewed as they
+expire or rotate); the requests themselves go through :mod:`http.client`. With 16
 threads against kubesim the official ``ApiClient`` over urllib3 cost 0.7–1.1 ms of CPU per
 request and this costs 0.5–0.6 ms, and at a CronJob burst (500 creations due in the same
 second) the worker's CPU is the limit (docs/design.md, docs/benchmarks.md).
@@ -19,6 +19,7 @@ import base64
 import collections
 import hashlib
 import http.client
+import ipaddress
 import select
 import ssl
 import threading
@@ -28,14 +29,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import unquote, urlencode, urlsplit
+from urllib.request import getproxies
 
 import orjson
-from kubernetes.client import Configuration
-from kubernetes.client.rest import should_bypass_proxies
 from opentelemetry import trace
 
 from activities.contract import implements
 from activities.errors import KubeError, NotFound, Unreachable, from_response, temporal_errors
+from activities.kubeconfig import Access
 from workflows.models import common as contract
 from workflows.models.common import EventInput, ObjectRef
 from workflows.times import rfc3339
@@ -212,7 +213,7 @@ class _Connection(http.client.HTTPConnection):
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where and how to connect, read once from the official client's ``Configuration``."""
+    """Where and how to connect, read once from an :class:`Access`."""
 
     host: str
     port: int
@@ -223,24 +224,26 @@ class Endpoint:
     proxy_headers: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def of(cls, cfg: Configuration) -> Endpoint:
-        url = urlsplit(cfg.host)
+    def of(cls, access: Access, environ_proxies: dict[str, str] | None = None) -> Endpoint:
+        """``environ_proxies``: as :func:`urllib.request.getproxies` reads them (the default)."""
+        url = urlsplit(access.server)
         if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"unsupported Kubernetes API server URL {cfg.host!r}")
+            raise ValueError(f"unsupported Kubernetes API server URL {access.server!r}")
         https = url.scheme == "https"
         host, port = url.hostname, url.port or (443 if https else 80)
-        proxy, proxy_headers = None, dict(cfg.proxy_headers or {})
-        if cfg.proxy and not should_bypass_proxies(cfg.host, cfg.no_proxy or ""):
-            purl = urlsplit(cfg.proxy)
+        proxy, proxy_headers = None, {}
+        proxy_url = access.proxy or _environment_proxy(url.scheme, url.netloc, environ_proxies)
+        if proxy_url:
+            purl = urlsplit(proxy_url)
             if purl.scheme != "http" or not purl.hostname:  # SOCKS and https:// proxies too
-                raise ValueError(f"unsupported proxy {cfg.proxy!r}: only http:// proxies are")
+                raise ValueError(f"unsupported proxy {proxy_url!r}: only http:// proxies are")
             proxy = (purl.hostname, purl.port or 80)
             if purl.username is not None:
                 creds = f"{unquote(purl.username)}:{unquote(purl.password or '')}".encode()
-                proxy_headers.setdefault("Proxy-Authorization", "Basic " + base64.b64encode(creds).decode())
+                proxy_headers["Proxy-Authorization"] = "Basic " + base64.b64encode(creds).decode()
         return cls(host=host, port=port, base_path=url.path.rstrip("/"),
-                   context=_ssl_context(cfg) if https else None,
-                   server_hostname=cfg.tls_server_name or (cfg.assert_hostname if isinstance(cfg.assert_hostname, str) else host),
+                   context=_ssl_context(access) if https else None,
+                   server_hostname=access.tls_server_name or host,
                    proxy=proxy, proxy_headers=tuple(proxy_headers.items()))
 
     def connect(self, timeout: float) -> _Connection:
@@ -263,14 +266,47 @@ class Endpoint:
         return self.base_path + path
 
 
-def _ssl_context(cfg: Configuration) -> ssl.SSLContext:
-    """TLS settings as the official client's urllib3 pool would apply them."""
-    ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None, cadata=cfg.ca_cert_data or None)
-    if cfg.cert_file:
-        ctx.load_cert_chain(cfg.cert_file, cfg.key_file or None)
-    if not cfg.verify_ssl or cfg.assert_hostname is False:
+def _environment_proxy(scheme: str, netloc: str, proxies: dict[str, str] | None) -> str | None:
+    """The environment's proxy for the server (``HTTPS_PROXY``/``HTTP_PROXY``, else ``ALL_PROXY``),
+    unless ``NO_PROXY`` names it. A kubeconfig's ``proxy-url`` is used whatever ``NO_PROXY`` says,
+    as kubectl does."""
+    proxies = getproxies() if proxies is None else proxies
+    proxy = proxies.get(scheme) or proxies.get("all")
+    return None if not proxy or _bypasses(netloc, proxies.get("no", "")) else proxy
+
+
+def _bypasses(netloc: str, no_proxy: str) -> bool:
+    """``NO_PROXY``: ``*``, a domain (and its subdomains), a host with its port, an address or a CIDR range."""
+    host = urlsplit(f"//{netloc}").hostname or ""
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for entry in (e.strip().lower() for e in no_proxy.split(",")):
+        if entry == "*":
+            return True
+        if not entry:
+            continue
+        if address is not None:
+            try:
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                pass
+        entry = entry.lstrip(".")
+        if any(name == entry or name.endswith("." + entry) for name in (host, netloc.lower())):
+            return True
+    return False
+
+
+def _ssl_context(access: Access) -> ssl.SSLContext:
+    """TLS as kubectl applies it: the kubeconfig's CA (else the system's), its client certificate,
+    and no verification at all with ``insecure-skip-tls-verify``."""
+    ctx = ssl.create_default_context(cafile=access.ca_file)
+    if access.cert_file:
+        ctx.load_cert_chain(access.cert_file, access.key_file)
+    if not access.verify:
         ctx.check_hostname = False
-    if not cfg.verify_ssl:
         ctx.verify_mode = ssl.CERT_NONE
     return ctx
 
@@ -298,9 +334,9 @@ class Kube:
     once the response is read, so there are at most as many as requests in flight.
     """
 
-    def __init__(self, configuration: Configuration, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> None:
-        self.configuration = configuration
-        self.endpoint = Endpoint.of(configuration)
+    def __init__(self, access: Access, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> None:
+        self.access = access
+        self.endpoint = Endpoint.of(access)
         self.timeout = timeout
         self._idle: collections.deque[_Connection] = collections.deque()  # append/pop are atomic
 
@@ -312,10 +348,10 @@ class Kube:
             headers["Content-Type"] = content_type
         if self.endpoint.forwarded:
             headers.update(self.endpoint.proxy_headers)
-        # Asked per request: the refresh hooks renew exec-plugin and rotated service-account tokens.
-        token = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
-        if token:
-            headers["Authorization"] = token
+        # Asked per request: exec-plugin and OIDC tokens are renewed as they expire, token files re-read.
+        authorization = self.access.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
         return headers
 
     def _open(self, method: str, path: str, query: dict[str, Any] | None, body: Any, content_type: str,

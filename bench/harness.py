@@ -28,7 +28,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
-from worker.app import kube_configuration
+from activities.kubeconfig import load_access
 from worker.dev import ephemeral_dev_server
 
 BIN = Path(sys.executable).parent
@@ -214,7 +214,7 @@ def new_namespace(kube: Kube, prefix: str) -> str:
 
 
 def kube_for(kubeconfig: Path) -> Kube:
-    return Kube(kube_configuration(kubeconfig))
+    return Kube(load_access(kubeconfig))
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -50,7 +50,7 @@ def audit_total(url: str) -> int:
 
 async def main(completions: int, parallelism: int, run_seconds: float, per_index: bool = False) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
-        url = kube.configuration.host
+        url = kube.access.server
         ns = new_namespace(kube, "bench-job")
         with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-job") as proc:
             await asyncio.sleep(3)  # informers synced

@@ -32,7 +32,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
-from worker.app import kube_configuration
+from activities.kubeconfig import load_access
 from worker.bridge import Bridge, BridgeSettings
 from worker.dev import ephemeral_dev_server
 from worker.lease import Elector, LeaseSettings
@@ -92,7 +92,7 @@ def kubeconfig(kubesim_server: Any) -> Path:
 
 @pytest.fixture(scope="session")
 def kube(kubeconfig: Path) -> Kube:
-    return Kube(kube_configuration(kubeconfig))
+    return Kube(load_access(kubeconfig))
 
 
 def new_namespace(kube: Kube) -> str:

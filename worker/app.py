@@ -18,8 +18,6 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 from opentelemetry import metrics
 from opentelemetry.metrics import Observation
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -31,6 +29,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.kube import Kube
+from activities.kubeconfig import load_access
 from worker import telemetry
 from worker.bridge import Bridge, BridgeSettings
 from worker.lease import Elector, LeaseSettings
@@ -158,19 +157,6 @@ class WorkerSettings:
     lease: LeaseSettings | None = None  # leader election (WATCH-4); None: this bridge always sends
 
 
-def kube_configuration(kubeconfig: Path | None) -> k8s_client.Configuration:
-    """In-cluster config inside a Pod, else the kubeconfig (``--kubeconfig``, ``$KUBECONFIG``, ~/.kube/config)."""
-    configuration = k8s_client.Configuration()
-    if kubeconfig is None:
-        try:
-            k8s_config.load_incluster_config(client_configuration=configuration)
-            return configuration
-        except k8s_config.ConfigException:
-            pass
-    k8s_config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, client_configuration=configuration)
-    return configuration
-
-
 class HealthServer:
     """``/healthz`` (alive), ``/readyz`` (see :class:`Readiness`) and ``/metrics``, over HTTP/1.1.
 
@@ -273,7 +259,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
     except BaseException:
         await health.stop()
         raise
-    kube = Kube(kube_configuration(settings.kubeconfig))
+    kube = Kube(load_access(settings.kubeconfig))
     bridge = Bridge(client, kube, settings.bridge, elector=Elector(kube, settings.lease) if settings.lease else None)
     workers = build_workers(client, kube, task_queue=settings.bridge.task_queue,
                             max_concurrent_activities=settings.max_concurrent_activities,

@@ -303,11 +303,11 @@ def ttl_list(output: str, k8s_namespace: str | None, limit: int | None, **tempor
 def _run_kube(kubeconfig: Path | None, command: Callable[[Kube], str]) -> NoReturn:
     """Run one command against Kubernetes, print its output and exit with its code."""
     from activities.kube import Kube
+    from activities.kubeconfig import load_access
     from worker import ops
-    from worker.app import kube_configuration
 
     try:
-        kube = Kube(kube_configuration(kubeconfig))
+        kube = Kube(load_access(kubeconfig))
     except Exception as exc:  # no kubeconfig, a broken one: one line, exit 1
         code, out, err = ops.EXIT_FAILURE, "", f"cannot configure the Kubernetes client: {exc}"
     else:

@@ -21,6 +21,7 @@ import yaml
 
 from activities.errors import AlreadyExists
 from activities.kube import Kube
+from activities.kubeconfig import load_access
 from worker.bridge import BridgeSettings
 from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE
 
@@ -126,7 +127,7 @@ async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: i
         worker_task = asyncio.create_task(app.run(settings, stop=stop))
         await asyncio.sleep(0.5)
         if examples:
-            applied = apply_examples(Kube(app.kube_configuration(kubeconfig)))
+            applied = apply_examples(Kube(load_access(kubeconfig)))
             log.info("applied examples: %s", ", ".join(applied))
         _banner(kubeconfig, temporal_port, ui_port)
         await worker_task

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from activities.kube import Kube
+from activities.kubeconfig import load_access
 from kubesim import KubeSim
 from kubesim.server import AuditKey
 from kubesim.store import WatchEvent
@@ -36,7 +37,6 @@ from tests.e2e.test_worker_process import free_port, lease_args, ready
 from tests.integration.test_cronjob import cronjob_manifest
 from tests.integration.test_job import job_manifest
 from tests.k8s import create_job, finish_job, second
-from worker.app import kube_configuration
 from worker.dev import start_dev_server
 from workflows.models.cronjob import SCHEDULED_TIMESTAMP_ANNOTATION
 from workflows.models.job import JOB_TRACKING_FINALIZER
@@ -99,7 +99,7 @@ class Replicas:
 def chaos_world(tmp_path: Path) -> Iterator[tuple[KubeSim, Kube, Ledger]]:
     sim = KubeSim(port=free_port()).start()
     try:
-        kube = Kube(kube_configuration(sim.write_kubeconfig(tmp_path / "kubeconfig")))
+        kube = Kube(load_access(sim.write_kubeconfig(tmp_path / "kubeconfig")))
         yield sim, kube, Ledger(sim)
     finally:
         sim.faults.clear()

@@ -36,10 +36,10 @@ from kubernetes.client import ApiClient
 from temporalio.client import Client
 
 from activities.kube import Kube
+from activities.kubeconfig import load_access
 from tests.conftest import eventually, running, utcnow
 from tests.integration.test_job import job_manifest
 from tests.k8s import create_job, finish_job, pod_manifest, second
-from worker.app import kube_configuration
 from worker.dev import EXAMPLES, apply_examples
 from worker.lease import LeaseSettings
 from workflows.identity import cronjob_workflow_id
@@ -120,7 +120,7 @@ def _warning_count(sim: Any, ns: str) -> int:
 async def test_the_cluster_role_allows_every_request_of_a_recorded_run_and_nothing_more(
         client: Client, fresh_sim: Any) -> None:
     sim, ns = fresh_sim, f"rbac-{uuid.uuid4().hex[:6]}"
-    kube = Kube(kube_configuration(Path(sim.kubeconfig)))
+    kube = Kube(load_access(Path(sim.kubeconfig)))
     # The test's own set-up happens before recording starts.
     kube.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     create_job(kube, ns, "etl", ttl=1)
@@ -228,7 +228,7 @@ def test_the_examples_pass_kubesim_validation_as_batchd_dev_applies_them(tmp_pat
     from kubesim import KubeSim
 
     with KubeSim(kubelet=False) as sim:
-        kube = Kube(kube_configuration(sim.write_kubeconfig(tmp_path / "kubeconfig")))
+        kube = Kube(load_access(sim.write_kubeconfig(tmp_path / "kubeconfig")))
         applied = apply_examples(kube, EXAMPLES)
         assert sorted(applied) == ["cronjob/every-minute", "job/indexed-demo", "job/ttl-demo", "pod/ttl-demo"]
         cron = kube.get("CronJob", "default", "every-minute")

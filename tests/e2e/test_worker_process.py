@@ -21,10 +21,10 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from activities.kube import Kube
+from activities.kubeconfig import load_access
 from tests.conftest import eventually, utcnow
 from tests.e2e.forked import Forked
 from tests.k8s import create_job, finish_job, second
-from worker.app import kube_configuration
 
 BATCHD = str(Path(sys.executable).parent / "batchd")
 
@@ -155,7 +155,7 @@ async def test_worker_rides_out_faults_watch_drops_and_a_kubesim_restart(
     port = free_port()
     sim = KubeSim(port=port).start()
     kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
-    kube = Kube(kube_configuration(kubeconfig))
+    kube = Kube(load_access(kubeconfig))
     health = free_port()
     log = tmp_path / "worker.log"
     try:

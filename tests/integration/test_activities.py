@@ -15,10 +15,10 @@ from temporalio.testing import ActivityEnvironment
 from activities import errors
 from activities.cronjob import CronJobActivities, after_creations, in_burst
 from activities.kube import Kube
+from activities.kubeconfig import load_access
 from activities.ttl import TTLActivities
 from tests.conftest import utcnow
 from tests.k8s import create_job, finish_job, second
-from worker.app import kube_configuration
 from workflows.models.common import ObjectRef, ObserveInput
 from workflows.models.cronjob import CreateJobInput
 from workflows.models.ttl import DeleteExpiredInput
@@ -124,7 +124,7 @@ class _HoldAfterRead(Kube):
 def test_a_hold_written_after_the_read_stops_the_delete(kube: Kube, kubeconfig, namespace) -> None:
     job = create_job(kube, namespace, "race", ttl=0)
     finish_job(kube, namespace, "race", second(utcnow()))
-    acts = TTLActivities(_HoldAfterRead(kube_configuration(kubeconfig)))
+    acts = TTLActivities(_HoldAfterRead(load_access(kubeconfig)))
     res = ActivityEnvironment().run(acts.delete_expired, DeleteExpiredInput(ref=ref_of(job)))
     assert not res.deleted and res.observation.hold == "late"  # the fresh read after the 409
     assert kube.get("Job", namespace, "race") is not None

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client import Configuration
 
 from activities import errors
-from activities.kube import Kube, _Response
+from activities.kube import Endpoint, Kube, _Response
+from activities.kubeconfig import Access
 
 NAME = "kubernetes.default"  # the only name in the stub server's certificate
 
@@ -95,12 +95,8 @@ def stub() -> Iterator[Stub]:
     server.shutdown()
 
 
-def _kube(host: str, **settings: Any) -> Kube:
-    cfg = Configuration()
-    cfg.host = host
-    for key, value in settings.items():
-        setattr(cfg, key, value)
-    return Kube(cfg, timeout=(2.0, 5.0))
+def _kube(server: str, **settings: Any) -> Kube:
+    return Kube(Access(server=server, **settings), timeout=(2.0, 5.0))
 
 
 def test_an_unreachable_server_is_a_retryable_error() -> None:
@@ -131,13 +127,9 @@ def test_a_connection_the_server_closed_is_not_reused(stub: Stub) -> None:
 
 
 def test_the_server_url_path_query_and_token_are_sent(stub: Stub) -> None:
-    tokens = iter(["first", "second"])
+    tokens = iter(["first", "second"])  # asked for each request: renewed tokens are sent at once
 
-    def refresh(cfg: Configuration) -> None:  # as the exec-plugin and in-cluster loaders install
-        cfg.api_key["BearerToken"] = f"Bearer {next(tokens)}"
-
-    kube = _kube(f"http://127.0.0.1:{stub.port}/gateway/", api_key={"BearerToken": "Bearer zero"},
-                 refresh_api_key_hook=refresh)
+    kube = _kube(f"http://127.0.0.1:{stub.port}/gateway/", authorization=lambda: f"Bearer {next(tokens)}")
     kube.list("Job", "ns", label_selector="a=b,c in (d)", limit=5)
     kube.get("Job", "ns", "x")
     (line1, headers1), (line2, headers2) = stub.requests
@@ -153,6 +145,26 @@ def test_plain_http_through_a_proxy_uses_the_absolute_form(stub: Stub) -> None:
     ((line, headers),) = stub.requests
     assert line == "GET http://api.invalid:6443/apis/batch/v1/namespaces/ns/jobs/x HTTP/1.1"
     assert headers["proxy-authorization"] == "Basic dXNlcjpwQHNz"  # user:p@ss
+
+
+@pytest.mark.parametrize(("server", "proxy"), [
+    ("https://api.example", ("secure-proxy", 3128)),
+    ("http://api.example", ("plain-proxy", 80)),
+    ("https://10.1.2.3", None),  # a CIDR range
+    ("https://node.internal", None),  # a domain and its subdomains
+    ("https://internal", None),
+    ("https://api.example:6443", None),  # a host with its port
+    ("https://notinternal", ("secure-proxy", 3128)),
+])
+def test_the_environments_proxy_unless_no_proxy_names_the_server(server: str, proxy: tuple[str, int] | None) -> None:
+    env = {"https": "http://secure-proxy:3128", "all": "http://plain-proxy", "no": "10.0.0.0/8, .internal,api.example:6443"}
+    assert Endpoint.of(Access(server=server, verify=False), env).proxy == proxy
+
+
+def test_a_kubeconfig_proxy_url_is_used_whatever_no_proxy_says() -> None:
+    env = {"https": "http://secure-proxy:3128", "no": "*"}
+    assert Endpoint.of(Access(server="https://api", proxy="http://p:8080", verify=False), env).proxy == ("p", 8080)
+    assert Endpoint.of(Access(server="https://api", verify=False), env).proxy is None
 
 
 def test_socks_proxies_are_refused_clearly() -> None:
@@ -197,12 +209,12 @@ def test_tls_verifies_the_server_against_the_ca_under_its_tls_server_name(pki: P
     server = _tls_stub(pki)
     url = f"https://127.0.0.1:{server.port}"
     try:
-        assert _kube(url, ssl_ca_cert=str(pki / "ca.crt"), tls_server_name=NAME).get("Job", "ns", "x")
+        assert _kube(url, ca_file=str(pki / "ca.crt"), tls_server_name=NAME).get("Job", "ns", "x")
         with pytest.raises(errors.Unreachable, match="SSL"):  # the certificate does not name 127.0.0.1
-            _kube(url, ssl_ca_cert=str(pki / "ca.crt")).get("Job", "ns", "x")
+            _kube(url, ca_file=str(pki / "ca.crt")).get("Job", "ns", "x")
         with pytest.raises(errors.Unreachable, match="SSL"):  # signed by another CA
-            _kube(url, ssl_ca_cert=str(pki / "stranger.crt"), tls_server_name=NAME).get("Job", "ns", "x")
-        assert _kube(url, verify_ssl=False).get("Job", "ns", "x")
+            _kube(url, ca_file=str(pki / "stranger.crt"), tls_server_name=NAME).get("Job", "ns", "x")
+        assert _kube(url, verify=False).get("Job", "ns", "x")
     finally:
         server.shutdown()
 
@@ -210,7 +222,7 @@ def test_tls_verifies_the_server_against_the_ca_under_its_tls_server_name(pki: P
 def test_tls_client_certificates_are_presented(pki: Path) -> None:
     server = _tls_stub(pki, client_certs=True)
     url = f"https://127.0.0.1:{server.port}"
-    trust = {"ssl_ca_cert": str(pki / "ca.crt"), "tls_server_name": NAME}
+    trust = {"ca_file": str(pki / "ca.crt"), "tls_server_name": NAME}
     try:
         kube = _kube(url, cert_file=str(pki / "client.crt"), key_file=str(pki / "client.key"), **trust)
         assert kube.get("Job", "ns", "x") and kube.get("Job", "ns", "y")
@@ -244,7 +256,7 @@ def test_tls_through_a_connect_proxy(pki: Path) -> None:
 
     threading.Thread(target=proxy, daemon=True).start()
     try:
-        kube = _kube(f"https://{NAME}:{server.port}", ssl_ca_cert=str(pki / "ca.crt"),
+        kube = _kube(f"https://{NAME}:{server.port}", ca_file=str(pki / "ca.crt"),
                      proxy=f"http://127.0.0.1:{listener.getsockname()[1]}")
         assert kube.get("Job", "ns", "x")["kind"] == "Thing"
         assert [t.rsplit(b" ", 1)[0] for t in tunnels] == [f"CONNECT {NAME}:{server.port}".encode()]

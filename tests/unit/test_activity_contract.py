@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from kubernetes.client import Configuration
 from temporalio import activity
 
 from activities.contract import IMPLEMENTS, check_implemented, declarations, implements
 from activities.kube import Kube
+from activities.kubeconfig import Access
 from worker.temporal import activities
 from workflows.models import cronjob, ttl
 from workflows.models.common import ObserveInput
@@ -27,7 +27,7 @@ Activity = Callable[..., object]
 @pytest.fixture(scope="module")
 def registered() -> list[Activity]:
     """What build_workers registers on its two task queues (the Kubernetes client never connects)."""
-    main, timed = activities(Kube(Configuration(host="http://127.0.0.1:1")))
+    main, timed = activities(Kube(Access(server="http://127.0.0.1:1")))
     return [*main, *timed]
 
 

@@ -1,8 +1,11 @@
-"""Layer rules import-linter cannot express (it does not forbid sub-modules of external packages)."""
+"""Layer rules import-linter cannot express (it does not forbid sub-modules of external packages),
+and what the worker process must not load."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,3 +35,12 @@ def test_workflows_never_import_the_kubernetes_client_or_do_io() -> None:
     offenders = {f: n & banned for f, names in imported_modules("workflows").items()
                  if (n := {name.split(".")[0] for name in names}) & banned}
     assert not offenders
+
+
+def test_the_worker_imports_neither_the_kubernetes_client_nor_aiohttp() -> None:
+    # Each is about 10 MiB of every worker's memory, held for nothing (docs/benchmarks.md); kubesim
+    # and `batchd dev`, which runs it, still use both.
+    heavy = ("kubernetes", "aiohttp", "requests", "urllib3")
+    probe = f"import sys, worker.cli, worker.app; print(*[m for m in {heavy!r} if m in sys.modules])"
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert loaded.stdout.split() == []
