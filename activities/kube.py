@@ -36,7 +36,7 @@ from opentelemetry import trace
 
 from activities.contract import implements
 from activities.errors import KubeError, NotFound, Unreachable, from_response, temporal_errors
-from activities.kubeconfig import Access
+from activities.kubeconfig import Access, KubeConfigError
 from workflows.models import common as contract
 from workflows.models.common import EventInput, ObjectRef
 from workflows.times import rfc3339
@@ -349,7 +349,10 @@ class Kube:
         if self.endpoint.forwarded:
             headers.update(self.endpoint.proxy_headers)
         # Asked per request: exec-plugin and OIDC tokens are renewed as they expire, token files re-read.
-        authorization = self.access.authorization()
+        try:
+            authorization = self.access.authorization()
+        except KubeConfigError as err:  # a plugin or provider failing now may answer the retry
+            raise _unreachable(err, "renewing the credentials: ") from None
         if authorization:
             headers["Authorization"] = authorization
         return headers

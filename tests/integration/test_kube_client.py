@@ -27,7 +27,7 @@ import pytest
 
 from activities import errors
 from activities.kube import Endpoint, Kube, _Response
-from activities.kubeconfig import Access
+from activities.kubeconfig import Access, KubeConfigError
 
 NAME = "kubernetes.default"  # the only name in the stub server's certificate
 
@@ -136,6 +136,15 @@ def test_the_server_url_path_query_and_token_are_sent(stub: Stub) -> None:
     assert line1 == "GET /gateway/apis/batch/v1/namespaces/ns/jobs?labelSelector=a%3Db%2Cc+in+%28d%29&limit=5 HTTP/1.1"
     assert line2 == "GET /gateway/apis/batch/v1/namespaces/ns/jobs/x HTTP/1.1"
     assert (headers1["authorization"], headers2["authorization"]) == ("Bearer first", "Bearer second")
+
+
+def test_credentials_that_cannot_be_renewed_are_a_retryable_error(stub: Stub) -> None:
+    def renew() -> str:
+        raise KubeConfigError("exec plugin aws exited 255: token expired")
+
+    with pytest.raises(errors.Unreachable, match="renewing the credentials: .*exited 255") as info:
+        _kube(f"http://127.0.0.1:{stub.port}", authorization=renew).get("Job", "ns", "x")
+    assert info.value.retryable and stub.requests == []
 
 
 def test_plain_http_through_a_proxy_uses_the_absolute_form(stub: Stub) -> None:
