@@ -27,7 +27,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,7 @@ class Access:
     cert_file: str | None = None  # client certificate and key, PEM files
     key_file: str | None = None
     proxy: str | None = None  # the kubeconfig's proxy-url; None: the environment's, minus NO_PROXY
-    authorization: Authorization = field(default=_no_authorization, compare=False)
+    authorization: Authorization = _no_authorization
 
 
 def load_access(kubeconfig: Path | None = None, *, environ: Mapping[str, str] = os.environ) -> Access:
