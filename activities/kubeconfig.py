@@ -263,6 +263,9 @@ class _ExecPlugin(_Expiring):
         super().__init__()
         if not spec.get("command") or not spec.get("apiVersion"):
             raise KubeConfigError("kubeconfig: exec needs command and apiVersion")
+        if spec.get("interactiveMode") == "Always":
+            raise KubeConfigError(f"exec plugin {spec['command']} asks for a terminal (interactiveMode: Always), "
+                                  "which the worker does not have")
         self.spec, self.base, self.cluster = spec, base, cluster
         self.cert_pem: str | None = None
         self.key_pem: str | None = None

@@ -183,6 +183,14 @@ def test_an_exec_plugin_that_fails_says_why(files: Path, output: dict[str, Any],
         from_files([_write(files / "config", _config({"server": "https://api.example"}, user))])
 
 
+def test_an_exec_plugin_that_needs_a_terminal_is_refused_without_running(files: Path) -> None:
+    _plugin(files, EXEC_TOKEN)
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "./plugin.py", "interactiveMode": "Always"}}
+    with pytest.raises(KubeConfigError, match="asks for a terminal"):
+        from_files([_write(files / "config", _config({"server": "https://api.example"}, user))])
+    assert _runs(files) == []
+
+
 def test_a_token_file_is_read_again_as_it_rotates(files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kubeconfig, "TOKEN_FILE_PERIOD", 0.0)
     access = from_files([_write(files / "config", _config({"server": "https://a"}, {"tokenFile": "token"}))])
@@ -269,7 +277,7 @@ def issuer() -> Iterator[tuple[str, list[dict[str, str]]]]:
 def test_an_expired_oidc_id_token_is_refreshed(tmp_path: Path, issuer: tuple[str, list[dict[str, str]]]) -> None:
     url, refreshes = issuer
     valid, expired = _jwt(datetime.now(UTC) + timedelta(hours=1)), _jwt(datetime.now(UTC) - timedelta(minutes=1))
-    provider = {"name": "oidc", "config": {"idp-issuer-url": url, "client-id": "batchd", "client-secret": "s",
+    provider: dict[str, Any] = {"name": "oidc", "config": {"idp-issuer-url": url, "client-id": "batchd", "client-secret": "s",
                                            "refresh-token": "r1"}}
     still_valid = {**provider, "config": {**provider["config"], "id-token": valid}}
     access = from_files([_write(tmp_path / "a", _config({"server": "https://a"}, {"auth-provider": still_valid}))])
