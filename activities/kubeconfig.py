@@ -312,10 +312,9 @@ class _ExecPlugin(_Expiring):
 def _cluster_info(cluster: dict[str, Any]) -> dict[str, Any]:
     """The cluster as an exec plugin is told of it (``provideClusterInfo``), its own settings included."""
     info: dict[str, Any] = {"server": cluster.get("server")}
-    for key, name in (("tls-server-name", "tls-server-name"), ("insecure-skip-tls-verify", "insecure-skip-tls-verify"),
-                      ("certificate-authority-data", "certificate-authority-data"), ("proxy-url", "proxy-url")):
+    for key in ("tls-server-name", "insecure-skip-tls-verify", "certificate-authority-data", "proxy-url"):
         if cluster.get(key):
-            info[name] = cluster[key]
+            info[key] = cluster[key]
     for ext in cluster.get("extensions") or []:
         if ext.get("name") == "client.authentication.k8s.io/exec":
             info["config"] = ext.get("extension")
