@@ -398,10 +398,16 @@ async def test_a_job_that_ends_while_the_next_creation_is_armed_is_counted_befor
         # within less than the period: a pass at the next time would come too late
         status = await eventually(counted, timeout=25, what="the end counted in the CronJob's status")
         assert _utc(status["lastSuccessfulTime"]) == done_at
-        markers = [e.marker_recorded_event_attributes for e in (await handle.fetch_history()).events
-                   if e.HasField("marker_recorded_event_attributes")]
-        assert any(JOB_END_STOPS_ARMED_WAIT.encode() in p.data
-                   for m in markers for d in m.details.values() for p in d.payloads)  # the patched path ran
+
+        async def patched_path_ran() -> bool:
+            # The status is written by a local activity inside the workflow task, before the task's
+            # completion records the patch marker: the history may lag the status by that task.
+            markers = [e.marker_recorded_event_attributes for e in (await handle.fetch_history()).events
+                       if e.HasField("marker_recorded_event_attributes")]
+            return any(JOB_END_STOPS_ARMED_WAIT.encode() in p.data
+                       for m in markers for d in m.details.values() for p in d.payloads)
+
+        await eventually(patched_path_ran, what="the job-end-stops-armed-wait patch marker")
         await save_history(handle, "cronjob-job-end-while-armed")
 
 
