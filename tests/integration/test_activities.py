@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import threading
 import time
 from datetime import datetime, timedelta
 
@@ -276,6 +277,63 @@ async def test_a_burst_hands_its_completions_back_one_after_another(kube: Kube, 
     assert await asyncio.gather(*(create(cj) for cj in cjs)) == ["created"] * 3
     gaps = [b - a for a, b in itertools.pairwise(returned)]
     assert all(gap >= 0.08 for gap in gaps), gaps
+
+
+async def test_a_burst_is_created_by_at_most_creators_threads_and_a_failure_stays_its_own(
+        kube: Kube, namespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    from activities import cronjob as module
+
+    cjs = [_cronjob(kube, namespace, f"many-{i}") for i in range(6)]
+    broken = cjs[3]["metadata"]["uid"]
+    lock = threading.Lock()
+    running, most, threads = 0, 0, set()
+
+    def cache(ns: str, uid: str) -> dict | None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+            threads.add(threading.get_ident())
+        time.sleep(0.05)
+        with lock:
+            running -= 1
+        if uid == broken:
+            raise errors.ServerError(500, "InternalError", "the API server broke for this one")
+        return None
+
+    acts = CronJobActivities(kube, cached=cache)  # a pool of 16 threads
+    monkeypatch.setattr(module, "CREATORS", 2)
+    due = utcnow() + timedelta(seconds=0.5)
+    results = await asyncio.gather(
+        *(ActivityEnvironment().run(acts.create_job_at, _armed(cj, not_before=due)) for cj in cjs),
+        return_exceptions=True)
+    failed = results.pop(3)
+    assert isinstance(failed, ApplicationError) and "broke for this one" in str(failed)
+    assert [r.outcome for r in results] == ["created"] * 5  # type: ignore[union-attr]
+    assert most <= 2 and len(threads) <= 2
+
+
+async def test_a_creation_queued_as_the_last_creator_leaves_gets_a_creator(kube: Kube, namespace,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # The creator found the queue empty and is on its way out, but the event loop, which counts
+    # the creators, has not yet heard: the creation queued then must not wait for a next one.
+    from activities import cronjob as module
+
+    first, second_ = (_cronjob(kube, namespace, f"edge-{i}") for i in range(2))
+    acts = CronJobActivities(kube)
+    monkeypatch.setattr(module, "CREATORS", 1)
+    burst = module._Burst()
+    inp = _armed(first)
+    made = acts._queue(burst, inp)
+    deadline = time.monotonic() + 10
+    # Blocking the event loop from here on, so the creator's hand-back cannot run yet.
+    while kube.get("Job", namespace, inp.job_name) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # the creator finds the queue empty and posts its hand-back
+    assert burst.creators == 1 and not made.done()
+    also = acts._queue(burst, _armed(second_))
+    (res, _), (again, _) = await asyncio.wait_for(asyncio.gather(made, also), 10)
+    assert res.outcome == again.outcome == "created" and burst.creators == 0
 
 
 def test_a_burst_spreads_its_completions_at_the_rate_and_within_the_spread() -> None:
