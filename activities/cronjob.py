@@ -381,6 +381,8 @@ class CronJobActivities:
                     creation = burst.due.popleft()  # atomic: another creator may have taken the last
                 except IndexError:
                     break
+                if creation.done.cancelled():  # its activity was cancelled while it queued: not made
+                    continue
                 made.append(creation)
                 try:
                     creation.outcome = creation.context.run(create, creation.inp), self.clock.now()

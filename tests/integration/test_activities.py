@@ -336,6 +336,31 @@ async def test_a_creation_queued_as_the_last_creator_leaves_gets_a_creator(kube:
     assert res.outcome == again.outcome == "created" and burst.creators == 0
 
 
+async def test_a_creation_cancelled_while_it_queues_is_not_made(kube: Kube, namespace,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from activities import cronjob as module
+
+    first, second_ = (_cronjob(kube, namespace, f"gone-{i}") for i in range(2))
+    release = threading.Event()
+
+    def cache(ns: str, uid: str) -> dict | None:  # the first creation holds the only creator
+        release.wait(10)
+        return None
+
+    acts = CronJobActivities(kube, cached=cache)
+    monkeypatch.setattr(module, "CREATORS", 1)
+    burst = module._Burst()
+    made = acts._queue(burst, _armed(first))  # the one creator waits in it
+    dropped_inp = _armed(second_)
+    dropped = acts._queue(burst, dropped_inp)
+    dropped.cancel()
+    release.set()
+    res, _ = await asyncio.wait_for(made, 10)
+    while burst.creators:
+        await asyncio.sleep(0.01)
+    assert res.outcome == "created" and kube.get("Job", namespace, dropped_inp.job_name) is None
+
+
 def test_a_burst_spreads_its_completions_at_the_rate_and_within_the_spread() -> None:
     from activities.cronjob import COMPLETION_RATE, COMPLETION_SPREAD, _Burst
 
