@@ -30,17 +30,12 @@ from activities.cronjob import CronJobActivities
 from activities.kube import Kube
 from activities.kubeconfig import load_access
 from bench.cronjob import cronjob
-from bench.harness import kubesim_process, percentile, table
+from bench.harness import cpu_seconds, kubesim_process, percentile, table
 from worker import telemetry
 from worker.informer import _pack, _unpack, bridge_view
 from workflows.models.cronjob import CreateJobInput, CreateJobResult
 
 NS = "burst"
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in USER_HZ ticks
 
 
 async def burst(acts: CronJobActivities, cronjobs: list[dict], round_: int) -> tuple[list[float], resource.struct_rusage, resource.struct_rusage]:
