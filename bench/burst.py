@@ -27,15 +27,11 @@ from pathlib import Path
 from temporalio.testing import ActivityEnvironment
 
 from activities.cronjob import CronJobActivities
-from activities.kube import Kube
-from activities.kubeconfig import load_access
 from bench.cronjob import cronjob
-from bench.harness import cpu_seconds, kubesim_process, percentile, table
+from bench.harness import cpu_seconds, kube_for, kubesim_process, new_namespace, percentile, table
 from worker import telemetry
 from worker.informer import _pack, _unpack, bridge_view
 from workflows.models.cronjob import CreateJobInput, CreateJobResult
-
-NS = "burst"
 
 
 async def burst(acts: CronJobActivities, cronjobs: list[dict], round_: int) -> tuple[list[float], resource.struct_rusage, resource.struct_rusage]:
@@ -50,7 +46,7 @@ async def burst(acts: CronJobActivities, cronjobs: list[dict], round_: int) -> t
         return res
 
     acts._create = timed  # type: ignore[method-assign]
-    inputs = [CreateJobInput(namespace=NS, cronjob_name=cj["metadata"]["name"], cronjob_uid=cj["metadata"]["uid"],
+    inputs = [CreateJobInput(namespace=cj["metadata"]["namespace"], cronjob_name=cj["metadata"]["name"], cronjob_uid=cj["metadata"]["uid"],
                              job_name=f"{cj['metadata']['name']}-{round_}", scheduled=due, not_before=due,
                              wait_at_most=5.0, generation=cj["metadata"]["generation"]) for cj in cronjobs]
     env = ActivityEnvironment()
@@ -71,9 +67,9 @@ async def main() -> None:
     args = parser.parse_args()
     wd = Path(tempfile.mkdtemp(prefix="batchd-burst-"))
     with kubesim_process(wd) as (sim, kubeconfig):
-        kube = Kube(load_access(kubeconfig))
-        kube.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        cronjobs = [kube.create("CronJob", NS, cronjob(f"cj-{i}")) for i in range(args.cronjobs)]
+        kube = kube_for(kubeconfig)
+        ns = new_namespace(kube, "bench-burst")
+        cronjobs = [kube.create("CronJob", ns, cronjob(f"cj-{i}")) for i in range(args.cronjobs)]
         packed = {cj["metadata"]["uid"]: _pack(bridge_view(cj)) for cj in cronjobs}
         with open(wd / "worker.log", "w") as log, contextlib.redirect_stderr(log):
             telemetry.setup_logging("text")
