@@ -50,6 +50,7 @@ from workflows.models.job import (
     WriteStatusInput,
     job_snapshot,
 )
+from workflows.models.jobpods import bound_snapshot
 from workflows.times import rfc3339
 
 MAX_PARALLEL = 16  # concurrent Pod requests within one activity
@@ -232,6 +233,11 @@ class JobActivities:
     @implements(contract.observe_job)
     @temporal_errors
     def observe(self, inp: ObserveJobInput) -> JobSnapshot:
+        """The snapshot of :meth:`read`, bounded to the Pods the sync needs one by one (JOB-92)."""
+        snap = self.read(inp)
+        return snap if inp.memory is None else bound_snapshot(snap, inp.memory)
+
+    def read(self, inp: ObserveJobInput) -> JobSnapshot:
         """GET the Job and LIST the Pods its selector matches, claiming them as upstream (JOB-25), as one snapshot.
 
         The LIST leaves out the Pods labelled released (JOB-91), so its size follows the Pods in

@@ -9,7 +9,8 @@ With ``--per-index`` the Job has ``backoffLimitPerIndex: 1`` and every tenth ind
 Prints (never asserts): Pods started and finished per second, time to Complete, Kubernetes API
 requests per Pod (kubesim's audit of every HTTP request the worker made; the fake kubelet's
 updates are in-process and not counted), Temporal actions per Pod and history length (over the
-whole continue-as-new chain), and worker peak RSS.
+whole continue-as-new chain), the largest history event (JOB-92) and the failed workflow tasks,
+and worker peak RSS.
 """
 
 from __future__ import annotations
@@ -84,12 +85,14 @@ async def main(completions: int, parallelism: int, run_seconds: float, per_index
         starts = sorted(_ts(p["status"]["startTime"]) for p in pods if p["status"].get("startTime"))
         ends = sorted(_ts(s["state"]["terminated"]["finishedAt"]) for p in pods
                       for s in p["status"].get("containerStatuses") or [] if (s.get("state") or {}).get("terminated"))
-        runs, events, actions = 0, [], 0
+        runs, events, actions, biggest, task_failures = 0, [], 0, 0, 0
         async for wf in env.client.list_workflows(f'WorkflowId = "{wid}"'):
             hist = await env.client.get_workflow_handle(wid, run_id=wf.run_id).fetch_history()
             runs += 1
             events.append(len(hist.events))
             actions += billable_actions(hist)
+            biggest = max([biggest, *(ev.ByteSize() for ev in hist.events)])
+            task_failures += sum(1 for ev in hist.events if ev.HasField("workflow_task_failed_event_attributes"))
         done = kube.get("Job", ns, "big")
         if done is None:
             raise RuntimeError(f"Job {ns}/big is gone before its figures were read")
@@ -106,6 +109,8 @@ async def main(completions: int, parallelism: int, run_seconds: float, per_index
         ("Kubernetes API requests per Pod", f"{requests / max(1, len(pods)):.2f} ({requests} for {len(pods)} Pods)"),
         ("Temporal actions per Pod", f"{actions / max(1, len(pods)):.3f} ({actions} in {runs} run(s))"),
         ("history events per run (max / total)", f"{max(events, default=0)} / {sum(events)}"),
+        ("largest history event (KB; Temporal warns above 256)", f"{biggest / 1024:.0f}"),
+        ("failed workflow tasks", str(task_failures)),
         ("worker peak RSS (MiB)", f"{peak:.0f}"),
     ]))
     print(f"(logs in {wd})")

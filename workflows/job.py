@@ -168,7 +168,7 @@ class JobWorkflow:
         return {
             "namespace": self.ns, "name": self.name, "uid": self.uid, "syncs": self.syncs,
             "status": snap.status.model_dump(mode="json", by_alias=True) if snap else None,
-            "pods": len(snap.pods) if snap else None,
+            "pods": len(snap.pods) + snap.rest.pods if snap else None,
             "backoff": self.memory.backoff.model_dump(mode="json", by_alias=True),
         }
 
@@ -210,7 +210,8 @@ class JobWorkflow:
         self._sample = (None if last is None or last.gone or finished_condition(last.status.conditions) is not None
                         else (jobmetrics.completion_mode(last.spec), "reconciling"))  # if the read fails
         snap = await self._call(
-            observe_job, ObserveJobInput(namespace=self.ns, name=self.name, uid=self.uid, expect=self._expect),
+            observe_job, ObserveJobInput(namespace=self.ns, name=self.name, uid=self.uid, expect=self._expect,
+                                         memory=self.memory),
             local=True)
         self._last = snap
         if not snap.gone:
@@ -248,7 +249,8 @@ class JobWorkflow:
                 namespace=self.ns, pods=plan.release, finished=[n for n in plan.release if n in ended]))
             self.memory = self.memory.model_copy(update={"finalizers_removed": [
                 *self.memory.finalizers_removed, *(uids[n] for n in res.names if n in uids)]})
-        folded = jobsync.fold(status, snap.pods, set(self.memory.finalizers_removed), snap.spec, workflow.now())
+        folded = jobsync.fold(status, snap.pods, set(self.memory.finalizers_removed), snap.spec, workflow.now(),
+                              held_elsewhere=snap.rest.holding)
         if folded != status and not snap.gone:  # step 3
             if await self._write(folded, status, snap, rv) is None:
                 return None, timedelta(0)
@@ -259,7 +261,7 @@ class JobWorkflow:
         holding = [p for p in [*snap.pods, *snap.unmatched]
                    if p.has_finalizer and p.uid not in released and p.name not in released_unmatched]
         finished = finished_condition(folded.conditions)
-        if (snap.gone or finished is not None) and not holding:
+        if (snap.gone or finished is not None) and not holding and not snap.rest.holding:
             workflow.logger.info("Job %s/%s %s; no Pod holds the tracking finalizer", self.ns, self.name,
                                  "is gone" if snap.gone else "finished")
             return self._finished or "gone", None  # not gone: just set from the finished condition

@@ -19,9 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from workflows.jobsync import count_indexes
 from workflows.models.common import POD_FINISHED_PHASES
 from workflows.models.job import JOB_TRACKING_FINALIZER, JobSpecView, JobStatusView
+from workflows.models.jobpods import (
+    count_indexes,
+)
 
 SYNC_DURATION = "job_controller_job_sync_duration_seconds"
 SYNCS = "job_controller_job_syncs_total"

@@ -34,26 +34,36 @@ total over what the API server accepts: an instant beyond what ``datetime`` hold
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from typing import Literal
 
 from workflows.models.common import COMPLETE, FAILED, Condition, finished_condition
 from workflows.models.job import (
     BackoffRecord,
-    ContainerExit,
     JobEvent,
     JobMemory,
     JobSnapshot,
     JobSpecView,
     JobStatusView,
-    PodCondition,
-    PodFailurePolicy,
     PodInfo,
     PodToCreate,
     SuccessPolicy,
     SyncPlan,
+)
+from workflows.models.jobpods import (
+    active_pods_order,
+    calculate_failed_indexes,
+    count_covered,
+    format_indexes,
+    get_fail_job_message,
+    get_pods_with_delayed_deletion_per_index,
+    is_active_pod,
+    match_pod_failure_policy,
+    parse_indexes,
+    parse_intervals,
+    pod_counts_as_failed,
+    pod_failed,
 )
 from workflows.times import plus_seconds
 
@@ -81,84 +91,6 @@ MAX_FAILED_INDEXES_EXCEEDED = ("MaxFailedIndexesExceeded",
 FAILED_INDEXES = ("FailedIndexes", "Job has failed indexes")
 POD_FAILURE_POLICY = "PodFailurePolicy"  # POL-13
 SUCCESS_POLICY = "SuccessPolicy"  # POL-36
-#: POL-9: podFailurePolicy actions.
-FAIL_JOB, IGNORE, COUNT, FAIL_INDEX = "FailJob", "Ignore", "Count", "FailIndex"
-
-_PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}  # controller.ActivePods (JOB-15)
-_GO_ATOI = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts (JOB-49)
-
-
-# --- index strings (JOB-48, JOB-49) ----------------------------------------------------------
-
-
-def format_indexes(indexes: Iterable[int]) -> str:
-    """Format a set of completion indexes as ``status.completedIndexes`` (JOB-48).
-
-    Args:
-        indexes: non-negative indexes, in any order, duplicates allowed.
-
-    Returns:
-        Sorted, comma-separated; runs of 3 or more as ``a-b``, a pair as ``a,b``; ``""`` if
-        empty. For example ``{1, 3, 4, 5, 7}`` gives ``1,3-5,7``.
-    """
-    out: list[str] = []
-    ordered = sorted(set(indexes))
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        if j - i >= 2:
-            out.append(f"{ordered[i]}-{ordered[j]}")
-        else:
-            out.extend(str(x) for x in ordered[i : j + 1])
-        i = j + 1
-    return ",".join(out)
-
-
-def parse_indexes(text: str, completions: int) -> set[int]:
-    """Parse an index string leniently, as upstream ``parseIndexesFromString`` (JOB-49).
-
-    A malformed interval is skipped; an interval starting at or above ``completions`` stops
-    the parse; an interval end above ``completions - 1`` is clamped.
-
-    Args:
-        text: the string, e.g. ``status.completedIndexes``.
-        completions: ``spec.completions``.
-
-    Returns:
-        The indexes, all in ``[0, completions)``.
-    """
-    result: set[int] = set()
-    for first, last in parse_intervals(text, completions):
-        result.update(range(first, last + 1))
-    return result
-
-
-def count_indexes(text: str, completions: int) -> int:
-    """The number of indexes :func:`parse_indexes` would give, counted as intervals (any size)."""
-    return _covered(parse_intervals(text, completions))
-
-
-def parse_intervals(text: str, completions: int) -> list[tuple[int, int]]:
-    """:func:`parse_indexes` as inclusive intervals, so a rule like ``0-2147483646`` costs nothing."""
-    out: list[tuple[int, int]] = []
-    for part in text.split(","):
-        limits = part.split("-")
-        if not _GO_ATOI.fullmatch(limits[0]):
-            continue
-        first = int(limits[0])
-        if first >= completions:
-            break
-        last = first
-        if len(limits) > 1:
-            if not _GO_ATOI.fullmatch(limits[1]):
-                continue
-            last = min(int(limits[1]), completions - 1)
-        if last >= max(first, 0):
-            out.append((max(first, 0), last))
-    return out
-
 
 # --- backoff (JOB-69, JOB-70, JOB-73) --------------------------------------------------------
 
@@ -235,80 +167,6 @@ def new_backoff_record(
 # --- podFailurePolicy (POL-1 to POL-18) ------------------------------------------------------
 
 
-def match_pod_failure_policy(
-    pod_failure_policy: PodFailurePolicy | None, failed_pod: PodInfo
-) -> tuple[str | None, bool, str | None]:
-    """Judge one failed Pod against the rules, first match wins (POL-3 to POL-9; upstream's name).
-
-    Args:
-        pod_failure_policy: ``spec.podFailurePolicy`` (None: every failure counts).
-        failed_pod: a Pod in phase Failed (or one counted as failed while the Job fails, POL-15).
-
-    Returns:
-        ``(fail_job_message, count_failed, action)``: the FailureTarget message when a FailJob
-        rule matched (POL-13), whether the failure counts toward the limits (False only for
-        Ignore), and the matched action (None when no rule matched, POL-18).
-    """
-    if pod_failure_policy is None:
-        return None, True, None
-    ref = f"{failed_pod.namespace}/{failed_pod.name}"
-    for i, rule in enumerate(pod_failure_policy.rules):
-        if rule.action not in (FAIL_JOB, IGNORE, COUNT, FAIL_INDEX):
-            continue  # POL-4: an action from a newer API is skipped
-        if rule.on_exit_codes is not None:
-            container = match_on_exit_codes(failed_pod, rule.on_exit_codes.container_name,
-                                            rule.on_exit_codes.operator, rule.on_exit_codes.values)
-            if container is None:
-                continue
-            detail = (f"Container {container.name} for pod {ref} failed with exit code "
-                      f"{container.exit_code} matching {rule.action} rule at index {i}")
-        elif rule.on_pod_conditions is not None:
-            condition = match_on_pod_conditions(failed_pod, rule.on_pod_conditions)
-            if condition is None:
-                continue
-            detail = f"Pod {ref} has condition {condition.type} matching {rule.action} rule at index {i}"
-        else:
-            continue
-        if rule.action == IGNORE:
-            return None, False, IGNORE
-        return (detail if rule.action == FAIL_JOB else None), True, rule.action
-    return None, True, None
-
-
-def match_on_exit_codes(
-    pod: PodInfo, container_name: str | None, operator: str, values: Iterable[int]
-) -> ContainerExit | None:
-    """POL-5 to POL-7: the first terminated container (containers, then init containers) whose non-zero
-    code satisfies the operator; exit code 0 and unknown operators never match."""
-    wanted = set(values)
-    for c in pod.containers:
-        if c.exit_code is None or c.exit_code == 0:
-            continue
-        if container_name is not None and c.name != container_name:
-            continue
-        if (operator == "In" and c.exit_code in wanted) or (operator == "NotIn" and c.exit_code not in wanted):
-            return c
-    return None
-
-
-def match_on_pod_conditions(pod: PodInfo, patterns: Iterable[Any]) -> PodCondition | None:
-    """POL-8: the first Pod condition whose type and status equal some pattern's, compared literally."""
-    wanted = [(p.type, p.status) for p in patterns]
-    return next((c for c in pod.conditions if (c.type, c.status) in wanted), None)
-
-
-def get_fail_job_message(spec: JobSpecView, pods: Iterable[PodInfo]) -> str | None:
-    """POL-11, POL-12: the message of the first Failed Pod (any index) that matches a FailJob rule."""
-    if spec.pod_failure_policy is None:
-        return None
-    for p in pods:
-        if p.phase == "Failed":  # a podFailurePolicy implies the Failed replacement policy (POL-2)
-            message, _, _ = match_pod_failure_policy(spec.pod_failure_policy, p)
-            if message is not None:
-                return message
-    return None
-
-
 # --- backoffLimitPerIndex (POL-19 to POL-32) -------------------------------------------------
 
 
@@ -321,59 +179,6 @@ def get_new_index_failure_counts(spec: JobSpecView, pod_being_replaced: PodInfo 
     return (failures + 1, ignored) if count_failed else (failures, ignored + 1)
 
 
-def is_index_failed(spec: JobSpecView, pod: PodInfo, replace_failed_only: bool) -> bool:
-    """POL-24: the Pod failed by a FailIndex rule, or in a counted way at its index's last retry."""
-    if not _pod_failed(pod, replace_failed_only):
-        return False
-    _, count_failed, action = match_pod_failure_policy(spec.pod_failure_policy, pod)
-    if action == FAIL_INDEX:
-        return True
-    limit = spec.backoff_limit_per_index
-    return count_failed and limit is not None and pod.failure_count >= limit
-
-
-def calculate_failed_indexes(
-    spec: JobSpecView, failed_indexes: str | None, pods: Iterable[PodInfo], replace_failed_only: bool
-) -> set[int]:
-    """POL-24, POL-25: the previous failed indexes (clamped to completions, POL-44) and the newly failed ones."""
-    completions = spec.completions or 0
-    out = parse_indexes(failed_indexes or "", completions)
-    for p in pods:
-        if (p.has_finalizer and p.index is not None and 0 <= p.index < completions
-                and is_index_failed(spec, p, replace_failed_only)):
-            out.add(p.index)
-    return out
-
-
-def get_pods_with_delayed_deletion_per_index(
-    spec: JobSpecView, pods: Iterable[PodInfo], busy_indexes: set[int], replace_failed_only: bool,
-) -> dict[int, PodInfo]:
-    """POL-23: per retried index, the failed Pod whose finalizer waits for the replacement.
-
-    Args:
-        spec: the Job spec.
-        pods: the Job's Pods.
-        busy_indexes: indexes that succeeded, failed or have an active Pod: none of their Pods
-            is held back.
-        replace_failed_only: the effective podReplacementPolicy is Failed (JOB-56).
-
-    Returns:
-        For each index, the Pod with the highest failure + ignored count, the later finish
-        time breaking a tie.
-    """
-    completions = spec.completions or 0
-    out: dict[int, PodInfo] = {}
-    for p in pods:
-        if not (p.has_finalizer and p.index is not None and 0 <= p.index < completions):
-            continue
-        if p.index in busy_indexes or not _pod_failed(p, replace_failed_only):
-            continue
-        best = out.get(p.index)
-        if best is None or _delay_rank(p) > _delay_rank(best):
-            out[p.index] = p
-    return out
-
-
 def get_remaining_time_per_index(
     last_failed_pod: PodInfo | None, now: datetime, *, base: timedelta = DEFAULT_BACKOFF,
     cap: timedelta = MAX_BACKOFF,
@@ -384,20 +189,6 @@ def get_remaining_time_per_index(
     n = last_failed_pod.failure_count + last_failed_pod.ignored_failure_count + 1
     record = BackoffRecord(failures_after_last_success=n, last_failure_time=_finish(last_failed_pod, now))
     return backoff_remaining(record, now, base=base, cap=cap)
-
-
-def _covered(intervals: list[tuple[int, int]]) -> int:
-    """The number of distinct indexes the inclusive intervals cover."""
-    count, reach = 0, -1
-    for a, b in sorted(intervals):
-        if b > reach:
-            count += b - max(a, reach + 1) + 1
-            reach = b
-    return count
-
-
-def _delay_rank(p: PodInfo) -> tuple[int, datetime]:
-    return p.failure_count + p.ignored_failure_count, p.finish_time or p.creation_time or datetime.min.replace(tzinfo=UTC)
 
 
 # --- successPolicy (POL-33 to POL-41) --------------------------------------------------------
@@ -425,7 +216,7 @@ def match_success_policy(
                 continue  # POL-35: a rule that parses to nothing is skipped
             # Intervals may overlap if the string is not canonical; count each index once.
             contains = sum(1 for ix in succeeded_indexes if any(a <= ix <= b for a, b in required))
-            total = _covered(required)
+            total = count_covered(required)
             met = contains >= rule.succeeded_count if rule.succeeded_count is not None else contains == total
         else:
             met = rule.succeeded_count is not None and len(succeeded_indexes) >= rule.succeeded_count
@@ -461,6 +252,8 @@ def fold(
     removed: set[str],
     spec: JobSpecView,
     now: datetime,
+    *,
+    held_elsewhere: int = 0,
 ) -> JobStatusView:
     """Step 3: count released Pods and, once nothing is pending, finish the Job (JOB-33, JOB-40, JOB-75 to JOB-77).
 
@@ -479,6 +272,8 @@ def fold(
             step 2).
         spec: the Job's spec (Indexed Jobs count succeeded indexes, JOB-47).
         now: the current instant (aware).
+        held_elsewhere: Pods outside the snapshot's window that still hold the finalizer
+            (``snap.rest.holding``, JOB-92): while any does, the Job is not finished.
 
     Returns:
         The status to write; equal to ``status`` if there is nothing to do.
@@ -501,7 +296,7 @@ def fold(
             "failed": status.failed + len(status.uncounted_failed) - len(keep_f),
         }
     )
-    return _enact_job_finished(out, pods, removed, now)
+    return _enact_job_finished(out, pods, removed, now, held_elsewhere)
 
 
 def decided_end(conditions: list[Condition]) -> str | None:
@@ -519,7 +314,7 @@ def _interim_end(conditions: list[Condition]) -> tuple[Condition, str] | None:
 
 
 def _enact_job_finished(
-    status: JobStatusView, pods: list[PodInfo], removed: set[str], now: datetime
+    status: JobStatusView, pods: list[PodInfo], removed: set[str], now: datetime, held_elsewhere: int = 0,
 ) -> JobStatusView:
     """Add Complete or Failed once the interim condition's Pods are all accounted (JOB-75 to JOB-77)."""
     if finished_condition(status.conditions) is not None:
@@ -530,7 +325,7 @@ def _enact_job_finished(
     target, final = interim
     if status.terminating or status.active or status.ready:
         return status  # JOB-76, API-38, API-46
-    if any(p.has_finalizer and p.uid not in removed for p in pods):
+    if held_elsewhere or any(p.has_finalizer and p.uid not in removed for p in pods):
         return status  # JOB-37: Pods not yet recorded; no finalizer left behind
     conditions, _ = _ensure(status.conditions, final, "True", target.reason, target.message, now)
     return status.model_copy(
@@ -626,10 +421,11 @@ class _Sync:
         self.conditions = list(st.conditions)
         self.start_time = st.start_time
         self.prev_indexes = parse_indexes(st.completed_indexes, self.limit) if self.indexed else set()
-        self.active_pods = [p for p in snap.pods if _is_active(p)]  # JOB-41
-        self.active = len(self.active_pods)
-        self.ready = sum(1 for p in self.active_pods if p.ready)  # JOB-42
-        self.terminating = sum(1 for p in snap.pods if p.deleting and not p.finished)  # JOB-43
+        self.rest = snap.rest  # JOB-92: the Pods outside the window, tallied
+        self.active_pods = [p for p in snap.pods if is_active_pod(p)]  # JOB-41
+        self.active = len(self.active_pods) + self.rest.active
+        self.ready = sum(1 for p in self.active_pods if p.ready) + self.rest.ready  # JOB-42
+        self.terminating = sum(1 for p in snap.pods if p.deleting and not p.finished) + self.rest.terminating  # JOB-43
         self.succeeded = self.failed = 0  # decision counts (JOB-45 to JOB-47)
         self.succeeded_indexes: set[int] = set()
         self.completed_indexes: set[int] = set(self.prev_indexes)
@@ -661,6 +457,8 @@ class _Sync:
             self.indexed_job_conditions()
         if self.finishing is not None:
             self.delete_active_pods()
+            if self.rest.active:
+                return self.deletions_only()  # JOB-74, JOB-92: the condition comes with the last batch
         else:
             manage_called = not self.snap.deleting  # JOB-27
             if manage_called:
@@ -681,14 +479,18 @@ class _Sync:
         new_succeeded = [p for p in new if p.phase == "Succeeded"]
         new_failed = [p for p in new if self._failed(p)]
         new_failed_uids = {p.uid for p in new_failed}
+        rest = self.rest
         self.succeeded_indexes = self.prev_indexes | {
             p.index for p in new_succeeded if p.index is not None and self.indexed}
         if self.indexed:
-            self.succeeded = len(self.succeeded_indexes)  # JOB-47
+            self.succeeded = len(self.succeeded_indexes) + rest.new_indexes  # JOB-47
+            self.succeeded_indexes |= parse_indexes(rest.new_succeeded_indexes, self.limit)  # POL-33
         else:
-            self.succeeded = self.succeeded_total + len(self.uncounted_s) + len(new_succeeded)  # JOB-46
-        ignored = sum(1 for p in new_failed if not self._counts_as_failed(p))
-        self.failed = self.failed_total + len(self.uncounted_f) + len(new_failed) - ignored  # JOB-45, POL-9
+            self.succeeded = (self.succeeded_total + len(self.uncounted_s) + len(new_succeeded)
+                              + rest.new_succeeded)  # JOB-46
+        ignored = sum(1 for p in new_failed if not pod_counts_as_failed(self.spec, p)) + rest.new_ignored
+        self.failed = (self.failed_total + len(self.uncounted_f) + len(new_failed) + rest.new_failed
+                       - ignored)  # JOB-45, POL-9
         # JOB-70 with a durable record: a failure counts once, even if step 1 already recorded it.
         counted = set(self.memory.counted_backoff)
         recorded = set(self.snap.status.uncounted_failed)
@@ -704,7 +506,7 @@ class _Sync:
         existing = _true(self.conditions, SUCCESS_CRITERIA_MET) or _true(self.conditions, FAILURE_TARGET)
         if existing is not None:
             return existing  # JOB-63, the first two; JOB-64
-        message = get_fail_job_message(self.spec, self.snap.pods)
+        message = get_fail_job_message(self.spec, self.snap.pods) or self.rest.fail_job_message
         if message is not None:
             return _condition(FAILURE_TARGET, POD_FAILURE_POLICY, message, self.now)  # POL-11 to POL-13
         if self.failed > self.spec.backoff_limit or self.past_backoff_limit_on_failure():
@@ -726,13 +528,13 @@ class _Sync:
         if self.per_index:
             self.failed_indexes = calculate_failed_indexes(
                 self.spec, self.snap.status.failed_indexes, self.snap.pods, self.replace_failed_only)
+            self.failed_indexes |= parse_indexes(self.rest.failed_indexes, self.limit)
             failed, limit = len(self.failed_indexes), self.spec.max_failed_indexes
             if self.finishing is None and limit is not None and failed > limit:
                 self.finishing = _condition(FAILURE_TARGET, *MAX_FAILED_INDEXES_EXCEEDED, self.now)
-            elif self.finishing is None and failed > 0 and failed + len(self.succeeded_indexes) >= self.limit:
+            elif self.finishing is None and failed > 0 and failed + self.succeeded >= self.limit:
                 self.finishing = _condition(FAILURE_TARGET, *FAILED_INDEXES, self.now)
-            busy = self.succeeded_indexes | self.failed_indexes
-            busy.update(p.index for p in self.active_pods if p.index is not None)
+            busy = self.succeeded_indexes | self.failed_indexes | self.active_indexes()
             self.delayed = get_pods_with_delayed_deletion_per_index(
                 self.spec, self.snap.pods, busy, self.replace_failed_only)
         if self.finishing is None and self.spec.success_policy is not None:
@@ -745,26 +547,43 @@ class _Sync:
         if self.spec.restart_policy != "OnFailure":
             return False
         restarts = sum(p.restart_count for p in self.snap.pods if p.phase in ("Pending", "Running"))
+        restarts += self.rest.restarts
         if self.spec.backoff_limit == 0:
             return restarts > 0
         return restarts >= self.spec.backoff_limit
 
     def delete_active_pods(self) -> None:
-        """JOB-74: a finishing Job deletes every active Pod, keeping the finalizer (no cap)."""
+        """JOB-74: a finishing Job deletes every active Pod, keeping the finalizer (the window's at once, JOB-92)."""
         self.delete = [p.name for p in self.active_pods]
         self.terminating += self.active  # JOB-43
         self.active = self.ready = 0
+
+    def deletions_only(self) -> SyncPlan:
+        """JOB-92: a finishing Job with active Pods beyond the window deletes the window's, and nothing
+        else, until the last batch: the finishing condition is derived again next sync (its Pods are
+        neither recorded nor released meanwhile) and written with that batch, as JOB-74 wants."""
+        return SyncPlan(delete=self.delete, backoff=self.memory.backoff, counted_backoff=self.memory.counted_backoff,
+                        requeue_after=MIN_REQUEUE, action=self.action)
+
+    def active_indexes(self) -> set[int]:
+        """The indexes of the window's active Pods (JOB-21)."""
+        return {p.index for p in self.active_pods if p.index is not None}
 
     def manage_job(self) -> None:
         """Suspend, scale down or create, never both (JOB-14 to JOB-21, JOB-57, JOB-58, JOB-81); the POL-50 action."""
         self.action = "pods_deleted"  # POL-50: the suspend path, even with nothing to delete
         if self.spec.suspend:
-            self._scale_down(self.active_pods_for_removal(self.active))  # JOB-81, no cap (JOB-19)
+            self._scale_down(self.active_pods_for_removal(self.active))  # JOB-81, no cap (JOB-19) but the window's
+            if self.active:
+                self.requeue.append(MIN_REQUEUE)  # JOB-92: the rest next sync
             return
         want = self.want_active()
         rm = self.active_pods_for_removal(max(self.active - want, 0))
         if rm:
             self._scale_down(rm[:MAX_POD_CREATE_DELETE_PER_SYNC])  # JOB-15, JOB-19
+        if self.active > want:
+            self.requeue.append(MIN_REQUEUE)  # JOB-19, JOB-92: more to remove than one sync takes
+        if rm or self.active > want:
             return  # JOB-16: deletion wins
         diff = want - self.active - (self.terminating if self.replace_failed_only else 0)  # JOB-18
         if diff <= 0:
@@ -828,7 +647,7 @@ class _Sync:
         if self.indexed:
             rm, left = self._duplicated_index_pods()
         if len(rm) < rm_at_least:
-            rm += sorted(left, key=_active_pods_order)[: rm_at_least - len(rm)]
+            rm += sorted(left, key=active_pods_order)[: rm_at_least - len(rm)]
         return rm
 
     def _duplicated_index_pods(self) -> tuple[list[PodInfo], list[PodInfo]]:
@@ -840,7 +659,7 @@ class _Sync:
                 by_index.setdefault(p.index, []).append(p)
         left: list[PodInfo] = []
         for index in sorted(by_index):
-            group = sorted(by_index[index], key=_active_pods_order)
+            group = sorted(by_index[index], key=active_pods_order)
             rm += group[:-1]
             left.append(group[-1])
         return rm, left
@@ -848,16 +667,18 @@ class _Sync:
     def first_pending_indexes(self, count: int) -> list[int]:
         """JOB-21, JOB-58: the lowest indexes not succeeded, not active and (under Failed) not terminating."""
         busy = self.succeeded_indexes | self.failed_indexes  # POL-27: a failed index never runs again
-        busy.update(p.index for p in self.active_pods if p.index is not None)
+        busy |= self.active_indexes()
         if self.replace_failed_only:
             busy.update(p.index for p in self.snap.pods
                         if p.index is not None and p.deleting and not p.finished)
+        # JOB-92: beyond the window, the tally names the lowest indexes no Pod holds
+        candidates = sorted(parse_indexes(self.rest.pending_indexes, self.limit)) if self.rest.pods else range(self.limit)
         out: list[int] = []
-        candidate = 0
-        while candidate < self.limit and len(out) < count:
+        for candidate in candidates:
+            if len(out) >= count:
+                break
             if candidate not in busy:
                 out.append(candidate)
-            candidate += 1
         return out
 
     def complete(self) -> bool:
@@ -961,8 +782,10 @@ class _Sync:
             "uncounted_succeeded": self.uncounted_s, "uncounted_failed": self.uncounted_f,
             "start_time": self.start_time, "conditions": self.conditions,
         })
-        if self.reached_max:
-            self.requeue.append(MIN_REQUEUE)
+        rest = self.rest
+        release_all = self.snap.deleting or self.finishing is not None
+        if self.reached_max or rest.new_succeeded or rest.new_failed or (release_all and rest.holding):
+            self.requeue.append(MIN_REQUEUE)  # JOB-37, JOB-92: more to record or release than this sync took
         requeue = min(self.requeue) if self.requeue else None
         release_unmatched, drop_finalizer = release_unmatched_pods(self.snap)  # JOB-26
         return SyncPlan(
@@ -994,11 +817,7 @@ class _Sync:
         return not self.indexed or (p.index is not None and 0 <= p.index < self.limit)
 
     def _failed(self, p: PodInfo) -> bool:
-        return _pod_failed(p, self.replace_failed_only)
-
-    def _counts_as_failed(self, p: PodInfo) -> bool:
-        """POL-9: every failure counts, except one an Ignore rule matches."""
-        return match_pod_failure_policy(self.spec.pod_failure_policy, p)[1]
+        return pod_failed(p, self.replace_failed_only)
 
     def _event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.events.append(JobEvent(type=type_, reason=reason, message=message))
@@ -1023,25 +842,8 @@ def _uid(p: PodInfo | None) -> str | None:
     return None if p is None else p.uid
 
 
-def _pod_failed(p: PodInfo, replace_failed_only: bool) -> bool:
-    """JOB-44, JOB-59, JOB-60: Failed, or terminating and not Succeeded under TerminatingOrFailed."""
-    if p.phase == "Failed":
-        return True
-    return not replace_failed_only and p.deleting and p.phase != "Succeeded"
-
-
-def _is_active(p: PodInfo) -> bool:
-    return not p.finished and not p.deleting  # JOB-41
-
-
 def _finish(p: PodInfo, now: datetime) -> datetime:
     return p.finish_time or p.creation_time or now  # JOB-71
-
-
-def _active_pods_order(p: PodInfo) -> tuple[int, bool, int, tuple[int, float]]:
-    """controller.ActivePods: pending < running, not ready < ready, more restarts, newer first."""
-    created = (0, 0.0) if p.creation_time is None else (1, -p.creation_time.timestamp())
-    return (_PHASE_RANK.get(p.phase, 0), p.ready, -p.restart_count, created)
 
 
 def _true(conditions: list[Condition], type_: str) -> Condition | None:

@@ -20,7 +20,9 @@ from tests.conftest import eventually, workflow_exists
 from tests.e2e.test_worker_process import free_port, ready, worker_process
 from tests.integration.test_job import job_manifest, no_finalizers_left, pods_of
 from workflows.identity import job_workflow_id
-from workflows.jobsync import format_indexes
+from workflows.models.jobpods import (
+    format_indexes,
+)
 
 
 @pytest.mark.timeout(600)  # five worker start-ups of several seconds each on a slow machine

@@ -24,13 +24,11 @@ from tests.unit.test_jobsync import (
     is_true,
     make_snapshot,
     pod,
+    sim_window,  # noqa: F401 - autouse: every simulated Job here runs whole and through windows of 2 Pods
 )
 from workflows.jobsync import (
-    calculate_failed_indexes,
     get_new_index_failure_counts,
-    get_pods_with_delayed_deletion_per_index,
     get_remaining_time_per_index,
-    match_pod_failure_policy,
     match_success_policy,
     plan_sync,
 )
@@ -43,6 +41,11 @@ from workflows.models.job import (
     PodFailurePolicy,
     PodInfo,
     SuccessPolicy,
+)
+from workflows.models.jobpods import (
+    calculate_failed_indexes,
+    get_pods_with_delayed_deletion_per_index,
+    match_pod_failure_policy,
 )
 
 

@@ -23,11 +23,8 @@ from workflows.jobsync import (
     MAX_REQUEUE,
     backoff_remaining,
     fold,
-    format_indexes,
     get_remaining_time_per_index,
-    match_pod_failure_policy,
     match_success_policy,
-    parse_indexes,
     plan_sync,
 )
 from workflows.models.job import (
@@ -41,6 +38,11 @@ from workflows.models.job import (
     PodFailurePolicy,
     PodInfo,
     SuccessPolicy,
+)
+from workflows.models.jobpods import (
+    format_indexes,
+    match_pod_failure_policy,
+    parse_indexes,
 )
 
 INT32 = 2**31 - 1

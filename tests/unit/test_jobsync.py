@@ -20,9 +20,7 @@ from workflows.jobsync import (
     backoff_remaining,
     decided_end,
     fold,
-    format_indexes,
     new_backoff_record,
-    parse_indexes,
     plan_sync,
     prune_finalizers_removed,
 )
@@ -35,6 +33,12 @@ from workflows.models.job import (
     JobStatusView,
     PodInfo,
     SyncPlan,
+)
+from workflows.models.jobpods import (
+    WINDOW,
+    bound_snapshot,
+    format_indexes,
+    parse_indexes,
 )
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -105,7 +109,12 @@ def check_write(old: JobStatusView, new: JobStatusView, spec: JobSpecView) -> No
 
 
 class Sim:
-    """A Job, its Pods and the workflow's memory; ``sync`` applies a plan like the workflow."""
+    """A Job, its Pods and the workflow's memory; ``sync`` applies a plan like the workflow.
+
+    ``window`` (JOB-92): the most Pods a snapshot holds one by one; None holds them all.
+    """
+
+    window: int | None = None
 
     def __init__(self, *, gc_finished: bool = False, **spec: Any) -> None:
         self.spec = JobSpecView(**spec)
@@ -123,10 +132,11 @@ class Sim:
         self.released: dict[str, PodInfo] = {}  # JOB-26: Pods no longer the Job's
 
     def snapshot(self) -> JobSnapshot:
-        return JobSnapshot(namespace="ns", name="job", uid="job-uid", spec=self.spec,
+        snap = JobSnapshot(namespace="ns", name="job", uid="job-uid", spec=self.spec,
                            status=self.status, deleting=self.deleting, gone=self.gone,
                            pods=[p for n, p in self.pods.items() if n not in self.relabeled],
                            unmatched=[p for n, p in self.pods.items() if n in self.relabeled])
+        return snap if self.window is None else bound_snapshot(snap, self.memory, window=self.window)
 
     def write(self, new: JobStatusView) -> None:
         check_write(self.status, new, self.spec)
@@ -167,7 +177,8 @@ class Sim:
         if crash_after == "release" or snap.gone:
             return plan
         base = plan.record or snap.status
-        folded = fold(base, snap.pods, set(self.memory.finalizers_removed), self.spec, self.now)
+        folded = fold(base, snap.pods, set(self.memory.finalizers_removed), self.spec, self.now,
+                      held_elsewhere=snap.rest.holding)
         if folded != base:
             self.write(folded)  # step 3
         self.memory = self.memory.model_copy(update={"backoff": plan.backoff,
@@ -216,6 +227,14 @@ class Sim:
         assert [p.name for p in self.pods.values() if p.has_finalizer] == []
         assert self.status.active == self.status.terminating == 0
         assert self.status.uncounted_succeeded == self.status.uncounted_failed == []
+
+
+@pytest.fixture(autouse=True, params=[None, 2], ids=["whole snapshots", "windows of 2 Pods"])
+def sim_window(request: pytest.FixtureRequest) -> Any:
+    """Every simulated Job runs twice: reading its Pods whole, and through windows of 2 (JOB-92)."""
+    Sim.window = request.param
+    yield request.param
+    Sim.window = None
 
 
 CRASHES = [None, "create", "record", "release"]
@@ -627,6 +646,7 @@ def test_scale_down_cap_but_suspend_has_none() -> None:  # JOB-19, JOB-81
 @pytest.mark.parametrize("mode", ["NonIndexed", "Indexed"])
 def test_max_uncounted_pods_cap_delays_completion(mode: str) -> None:  # JOB-37
     sim = Sim(completions=600, parallelism=600, completion_mode=mode)
+    sim.window = WINDOW  # JOB-92: as a worker reads them; the 500 of JOB-37 fit in its window
     for i in range(600):
         sim.pods[f"p{i}"] = pod(f"p{i}", "Succeeded", index=i if mode == "Indexed" else None)
     plan = sim.sync()
@@ -787,8 +807,10 @@ def test_job_deleted_mid_run_frees_every_finalizer(crash: str | None) -> None:  
     sim.deleting = True  # Foreground deletion: the Job waits for its Pods
     if crash:
         sim.sync(crash)
-    plan = sim.sync()
-    assert plan.create == [] and [p.name for p in sim.pods.values() if p.has_finalizer] == []
+    for _ in range(3):  # JOB-92: a window of 2 Pods takes two syncs
+        plan = sim.sync()
+        assert plan.create == []
+    assert [p.name for p in sim.pods.values() if p.has_finalizer] == []
     assert (sim.status.succeeded, sim.status.failed) == (5, 1)  # finished Pods counted once
     assert not sim.finished()
     sim.pods["orphan"] = pod("orphan")  # e.g. created just before the deletion
@@ -940,3 +962,65 @@ def test_pods_creation_reason_label(snap: JobSnapshot, reason: str) -> None:  # 
 ])
 def test_decided_end_counts_an_interim_condition_as_the_end_it_becomes(conditions, end) -> None:
     assert decided_end([Condition(type=t, status=s) for t, s in conditions]) == end
+
+
+# --- a snapshot bounded by one sync's work (JOB-92) -----------------------------------------
+
+
+def _crowd(n: int, **spec: Any) -> JobSnapshot:
+    """A Job of ``n`` Pods: a tenth pending, six tenths running (half ready), two succeeded, one failed."""
+    kinds = ["Pending"] + ["Running"] * 6 + ["Succeeded"] * 2 + ["Failed"]
+    pods = [pod(f"p{i}", kinds[i % 10], index=i if spec.get("completion_mode") == "Indexed" else None,
+                ready=kinds[i % 10] == "Running" and i % 2 == 0, created=NOW - 60 * S, finished=NOW - S,
+                uid=f"{i:08d}-0000-4000-8000-000000000000") for i in range(n)]
+    return make_snapshot(*pods, completions=n, parallelism=n, backoff_limit=n, **spec)
+
+
+@pytest.mark.parametrize("mode", ["NonIndexed", "Indexed"])
+def test_a_snapshot_of_100000_pods_is_recorded_under_temporals_warning_limit(mode: str) -> None:
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    whole = _crowd(100_000, completion_mode=mode)
+    bounded = bound_snapshot(whole, JobMemory())
+    size = len(pydantic_data_converter.payload_converter.to_payloads([bounded])[0].data)
+    assert size < 256 * 1024, size  # the dev server warns above 256 KB, fails the task above 2 MB
+    assert len(bounded.pods) <= 2 * WINDOW and bounded.rest.pods == 100_000 - len(bounded.pods)
+    a, b = plan_sync(whole, JobMemory(), NOW), plan_sync(bounded, JobMemory(), NOW)
+    assert a.record is not None and b.record is not None
+    for field in ("active", "ready", "terminating", "succeeded", "failed", "completed_indexes"):
+        assert getattr(b.record, field) == getattr(a.record, field), field
+    assert len(b.release) == len(a.release) == 500  # JOB-37
+    assert [c.index for c in b.create] == [c.index for c in a.create]  # JOB-21
+
+
+def test_a_finishing_job_deletes_the_pods_beyond_the_window_before_it_writes_the_condition() -> None:  # JOB-74
+    sim = Sim(completions=9, parallelism=9, backoff_limit=0)
+    sim.window = 2
+    sim.sync()
+    sim.kubelet()
+    sim.kubelet(fail=list(sim.pods)[:1])  # one failure > backoffLimit 0; the other eight succeed
+    for name, p in sim.pods.items():
+        if p.phase == "Succeeded":
+            sim.pods[name] = p.model_copy(update={"phase": "Running", "ready": True})
+    deleted = []
+    for _ in range(3):
+        plan = sim.sync()
+        assert plan.record is None and plan.release == [] and len(plan.delete) == 2  # only the window's
+        deleted += plan.delete
+    plan = sim.sync()
+    assert is_true(sim.status, "FailureTarget") and len(set(deleted + plan.delete)) == 8
+    sim.run()
+    assert is_true(sim.status, "Failed") and sim.status.failed == 9  # JOB-50: each Pod counted once
+    sim.assert_clean()
+
+
+def test_an_index_whose_waiting_pod_is_beyond_the_window_is_not_created_afresh() -> None:  # POL-23, JOB-92
+    waiting = [pod(f"f{i}", "Failed", index=i, finished=NOW - 100 * S) for i in range(6)]
+    snap = make_snapshot(*waiting, completions=6, parallelism=6, completion_mode="Indexed",
+                         backoff_limit_per_index=3, failed_indexes="")
+    whole = plan_sync(snap, JobMemory(), NOW)
+    bounded = bound_snapshot(snap, JobMemory(), window=2)
+    assert bounded.rest.pending_indexes == "0,1"  # 2 to 5 wait on Pods beyond the window
+    plan = plan_sync(bounded, JobMemory(), NOW)
+    assert [(c.index, c.failure_count) for c in plan.create] == [(0, 1), (1, 1)]
+    assert [(c.index, c.failure_count) for c in whole.create] == [(i, 1) for i in range(6)]

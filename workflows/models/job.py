@@ -10,7 +10,7 @@ import re
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from workflows.models.common import (
     POD_FINISHED_PHASES,
@@ -79,6 +79,17 @@ class PodInfo(K8sModel):
     def finished(self) -> bool:
         """Succeeded or Failed: a phase a Pod never leaves."""
         return self.phase in POD_FINISHED_PHASES
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave out the fields that hold their default: a snapshot's window holds hundreds of
+        Pods (JOB-92), and a running Pod's row shrinks from about 360 bytes to 150."""
+        out: dict[str, Any] = handler(self)
+        for name, field in type(self).model_fields.items():
+            if getattr(self, name) == field.get_default(call_default_factory=True):
+                out.pop(field.serialization_alias or name, None)
+                out.pop(name, None)
+        return out
 
 
 class OnExitCodesRequirement(K8sModel):
@@ -149,8 +160,40 @@ class JobStatusView(K8sModel):
     conditions: list[Condition] = Field(default_factory=list)
 
 
+class PodTally(K8sModel):
+    """What the decisions need of the Pods a :class:`JobSnapshot` leaves out of its window (JOB-92).
+
+    Counts and index sets (in the format of JOB-48) over those Pods alone, but for
+    ``pending_indexes``, which is over every Pod; the snapshot's ``pods`` hold the rest. Every
+    field is 0 or empty for a snapshot that holds every Pod.
+    """
+
+    pods: int = 0
+    active: int = 0  # JOB-41
+    ready: int = 0  # JOB-42, of the active ones
+    terminating: int = 0  # JOB-43
+    restarts: int = 0  # container restarts of Pending and Running Pods (JOB-66)
+    holding: int = 0  # hold the tracking finalizer and their removal was not requested (JOB-28, JOB-38)
+    new_succeeded: int = 0  # JOB-46: tracked, not in the uncounted lists, valid, Succeeded
+    new_failed: int = 0  # JOB-45: tracked, not in the uncounted lists, valid, failed (JOB-44)
+    new_ignored: int = 0  # of those, failures an Ignore rule matches (POL-9)
+    #: JOB-47: distinct indexes newly succeeded among them, neither in completedIndexes nor the window's
+    new_indexes: int = 0
+    new_succeeded_indexes: str = ""  # those indexes, with a successPolicy only (POL-33)
+    failed_indexes: str = ""  # POL-24: indexes their Pods fail
+    #: JOB-21: the lowest indexes (at most 500) that no Pod of the Job holds: not succeeded, not
+    #: failed, not active, not terminating under the Failed policy (JOB-58), and not waiting on a
+    #: failed Pod that is not in the window (POL-23)
+    pending_indexes: str = ""
+    fail_job_message: str | None = None  # POL-11: the first FailJob match among them
+
+
 class JobSnapshot(K8sModel):
-    """A fresh read of a Job and all its Pods, taken by the ``observe_job`` activity."""
+    """A fresh read of a Job and its Pods, taken by the ``observe_job`` activity.
+
+    ``pods`` is a window of at most a few hundred Pods, those a sync can act on (JOB-92), and
+    ``rest`` tallies the others, so the snapshot's size does not grow with the Job's.
+    """
 
     namespace: str
     name: str
@@ -164,6 +207,7 @@ class JobSnapshot(K8sModel):
     #: JOB-26: Pods the Job controls whose labels no longer match its selector (to be released);
     #: never counted, never active
     unmatched: list[PodInfo] = Field(default_factory=list)
+    rest: PodTally = Field(default_factory=PodTally)  # JOB-92: the Pods not in ``pods``
 
 
 class BackoffRecord(K8sModel):
@@ -366,6 +410,9 @@ class ObserveJobInput(K8sModel):
     #: missing from the selector's LIST was relabeled or lost its finalizer to someone, so the
     #: activity reads it by name (JOB-26 release); in the steady state every one is listed, at no cost
     expect: list[str] = Field(default_factory=list)
+    #: JOB-92: what the window must hold (the Pods whose finalizer removal was requested, and those
+    #: counted in the backoff record); None: the whole snapshot, as an older workflow asks
+    memory: JobMemory | None = None
 
 
 class WriteStatusInput(K8sModel):
