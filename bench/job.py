@@ -85,14 +85,20 @@ async def main(completions: int, parallelism: int, run_seconds: float, per_index
         starts = sorted(_ts(p["status"]["startTime"]) for p in pods if p["status"].get("startTime"))
         ends = sorted(_ts(s["state"]["terminated"]["finishedAt"]) for p in pods
                       for s in p["status"].get("containerStatuses") or [] if (s.get("state") or {}).get("terminated"))
-        runs, events, actions, biggest, task_failures = 0, [], 0, 0, 0
+        runs, events, actions = 0, [], 0
+        biggest, task_failures = (0, ""), []
         async for wf in env.client.list_workflows(f'WorkflowId = "{wid}"'):
             hist = await env.client.get_workflow_handle(wid, run_id=wf.run_id).fetch_history()
             runs += 1
             events.append(len(hist.events))
             actions += billable_actions(hist)
-            biggest = max([biggest, *(ev.ByteSize() for ev in hist.events)])
-            task_failures += sum(1 for ev in hist.events if ev.HasField("workflow_task_failed_event_attributes"))
+            for ev in hist.events:
+                if ev.ByteSize() > biggest[0]:
+                    biggest = (ev.ByteSize(), ev.WhichOneof("attributes") or "")
+                    (wd / "largest-event.pb").write_bytes(ev.SerializeToString())
+                if ev.HasField("workflow_task_failed_event_attributes"):
+                    failed = ev.workflow_task_failed_event_attributes
+                    task_failures.append(f"{failed.cause}: {failed.failure.message[:200]}")
         done = kube.get("Job", ns, "big")
         if done is None:
             raise RuntimeError(f"Job {ns}/big is gone before its figures were read")
@@ -109,8 +115,8 @@ async def main(completions: int, parallelism: int, run_seconds: float, per_index
         ("Kubernetes API requests per Pod", f"{requests / max(1, len(pods)):.2f} ({requests} for {len(pods)} Pods)"),
         ("Temporal actions per Pod", f"{actions / max(1, len(pods)):.3f} ({actions} in {runs} run(s))"),
         ("history events per run (max / total)", f"{max(events, default=0)} / {sum(events)}"),
-        ("largest history event (KB; Temporal warns above 256)", f"{biggest / 1024:.0f}"),
-        ("failed workflow tasks", str(task_failures)),
+        ("largest history event (KB; Temporal warns above 256)", f"{biggest[0] / 1024:.0f} ({biggest[1]})"),
+        ("failed workflow tasks", f"{len(task_failures)} {sorted(set(task_failures))}"),
         ("worker peak RSS (MiB)", f"{peak:.0f}"),
     ]))
     print(f"(logs in {wd})")

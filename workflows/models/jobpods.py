@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -279,9 +279,10 @@ def bound_snapshot(snap: JobSnapshot, memory: JobMemory, *, window: int = WINDOW
 
     A sync acts on at most 500 Pods of each kind (JOB-19, JOB-37), so the decisions need each
     Pod only while it may be acted on, and counts and index sets of all the others. Held one by
-    one, always: the Pods whose uid the bookkeeping names (the uncounted lists, the finalizer
-    removals asked for, the failures in the backoff record: JOB-33, JOB-38, JOB-70). Then, up to
-    ``window``: the Pods an index waits on (POL-23), lowest index first; finished Pods still
+    one, always: the Pods still holding the finalizer whose uid the bookkeeping names (the
+    uncounted lists, the finalizer removals asked for, the failures in the backoff record: JOB-33,
+    JOB-38, JOB-70). Then, up to
+    ``window`` with those: the Pods an index waits on (POL-23), lowest index first; finished Pods still
     holding the finalizer; other Pods still holding it that are not active. And up to ``window``
     active Pods, in the order they would be removed (JOB-15, an Indexed Job's invalid and
     duplicated indexes first), apart, so that finished Pods never crowd out those a finishing Job
@@ -293,21 +294,27 @@ def bound_snapshot(snap: JobSnapshot, memory: JobMemory, *, window: int = WINDOW
         window: the most Pods held beside those, of each of the two kinds.
 
     Returns:
-        ``snap`` itself when it holds no more than ``window`` Pods; else a copy whose ``pods``
+        ``snap`` when it holds no more than ``window`` Pods; else a copy whose ``pods``
         are the window and whose ``rest`` tallies the others; each row carries only what the
-        decisions read of it (:func:`_slim`).
+        decisions read of it (:func:`_slimmer`), a Job's snapshot of a few Pods included.
     """
+    spec, st = snap.spec, snap.status
+    slim = _slimmer(spec.pod_failure_policy)
     pods = snap.pods
     if len(pods) <= window and len(snap.unmatched) <= window:
-        return snap
-    spec, st = snap.spec, snap.status
+        return snap.model_copy(update={"pods": [slim(p) for p in pods]})
     removed = set(memory.finalizers_removed)
-    named = {*st.uncounted_succeeded, *st.uncounted_failed, *removed, *memory.counted_backoff}
-    chosen: dict[str, PodInfo] = {p.uid: p for p in pods if p.uid in named}
+    # A named Pod that no longer holds the finalizer is left out: missing, it reads as released
+    # (JOB-33), which it is, and it is no new failure either.
+    named = {*st.uncounted_succeeded, *st.uncounted_failed, *removed}
+    chosen: dict[str, PodInfo] = {p.uid: p for p in pods if p.uid in named and p.has_finalizer}
+    budget = window - len(chosen)  # they leave the window as step 3 folds them, in a sync or two
+    counted = set(memory.counted_backoff)
+    chosen.update((p.uid, p) for p in pods if p.uid in counted and p.has_finalizer and p.uid not in chosen)
     live = not snap.gone and finished_condition(st.conditions) is None
     rfo = spec.pod_replacement_policy == "Failed" or spec.pod_failure_policy is not None
     delayed = _waiting_pods(snap, removed, rfo) if live else {}
-    _choose(chosen, window, (delayed[ix] for ix in sorted(delayed)),
+    _choose(chosen, budget, (delayed[ix] for ix in sorted(delayed)),
             (p for p in pods if p.has_finalizer and (p.finished or pod_failed(p, rfo))),
             (p for p in pods if p.has_finalizer and (not live or not is_active_pod(p))))
     if live:
@@ -315,17 +322,30 @@ def bound_snapshot(snap: JobSnapshot, memory: JobMemory, *, window: int = WINDOW
     rest = [p for p in pods if p.uid not in chosen]
     tally = _tally(snap, list(chosen.values()), rest, removed, rfo,
                    [ix for ix, p in delayed.items() if p.uid not in chosen])
-    kept = [_slim(p, spec.pod_failure_policy is None) for p in chosen.values()]
+    kept = [slim(p) for p in chosen.values()]
     return snap.model_copy(update={"pods": kept, "unmatched": snap.unmatched[:window], "rest": tally})
 
 
-def _slim(p: PodInfo, no_policy: bool) -> PodInfo:
-    """A window's row without what no decision reads of it: the finish time of an active Pod, and,
-    without a podFailurePolicy, the namespace, container statuses and conditions (POL-5 to POL-8)."""
-    update: dict[str, Any] = {"finish_time": None} if is_active_pod(p) else {}
-    if no_policy:
-        update.update(namespace="", containers=[], conditions=[])
-    return p.model_copy(update=update) if update else p
+def _slimmer(policy: PodFailurePolicy | None) -> Callable[[PodInfo], PodInfo]:
+    """A window's row without what no decision reads of it: the finish time of an active Pod, the
+    containers that did not exit non-zero and the conditions no ``onPodConditions`` pattern names
+    (neither can match a rule, POL-5 to POL-8), and without a podFailurePolicy the namespace (only
+    its messages name it, POL-13)."""
+    types = {c.type for r in (policy.rules if policy else []) for c in r.on_pod_conditions or []}
+    exits = any(r.on_exit_codes is not None for r in (policy.rules if policy else []))
+
+    def slim(p: PodInfo) -> PodInfo:
+        update: dict[str, Any] = {
+            "containers": [c for c in p.containers if c.exit_code] if exits else [],
+            "conditions": [c for c in p.conditions if c.type in types],
+        }
+        if is_active_pod(p):
+            update["finish_time"] = None
+        if policy is None:
+            update["namespace"] = ""
+        return p.model_copy(update=update)
+
+    return slim
 
 
 def _choose(chosen: dict[str, PodInfo], budget: int, *groups: Iterable[PodInfo]) -> None:
