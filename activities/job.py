@@ -10,9 +10,12 @@ POL-n) are those of docs/job.md.
 from __future__ import annotations
 
 import copy
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from temporalio import activity
 
@@ -24,6 +27,7 @@ from activities.errors import (
     Invalid,
     KubeError,
     NotFound,
+    Unreachable,
     namespace_terminating,
     temporal_errors,
 )
@@ -43,14 +47,16 @@ from workflows.models.job import (
     JobSnapshot,
     JobStatusView,
     ObserveJobInput,
+    PodInfo,
     PodsResult,
     PodToCreate,
     ReleaseInput,
     ReleaseUnmatchedInput,
     WriteStatusInput,
     job_snapshot,
+    pod_info,
 )
-from workflows.models.jobpods import bound_snapshot
+from workflows.models.jobpods import WINDOW, bound_snapshot
 from workflows.times import rfc3339
 
 MAX_PARALLEL = 16  # concurrent Pod requests within one activity
@@ -60,6 +66,113 @@ _RELEASE = {"metadata": {"$deleteFromPrimitiveList/finalizers": [JOB_TRACKING_FI
 _RELEASE_FINISHED = {"metadata": {**_RELEASE["metadata"], "labels": {TRACKING_LABEL: "released"}}}
 #: JOB-91: the Job's Pods still in play; ``!=`` also matches the Pods without the label (running, or made before it)
 _IN_PLAY = f"{TRACKING_LABEL}!=released"
+#: JOB-93: how long a sync waits for the worker's watch to reach its own last read and writes
+CACHE_WAIT_SECONDS = 10.0
+#: JOB-25, JOB-93: how often a Job read from the watch LISTs for orphans the watch cannot show
+ORPHAN_SCAN_SECONDS = 60.0
+
+
+def resource_version_of(obj: dict[str, Any] | None) -> int:
+    """An object's resourceVersion as the integer KEP-5504 lets clients compare (0: none, or not one)."""
+    rv = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    return int(rv) if isinstance(rv, str) and rv.isdigit() else 0
+
+
+@dataclass(slots=True)
+class CachedPod:
+    """A Pod batchd made, as the worker's watch last saw it (JOB-93)."""
+
+    info: PodInfo
+    labels: dict[str, str]
+    owner: str  # the controller's uid; "" for none
+    #: it left the watch (its ``batchd.io/job-controller`` label removed) still holding the finalizer
+    left: bool = False
+
+
+class Watch(Protocol):
+    """What :class:`JobPodIndex` needs of an informer (worker/informer.py)."""
+
+    namespace: str | None
+    rv: int
+
+    def wait_for(self, rv: int, timeout: float) -> bool: ...
+
+
+class JobPodIndex:
+    """JOB-93: the Pods batchd made, by their controller's uid, from the worker's own watch of them.
+
+    The bridge's informer of the Pods labelled ``batchd.io/job-controller`` hands it every change
+    (:meth:`handle`, on the informer's thread), and ``observe_job`` reads a Job's Pods from it
+    instead of LISTing them: a LIST of 100,000 Pods is 172 MB. A counted Pod (finished, released,
+    JOB-91) is dropped, so the index holds the Pods in play. A read first waits until the watch
+    has reached the resourceVersion the Job's workflow last read or wrote
+    (:meth:`~worker.informer.Informer.wait_for`), so no sync acts on a cache older than what an
+    earlier sync saw or did, on this replica or another (upstream's expectations, KEP-5647).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pods: dict[str, CachedPod] = {}
+        self._by_owner: dict[str, set[str]] = {}
+        self._watches: list[Watch] = []
+
+    def watch(self, informer: Watch) -> None:
+        """Read Pods through ``informer`` (one per namespace watched, or one for all)."""
+        self._watches.append(informer)
+
+    def handle(self, etype: str, obj: dict[str, Any]) -> None:
+        """Take in one change of a Pod, as the watch delivered it (a deletion with its last state)."""
+        meta = obj.get("metadata") or {}
+        uid = meta.get("uid") or ""
+        holding = JOB_TRACKING_FINALIZER in (meta.get("finalizers") or [])
+        labels = meta.get("labels") or {}
+        finished = (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if (etype == "DELETED" and not holding) or (labels.get(TRACKING_LABEL) == "released" and finished
+                                                     and not holding):
+            self.forget(uid)
+            return
+        entry = CachedPod(pod_info(obj), labels, _controller_uid(obj) or "", left=etype == "DELETED")
+        with self._lock:
+            old = self._pods.get(uid)
+            if old is not None and old.owner != entry.owner:
+                self._by_owner.get(old.owner, set()).discard(uid)
+            self._pods[uid] = entry
+            self._by_owner.setdefault(entry.owner, set()).add(uid)
+
+    def forget(self, uid: str) -> None:
+        """Drop a Pod: gone, counted, or no longer a Job's."""
+        with self._lock:
+            old = self._pods.pop(uid, None)
+            if old is not None:
+                owners = self._by_owner.get(old.owner)
+                if owners is not None:
+                    owners.discard(uid)
+                    if not owners:
+                        del self._by_owner[old.owner]
+
+    def read(self, namespace: str, job_uid: str, fresher_than: int) -> tuple[list[CachedPod], list[CachedPod], int] | None:
+        """The Pods the Job controls, the orphans of its namespace, and the resourceVersion read at.
+
+        None when no watch covers the namespace (the caller LISTs instead).
+
+        Raises:
+            Unreachable: the watch did not reach ``fresher_than`` within :data:`CACHE_WAIT_SECONDS`
+                (retryable: the next attempt may find it there, on this replica or another).
+        """
+        watch = next((w for w in self._watches if w.namespace in (None, namespace)), None)
+        if watch is None:
+            return None
+        if not watch.wait_for(fresher_than, CACHE_WAIT_SECONDS):
+            raise Unreachable(0, "CacheBehind", f"the Pod watch of namespace {namespace} is at resourceVersion "
+                                                f"{watch.rv}, behind {fresher_than}")
+        rv = watch.rv
+        with self._lock:
+            owned = [self._pods[u] for u in self._by_owner.get(job_uid, ())]
+            orphans = [p for u in self._by_owner.get("", ()) if (p := self._pods[u]).info.namespace == namespace]
+        return owned, orphans, rv
+
+    def __len__(self) -> int:
+        return len(self._pods)
 
 
 def status_body(s: JobStatusView, indexed: bool) -> dict[str, Any]:
@@ -203,22 +316,28 @@ def _controller_uid(pod: dict[str, Any]) -> str | None:
     return None if ref is None else str(ref.get("uid") or "")
 
 
-def _heartbeating(pool: ThreadPoolExecutor, fn: Callable[[str], str], names: list[str]) -> list[str]:
-    """Run ``fn`` over ``names`` in parallel, heartbeating from the activity's thread as results come."""
+def _heartbeating(pool: ThreadPoolExecutor, fn: Callable[[str], int], names: list[str]) -> PodsResult:
+    """Run ``fn`` (which returns the resourceVersion its write left, JOB-93) over ``names`` in
+    parallel, heartbeating from the activity's thread as results come."""
     done: list[str] = []
-    for name in pool.map(fn, names):
+    rv = 0
+    for name, written in zip(names, pool.map(fn, names), strict=True):
         done.append(name)
+        rv = max(rv, written)
         activity.heartbeat(len(done))
-    return done
+    return PodsResult(names=done, pods_rv=rv)
 
 
 class JobActivities:
-    """The Job controller activities, bound to one Kubernetes client."""
+    """The Job controller activities, bound to one Kubernetes client and, in a worker whose bridge
+    watches the Pods, to its :class:`JobPodIndex` (JOB-93)."""
 
-    def __init__(self, kube: Kube, clock: Clock | None = None) -> None:
+    def __init__(self, kube: Kube, clock: Clock | None = None, pods: JobPodIndex | None = None) -> None:
         self.kube = kube
         self.clock = clock or SystemClock()
+        self.pod_index = pods
         self.pool = prestarted_pool(MAX_PARALLEL, "k8s-pods")
+        self._orphans_scanned: dict[str, float] = {}  # Job uid -> monotonic time of its last orphan LIST
 
     def _pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         pods: list[dict[str, Any]] = []
@@ -233,11 +352,20 @@ class JobActivities:
     @implements(contract.observe_job)
     @temporal_errors
     def observe(self, inp: ObserveJobInput) -> JobSnapshot:
-        """The snapshot of :meth:`read`, bounded to the Pods the sync needs one by one (JOB-92)."""
-        snap = self.read(inp)
-        return snap if inp.memory is None else bound_snapshot(snap, inp.memory)
+        """The Job and its Pods, bounded to those the sync needs one by one (JOB-92).
 
-    def read(self, inp: ObserveJobInput) -> JobSnapshot:
+        The Pods come from the worker's watch (:meth:`read_cached`, JOB-93) when it covers the
+        namespace, else from a LIST (:meth:`read`). A workflow from before JOB-92 passes no memory
+        and gets the whole snapshot it recorded then.
+        """
+        if inp.memory is None:
+            return self.read(inp)
+        job = self.kube.get("Job", inp.namespace, inp.name)
+        cached = None if self.pod_index is None else self.pod_index.read(inp.namespace, inp.uid, inp.memory.pods_rv)
+        snap = self.read(inp, job) if cached is None else self.read_cached(inp, job, *cached)
+        return bound_snapshot(snap, inp.memory)
+
+    def read(self, inp: ObserveJobInput, job: dict[str, Any] | None = None) -> JobSnapshot:
         """GET the Job and LIST the Pods its selector matches, claiming them as upstream (JOB-25), as one snapshot.
 
         The LIST leaves out the Pods labelled released (JOB-91), so its size follows the Pods in
@@ -246,7 +374,7 @@ class JobActivities:
         someone) are read by name: one the Job still controls whose labels no longer match is
         reported in ``unmatched``, to be released.
         """
-        job = self.kube.get("Job", inp.namespace, inp.name)
+        job = job if job is not None else self.kube.get("Job", inp.namespace, inp.name)
         ours = job is not None and job["metadata"].get("uid") == inp.uid
         raw_selector = (job.get("spec") or {}).get("selector") if ours and job else None
         selector = label_selector(raw_selector)
@@ -275,12 +403,79 @@ class JobActivities:
                 owned.append(adopted)
         return job_snapshot(job, owned, namespace=inp.namespace, name=inp.name, uid=inp.uid, unmatched=unmatched)
 
+    def read_cached(self, inp: ObserveJobInput, job: dict[str, Any] | None, controlled: list[CachedPod],
+                    orphans: list[CachedPod], rv: int) -> JobSnapshot:
+        """JOB-93: the Job (a fresh GET) and its Pods as the worker's watch holds them.
+
+        Claimed as :meth:`read` claims a LIST (JOB-25, JOB-26): a Pod whose labels stopped matching
+        the selector is reported ``unmatched``; a Pod that left the watch still holding the
+        finalizer is read by name (at most 500 a sync), and forgotten once gone or no longer the
+        Job's; an orphan of the watch that matches is adopted, and once a minute a LIST finds the
+        orphans the watch cannot show (those without ``batchd.io/job-controller``), which the
+        adoption labels so that the watch shows them from then on.
+        """
+        assert self.pod_index is not None
+        ours = job is not None and job["metadata"].get("uid") == inp.uid
+        raw_selector = (job.get("spec") or {}).get("selector") if ours and job else None
+        owned: list[PodInfo] = []
+        unmatched: list[PodInfo] = []
+        for c in [c for c in controlled if not c.left] + self._still_held([c for c in controlled if c.left][:WINDOW]):
+            if not ours or raw_selector is None or selector_matches(raw_selector, c.labels):
+                owned.append(c.info)
+            else:
+                unmatched.append(c.info)
+        adopted: list[dict[str, Any]] = []
+        if not ours:
+            # JOB-3: a gone Job's Pods orphaned by the garbage collector still hold the finalizer
+            owned += [c.info for c in orphans if c.labels.get(CONTROLLER_UID_LABEL) == inp.uid]
+        elif job is not None and raw_selector is not None and not job["metadata"].get("deletionTimestamp"):
+            adopted = self._adopt_orphans(job, raw_selector, orphans)
+        snap = job_snapshot(job, [*owned, *adopted], namespace=inp.namespace, name=inp.name, uid=inp.uid,
+                            unmatched=unmatched)
+        return snap.model_copy(update={"pods_rv": max([rv, *map(resource_version_of, adopted)])})
+
+    def _still_held(self, left: list[CachedPod]) -> list[CachedPod]:
+        """The Pods that left the watch and still exist, held by the finalizer; the others are forgotten."""
+        assert self.pod_index is not None
+        out: list[CachedPod] = []
+        for c in left:
+            pod = self.kube.get("Pod", c.info.namespace, c.info.name)
+            if (pod is None or pod["metadata"].get("uid") != c.info.uid
+                    or JOB_TRACKING_FINALIZER not in (pod["metadata"].get("finalizers") or [])):
+                self.pod_index.forget(c.info.uid)
+                continue
+            out.append(CachedPod(pod_info(pod), pod["metadata"].get("labels") or {}, _controller_uid(pod) or "",
+                                 left=True))
+        return out
+
+    def _adopt_orphans(self, job: dict[str, Any], raw_selector: dict[str, Any],
+                       orphans: list[CachedPod]) -> list[dict[str, Any]]:
+        """JOB-25 from the watch: adopt its orphans that match, and LIST for the unlabelled ones once a minute."""
+        meta = job["metadata"]
+        found = [p for c in orphans if not c.info.deleting and selector_matches(raw_selector, c.labels)
+                 and (p := self.kube.get("Pod", meta["namespace"], c.info.name)) is not None]
+        now = time.monotonic()
+        if now - self._orphans_scanned.get(meta["uid"], -ORPHAN_SCAN_SECONDS) >= ORPHAN_SCAN_SECONDS:
+            self._orphans_scanned[meta["uid"]] = now
+            if len(self._orphans_scanned) > 10_000:  # Jobs long gone; at worst one LIST more each
+                self._orphans_scanned.clear()
+            selector = label_selector(raw_selector)
+            if selector is not None:
+                found += self._pods(meta["namespace"], f"{selector},!{POD_JOB_LABEL},{_IN_PLAY}")
+        adopted = []
+        for p in found:
+            if claim_pod(p, job_uid=meta["uid"], job_deleting=False, matches=True) == "adopt":
+                if (pod := self._adopt(job, p)) is not None:
+                    adopted.append(pod)
+        return adopted
+
     def _adopt(self, job: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any] | None:
         """JOB-25: make the Job the controller of an orphan Pod and add the tracking finalizer.
 
         The Job was read fresh by this very activity (uid checked, not being deleted), which is
         the re-check upstream does before adopting. The patch is conditional on the Pod's
-        resourceVersion, so a Pod that changed meanwhile is left for the next sync.
+        resourceVersion, so a Pod that changed meanwhile is left for the next sync. It also
+        labels the Pod ``batchd.io/job-controller``, so that the worker's watch shows it (JOB-93).
         """
         meta, jmeta = pod["metadata"], job["metadata"]
         ref = {"apiVersion": "batch/v1", "kind": "Job", "name": jmeta["name"], "uid": jmeta["uid"],
@@ -289,6 +484,7 @@ class JobActivities:
         if JOB_TRACKING_FINALIZER not in finalizers:
             finalizers.append(JOB_TRACKING_FINALIZER)
         patch = {"metadata": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"], "finalizers": finalizers,
+                              "labels": {POD_JOB_LABEL: "true"},
                               "ownerReferences": [*(meta.get("ownerReferences") or []), ref]}}
         try:
             adopted = self.kube.patch("Pod", jmeta["namespace"], meta["name"], patch)
@@ -319,6 +515,7 @@ class JobActivities:
         if job is None:
             return CreatePodsResult(gone=True)
         created: list[str] = []
+        rv = 0
         failed = refused = 0
         invalid: str | None = None
         forbidden: str | None = None
@@ -326,9 +523,10 @@ class JobActivities:
         batch = 1
         while todo:
             chunk, todo = todo[:batch], todo[batch:]
-            for name, err in self.pool.map(lambda i: self._create_one(job, i), chunk):
+            for name, written, err in self.pool.map(lambda i: self._create_one(job, i), chunk):
                 if name is not None:
                     created.append(name)
+                    rv = max(rv, written)
                 elif isinstance(err, Invalid):
                     invalid, refused = err.message, refused + 1
                 elif isinstance(err, Forbidden):
@@ -341,42 +539,43 @@ class JobActivities:
             batch *= 2
         if failed and not created:
             raise KubeError(0, "CreateFailed", f"could not create Pods for Job {inp.namespace}/{inp.name}")
-        return CreatePodsResult(created=created, failed=failed, refused=refused, invalid=invalid, forbidden=forbidden)
+        return CreatePodsResult(created=created, failed=failed, refused=refused, invalid=invalid, forbidden=forbidden,
+                                pods_rv=rv)
 
-    def _create_one(self, job: dict[str, Any], want: PodToCreate) -> tuple[str | None, KubeError | None]:
+    def _create_one(self, job: dict[str, Any], want: PodToCreate) -> tuple[str | None, int, KubeError | None]:
+        """One Pod: its name and the resourceVersion it was made at (JOB-93), or the error."""
         ns = job["metadata"]["namespace"]
         pod = build_pod(job, want.index, want)
         try:
             try:
-                return self.kube.create("Pod", ns, pod)["metadata"]["name"], None
+                made = self.kube.create("Pod", ns, pod)
             except AlreadyExists:
                 # An earlier attempt of this activity made it before its worker died: that Pod is
                 # the one asked for. A stranger holding the name gets a Pod named by the server.
                 name = pod["metadata"].pop("name")
                 theirs = self.kube.get("Pod", ns, name)
-                if theirs is not None and _controller_uid(theirs) == job["metadata"]["uid"]:
-                    return name, None
-                return self.kube.create("Pod", ns, pod)["metadata"]["name"], None
+                made = theirs if theirs is not None and _controller_uid(theirs) == job["metadata"]["uid"] \
+                    else self.kube.create("Pod", ns, pod)
+            return made["metadata"]["name"], resource_version_of(made), None
         except KubeError as err:
             if namespace_terminating(err):
-                return None, None  # JOB-23: ignored silently
-            return None, err
+                return None, 0, None  # JOB-23: ignored silently
+            return None, 0, err
 
-    def _release(self, namespace: str, name: str, finished: bool = False) -> str:
+    def _release(self, namespace: str, name: str, finished: bool = False) -> int:
+        """Remove the tracking finalizer; the resourceVersion the patch left (0: the Pod is gone)."""
         try:
-            self.kube.patch("Pod", namespace, name, _RELEASE_FINISHED if finished else _RELEASE,
-                            patch_type="application/strategic-merge-patch+json")
+            return resource_version_of(self.kube.patch("Pod", namespace, name, _RELEASE_FINISHED if finished else _RELEASE,
+                                                       patch_type="application/strategic-merge-patch+json"))
         except NotFound:
-            pass
-        return name
+            return 0
 
     @implements(contract.release_job_pods)
     @temporal_errors
     def release_finalizers(self, inp: ReleaseInput) -> PodsResult:
         """Tracking step 2: remove the tracking finalizer from each Pod (404 counts as done, JOB-32, JOB-91)."""
         finished = set(inp.finished)
-        return PodsResult(names=_heartbeating(
-            self.pool, lambda n: self._release(inp.namespace, n, n in finished), inp.pods))
+        return _heartbeating(self.pool, lambda n: self._release(inp.namespace, n, n in finished), inp.pods)
 
     @implements(contract.release_unmatched_job_pods)
     @temporal_errors
@@ -385,9 +584,10 @@ class JobActivities:
 
         One strategic-merge patch per Pod deletes the Job's ownerReference by uid and the
         tracking finalizer, on the Pod's uid. 404 (gone), 409 (a new Pod of that name) and 422
-        (no such reference any more) mean there is nothing left to release.
+        (no such reference any more) mean there is nothing left to release. The Pod may have left
+        the worker's watch, so its write is no resourceVersion a later read waits for (JOB-93).
         """
-        def one(name: str) -> str:
+        def one(name: str) -> int:
             patch = {"metadata": {"uid": inp.pods[name],
                                   "ownerReferences": [{"$patch": "delete", "uid": inp.job_uid}],
                                   "$deleteFromPrimitiveList/finalizers": [JOB_TRACKING_FINALIZER]}}
@@ -396,21 +596,19 @@ class JobActivities:
                 activity.logger.info("released Pod %s/%s from Job %s", inp.namespace, name, inp.job_uid)
             except (NotFound, Conflict, Invalid):
                 pass
-            return name
+            return 0
 
-        return PodsResult(names=_heartbeating(self.pool, one, sorted(inp.pods)))
+        return _heartbeating(self.pool, one, sorted(inp.pods))
 
     @implements(contract.delete_job_pods)
     @temporal_errors
     def delete_pods(self, inp: DeletePodsInput) -> PodsResult:
         """Delete Pods; with ``release`` the finalizer goes first so they are never counted (JOB-17)."""
-        def one(name: str) -> str:
-            if inp.release:
-                self._release(inp.namespace, name)
-            self.kube.delete("Pod", inp.namespace, name)
-            return name
+        def one(name: str) -> int:
+            released = self._release(inp.namespace, name) if inp.release else 0
+            return max(released, resource_version_of(self.kube.delete("Pod", inp.namespace, name)))
 
-        return PodsResult(names=_heartbeating(self.pool, one, inp.pods))
+        return _heartbeating(self.pool, one, inp.pods)
 
     def all(self) -> list[Callable[..., object]]:
         return [self.observe, self.write_status, self.create_pods, self.release_finalizers, self.release_unmatched,

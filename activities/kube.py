@@ -474,8 +474,9 @@ class Kube:
 
     def delete(self, kind: str, namespace: str, name: str, *, uid: str | None = None,
                resource_version: str | None = None, propagation: str | None = None,
-               grace_period_seconds: int | None = None) -> bool:
-        """DELETE with optional uid and resourceVersion preconditions; ``False`` if it was already gone (404).
+               grace_period_seconds: int | None = None) -> dict[str, Any] | None:
+        """DELETE with optional uid and resourceVersion preconditions: the API's answer (the object,
+        now being deleted or as it was removed, or a ``Status``); ``None`` if it was already gone (404).
 
         A failed precondition is a :class:`Conflict`.
         """
@@ -488,10 +489,9 @@ class Kube:
         if grace_period_seconds is not None:
             opts["gracePeriodSeconds"] = grace_period_seconds
         try:
-            self.request("DELETE", resource_path(kind, namespace, name), body=opts)
+            return self.request("DELETE", resource_path(kind, namespace, name), body=opts) or {}
         except NotFound:
-            return False
-        return True
+            return None
 
     def watch(self, kind: str, namespace: str | None, *, resource_version: str, label_selector: str | None = None,
               timeout_seconds: int = 300) -> Iterator[dict[str, Any]]:

@@ -80,7 +80,7 @@ class TTLActivities:
             # The resourceVersion precondition makes the decision exactly the one taken on this
             # read: a hold or a raised TTL written since then fails it, and the loop decides again.
             existed = self.kube.delete(ref.kind, ref.namespace, ref.name, uid=ref.uid,
-                                       resource_version=obs.resource_version, propagation=propagation)
+                                       resource_version=obs.resource_version, propagation=propagation) is not None
         except Conflict:
             fresh = observe(ref, self.kube.get(ref.kind, ref.namespace, ref.name))
             return self._skip(fresh, "gone" if fresh.gone else "changed")

@@ -127,7 +127,8 @@ async def running(client: Client, kube: Kube, task_queue: str, namespace: str | 
             br = Bridge(client, kube, BridgeSettings(namespaces=(namespace,) if namespace else (),
                                                      task_queue=task_queue, **bridge_kw),
                         elector=Elector(kube, lease) if lease else None)
-        for w in build_workers(client, kube, task_queue=task_queue, cronjob_cache=br.cached_cronjob if br else None):
+        for w in build_workers(client, kube, task_queue=task_queue, cronjob_cache=br.cached_cronjob if br else None,
+                               job_pods=br.job_pods if br else None):
             await workers.enter_async_context(w)
         if br is not None:
             _record_routed(br)

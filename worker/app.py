@@ -264,6 +264,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
     workers = build_workers(client, kube, task_queue=settings.bridge.task_queue,
                             max_concurrent_activities=settings.max_concurrent_activities,
                             max_cached_workflows=settings.max_cached_workflows, cronjob_cache=bridge.cached_cronjob,
+                            job_pods=bridge.job_pods,
                             sticky_wait=timedelta(seconds=settings.sticky_wait))
     main_queue, timed_queue = settings.bridge.task_queue, timed_task_queue(settings.bridge.task_queue)
     readiness = Readiness(client, lambda: bridge.synced, workers, [

@@ -30,6 +30,7 @@ from opentelemetry import metrics, trace
 from temporalio.client import Client
 
 from activities.cronjob import after_creations
+from activities.job import JobPodIndex
 from activities.kube import Clock, Kube, SystemClock
 from worker.informer import Informer, bridge_view
 from worker.lease import Elector
@@ -122,6 +123,8 @@ class Bridge:
         self.ttl_router = TTLRouter(workflows, kube, self.clock, scope=settings.ttl_scope)
         self.cronjob_router = CronJobRouter(workflows, lead=settings.cronjob_lead)
         self.job_router = JobRouter(workflows, scope=settings.job_scope)
+        #: JOB-93: the Pods batchd made, by Job, as the Job activities read them
+        self.job_pods = JobPodIndex()
         self._queues: list[_Shard] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._informers: list[Informer] = []
@@ -152,9 +155,10 @@ class Bridge:
                                             transform=bridge_view))
             self._informers.append(Informer(self.kube, "Pod", ns, self._enqueue, label_selector=POD_TTL_LABEL,
                                             resync_seconds=resync, transform=bridge_view))
-            self._informers.append(Informer(self.kube, "Pod", ns, self._enqueue, label_selector=POD_JOB_LABEL,
-                                            resync_seconds=resync, transform=bridge_view,
-                                            observer=JobRouter.count_tracking_finalizer))
+            pods = Informer(self.kube, "Pod", ns, self._job_pod, label_selector=POD_JOB_LABEL,
+                            resync_seconds=resync, transform=bridge_view, observer=JobRouter.count_tracking_finalizer)
+            self.job_pods.watch(pods)
+            self._informers.append(pods)
         self._tasks.append(asyncio.create_task(self.job_router.poker(), name="bridge-poker"))
         for inf in self._informers[len(cronjobs):]:
             inf.start()
@@ -218,6 +222,11 @@ class Bridge:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     # -- events --------------------------------------------------------------------------
+
+    def _job_pod(self, etype: str, obj: dict[str, Any]) -> None:
+        """A Pod batchd made changed: into the Job activities' index (JOB-93), then to the routers."""
+        self.job_pods.handle(etype, obj)
+        self._enqueue(etype, obj)
 
     def _enqueue(self, etype: str, obj: dict[str, Any]) -> None:
         """Called from informer threads; hands the event to its shard on the loop.

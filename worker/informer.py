@@ -60,6 +60,10 @@ class Informer:
         self.resync_seconds = resync_seconds
         self.watch_timeout_seconds = watch_timeout_seconds
         self.synced = threading.Event()
+        #: the resourceVersion up to which every change has reached the cache and the handler
+        #: (client-go's LastStoreSyncResourceVersion); 0 before the first list
+        self.rv = 0
+        self._rv_changed = threading.Condition()
         self._stop = threading.Event()
         # uid -> the last object seen (transformed), packed (:func:`_pack`)
         self._known: dict[str, bytes] = {}
@@ -75,6 +79,19 @@ class Informer:
         """The object with ``uid`` as last seen (transformed, a fresh copy); safe from any thread."""
         packed = self._known.get(uid)
         return None if packed is None else _unpack(packed)
+
+    def wait_for(self, rv: int, timeout: float) -> bool:
+        """Wait until the cache has taken in every change up to ``rv`` (KEP-5647's read of one's own
+        writes; resourceVersions are comparable integers, KEP-5504); whether it has, in time."""
+        with self._rv_changed:
+            return self._rv_changed.wait_for(lambda: self.synced.is_set() and self.rv >= rv, timeout)
+
+    def _reached(self, rv: str) -> None:
+        value = int(rv) if rv.isdigit() else 0
+        if value > self.rv:
+            with self._rv_changed:
+                self.rv = value
+                self._rv_changed.notify_all()
 
     def snapshot(self) -> Iterator[dict[str, Any]]:
         """Every object as last seen (transformed), one fresh copy at a time; safe from any thread."""
@@ -121,6 +138,7 @@ class Informer:
             self._observe(known.get(uid), obj)
             self.handler("SYNC", obj)
         self.synced.set()
+        self._reached(rv)
         return rv
 
     def _watch(self, rv: str) -> None:
@@ -148,6 +166,7 @@ class Informer:
                     return
                 rv = str(obj.get("metadata", {}).get("resourceVersion") or rv)
                 if etype == "BOOKMARK":
+                    self._reached(rv)
                     continue
                 obj.setdefault("kind", self.kind)
                 obj = self.transform(obj)
@@ -158,6 +177,7 @@ class Informer:
                     self._observe(self._known.get(uid), obj)
                     self._known[uid] = _pack(obj)
                 self.handler(str(etype), obj)
+                self._reached(rv)
 
     def _observe(self, old: bytes | dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if self.observer is not None:
@@ -182,15 +202,17 @@ def _unpack(packed: bytes) -> dict[str, Any]:
 
 
 # What the routers (worker/routes.py) read of each kind: the fields of the subset models (workflows/models/
-# ObjectMeta, Job, Pod, CronJob) plus the raw Job status times JobSummary.of takes. A field
-# a router starts to read must be added here; tests/unit/test_bridge_view.py compares the
-# models parsed from a full object and from its view.
+# ObjectMeta, Job, Pod, CronJob) plus the raw Job status times JobSummary.of takes, and of a Pod what
+# the Job controller reads (workflows/models/job.py pod_info), since its syncs read Pods from this
+# cache (JOB-93). A field a router or pod_info starts to read must be added here;
+# tests/unit/test_bridge_view.py compares the models parsed from a full object and from its view.
 _META = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
-         "labels", "annotations", "ownerReferences", "finalizers")
+         "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences", "finalizers")
 _JOB_SPEC = ("ttlSecondsAfterFinished", "managedBy", "suspend")
 _JOB_STATUS = ("startTime", "completionTime")
 _CONDITION = ("type", "status", "lastTransitionTime", "reason", "message")
 _POD_STATUS = ("phase",)
+_POD_CONDITION = ("type", "status", "lastTransitionTime")
 _CONTAINER_STATUSES = ("containerStatuses", "initContainerStatuses")
 _TERMINATED = ("exitCode", "finishedAt")
 
@@ -215,6 +237,8 @@ def bridge_view(obj: dict[str, Any]) -> dict[str, Any]:
     elif kind == "Pod":
         view["spec"] = _pick(spec, ("restartPolicy",))
         view["status"] = _pick(status, _POD_STATUS)
+        if "conditions" in status:  # the Job controller's (activities/job.py pod_info): Ready, policies
+            view["status"]["conditions"] = [_pick(c, _POD_CONDITION) for c in status["conditions"] or []]
         for key in _CONTAINER_STATUSES:
             if key in status:
                 view["status"][key] = [_container_status(c) for c in status[key] or []]
@@ -224,7 +248,7 @@ def bridge_view(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _container_status(cs: dict[str, Any]) -> dict[str, Any]:
-    out = _pick(cs, ("name",))
+    out = _pick(cs, ("name", "restartCount"))
     terminated = (cs.get("state") or {}).get("terminated")
     out["state"] = {"terminated": _pick(terminated, _TERMINATED)} if terminated is not None else {}
     return out

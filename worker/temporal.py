@@ -39,7 +39,7 @@ from temporalio.worker.workflow_sandbox import _runner as sandbox_runner
 
 from activities.contract import check_implemented
 from activities.cronjob import CronJobActivities, CronJobCache
-from activities.job import JobActivities
+from activities.job import JobActivities, JobPodIndex
 from activities.kube import Clock, EventActivities, Kube
 from activities.ttl import TTLActivities
 from workflows.cronjob import CronJobWorkflow
@@ -330,8 +330,8 @@ async def ensure_search_attributes(client: Client, keys: Sequence[SearchAttribut
                     err.status.name, ", ".join(k.name for k in keys))
 
 
-def activities(kube: Kube, clock: Clock | None = None,
-               cronjob_cache: CronJobCache | None = None) -> tuple[list[Callable[..., object]], list[Callable[..., object]]]:
+def activities(kube: Kube, clock: Clock | None = None, cronjob_cache: CronJobCache | None = None,
+               job_pods: JobPodIndex | None = None) -> tuple[list[Callable[..., object]], list[Callable[..., object]]]:
     """Every activity, bound to ``kube``: the main task queue's, and the timed one's (armed CronJob creations).
 
     Raises:
@@ -339,7 +339,7 @@ def activities(kube: Kube, clock: Clock | None = None,
             (:func:`~activities.contract.check_implemented`), so no worker starts.
     """
     cronjob = CronJobActivities(kube, clock, cronjob_cache)
-    main = [*TTLActivities(kube, clock).all(), *cronjob.all(), *JobActivities(kube, clock).all(),
+    main = [*TTLActivities(kube, clock).all(), *cronjob.all(), *JobActivities(kube, clock, job_pods).all(),
             EventActivities(kube, clock).record_event]
     timed: list[Callable[..., object]] = [cronjob.create_job_at]
     check_implemented([*main, *timed])
@@ -354,6 +354,7 @@ def build_workers(
     clock: Clock | None = None,
     max_concurrent_activities: int = 64,
     cronjob_cache: CronJobCache | None = None,
+    job_pods: JobPodIndex | None = None,
     sticky_wait: timedelta = STICKY_WAIT,
     **options: Any,
 ) -> list[Worker]:
@@ -361,10 +362,11 @@ def build_workers(
 
     The timed worker polls ``{task_queue}-timed`` for armed CronJob creations only: they wait in
     the worker until their schedule time, so they must not take the main queue's slots and threads.
-    ``cronjob_cache`` is the bridge's :meth:`~worker.bridge.Bridge.cached_cronjob` when it runs in
-    the same process. Raises :class:`TypeError` as :func:`activities` does.
+    ``cronjob_cache`` is the bridge's :meth:`~worker.bridge.Bridge.cached_cronjob` and ``job_pods``
+    its :attr:`~worker.bridge.Bridge.job_pods` when it runs in the same process. Raises
+    :class:`TypeError` as :func:`activities` does.
     """
-    main, timed = activities(kube, clock, cronjob_cache)
+    main, timed = activities(kube, clock, cronjob_cache, job_pods)
     return [
         Worker(
             client,

@@ -214,6 +214,7 @@ class JobWorkflow:
                                          memory=self.memory),
             local=True)
         self._last = snap
+        self._reached(snap.pods_rv)
         if not snap.gone:
             self._note_end(snap.status)
         self._trim_memory(snap)
@@ -222,10 +223,12 @@ class JobWorkflow:
         self._expect = self.expected_pods(snap, plan)
         released_unmatched = await self.release_unmatched(snap, plan)  # JOB-26, before all else
         if plan.delete:
-            await self._call(delete_job_pods, DeletePodsInput(namespace=self.ns, pods=plan.delete))
+            res = await self._call(delete_job_pods, DeletePodsInput(namespace=self.ns, pods=plan.delete))
+            self._reached(res.pods_rv)
         if plan.release_and_delete:
-            await self._call(delete_job_pods, DeletePodsInput(namespace=self.ns, pods=plan.release_and_delete,
-                                                              release=True))
+            res = await self._call(delete_job_pods, DeletePodsInput(namespace=self.ns, pods=plan.release_and_delete,
+                                                                    release=True))
+            self._reached(res.pods_rv)
         requeue = plan.requeue_after
         create_backoff: timedelta | None = None
         if plan.create and not snap.gone:
@@ -247,6 +250,7 @@ class JobWorkflow:
             ended = {p.name for p in snap.pods if p.finished}
             res = await self._call(release_job_pods, ReleaseInput(
                 namespace=self.ns, pods=plan.release, finished=[n for n in plan.release if n in ended]))
+            self._reached(res.pods_rv)
             self.memory = self.memory.model_copy(update={"finalizers_removed": [
                 *self.memory.finalizers_removed, *(uids[n] for n in res.names if n in uids)]})
         folded = jobsync.fold(status, snap.pods, set(self.memory.finalizers_removed), snap.spec, workflow.now(),
@@ -306,6 +310,7 @@ class JobWorkflow:
             create_job_pods, CreatePodsInput(namespace=self.ns, name=self.name, uid=self.uid,
                                              indexes=[p.index for p in pods], pods=pods))
         self._expect += res.created
+        self._reached(res.pods_rv)
         # POL-56: each attempt once; creates refused because the namespace is terminating are in neither
         self.metrics.add(jobmetrics.PODS_CREATION, len(res.created), reason=reason, status="succeeded")
         if res.failed + res.refused:
@@ -347,6 +352,11 @@ class JobWorkflow:
             return None
         self.metrics.written(before, status, snap)
         return res.resource_version
+
+    def _reached(self, rv: int) -> None:
+        """JOB-93: the next sync's read of the Pods must have reached ``rv``, which this one read or wrote."""
+        if rv > self.memory.pods_rv:
+            self.memory = self.memory.model_copy(update={"pods_rv": rv})
 
     def _trim_memory(self, snap: JobSnapshot) -> None:
         """Keep only the removed-finalizer uids a fresh read still shows holding it (bounded memory)."""

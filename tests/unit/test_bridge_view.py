@@ -19,7 +19,7 @@ from worker.bridge import _Shard
 from worker.informer import Informer, bridge_view
 from workflows.models.common import Job, Pod
 from workflows.models.cronjob import JITTER_ANNOTATION, CronJob, CronJobObservation, JobSummary
-from workflows.models.job import CONTROLLER_UID_LABEL, JOB_NAME_LABEL, POD_JOB_LABEL
+from workflows.models.job import CONTROLLER_UID_LABEL, JOB_NAME_LABEL, POD_JOB_LABEL, pod_info
 from workflows.models.ttl import POD_TTL_LABEL, TTLObservation
 
 T0, T1 = "2026-11-22T10:00:00Z", "2026-11-22T10:05:00Z"
@@ -129,6 +129,17 @@ def test_a_pod_view_gives_the_bridge_the_same_pod(obj: dict[str, Any]) -> None:
     assert TTLObservation.of_pod(Pod.model_validate(view)) == TTLObservation.of_pod(Pod.model_validate(obj))
     assert view["metadata"]["labels"] == obj["metadata"]["labels"]
     assert "containers" not in view["spec"]
+    assert pod_info(view) == pod_info(obj)  # JOB-93: the Job controller reads its Pods from this cache
+
+
+def test_a_pod_view_keeps_what_the_job_controller_reads() -> None:  # JOB-93
+    full = pod("j-0", phase="Running", deleting=True)
+    full["status"]["containerStatuses"][0]["restartCount"] = 3
+    full["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True", "reason": "x",
+                                         "lastTransitionTime": T1, "message": "evicted"})
+    info = pod_info(bridge_view(copy.deepcopy(full)))
+    assert info == pod_info(full) and info.restart_count == 3 and info.deleting
+    assert [c.type for c in info.conditions] == ["Ready", "DisruptionTarget"]
 
 
 @pytest.mark.parametrize("obj", [r[1] for r in CRONJOBS], ids=[r[0] for r in CRONJOBS])

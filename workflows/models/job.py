@@ -7,6 +7,7 @@ pure planner (workflows/jobsync.py) reads.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -208,6 +209,7 @@ class JobSnapshot(K8sModel):
     #: never counted, never active
     unmatched: list[PodInfo] = Field(default_factory=list)
     rest: PodTally = Field(default_factory=PodTally)  # JOB-92: the Pods not in ``pods``
+    pods_rv: int = 0  # JOB-93: the resourceVersion the Pods were read at (0: a LIST)
 
 
 class BackoffRecord(K8sModel):
@@ -223,6 +225,9 @@ class JobMemory(K8sModel):
     backoff: BackoffRecord = Field(default_factory=BackoffRecord)
     finalizers_removed: list[str] = Field(default_factory=list)  # uids (JOB-38), durable instead of in-memory
     counted_backoff: list[str] = Field(default_factory=list)  # failed-pod uids already added to the backoff record
+    #: JOB-93: the Pods' resourceVersion the next sync's read must have reached: the newest this
+    #: workflow read or wrote (0: none known, as for a run started before it was kept)
+    pods_rv: int = 0
 
 
 class PodToCreate(K8sModel):
@@ -332,9 +337,10 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
     )
 
 
-def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, namespace: str, name: str,
-                 uid: str, unmatched: list[dict[str, Any]] | None = None) -> JobSnapshot:
-    """A :class:`JobSnapshot` from a fresh GET of the Job (None: gone) and the LIST of its Pods.
+def job_snapshot(job: dict[str, Any] | None, pods: Sequence[dict[str, Any] | PodInfo], *, namespace: str, name: str,
+                 uid: str, unmatched: Sequence[dict[str, Any] | PodInfo] = ()) -> JobSnapshot:
+    """A :class:`JobSnapshot` from a fresh GET of the Job (None: gone) and its Pods, as the API
+    returned them or as :func:`pod_info` read them (the worker's watch, JOB-93).
 
     ``unmatched`` are Pods the Job controls whose labels no longer match its selector (JOB-26).
 
@@ -346,8 +352,7 @@ def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, name
     if job is not None:
         unc = ((job.get("status") or {}).get("uncountedTerminatedPods") or {})
         uncounted_uids = {*(unc.get("succeeded") or []), *(unc.get("failed") or [])}
-    infos = [i for i in map(pod_info, pods)
-             if i.has_finalizer or not i.finished or i.uid in uncounted_uids]
+    infos = [i for i in map(_info, pods) if i.has_finalizer or not i.finished or i.uid in uncounted_uids]
     if job is None or (job.get("metadata") or {}).get("uid") != uid:
         return JobSnapshot(namespace=namespace, name=name, uid=uid, gone=True, pods=infos)
     meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
@@ -375,8 +380,12 @@ def job_snapshot(job: dict[str, Any] | None, pods: list[dict[str, Any]], *, name
             start_time=_ts(status.get("startTime")), completion_time=_ts(status.get("completionTime")),
             conditions=[Condition.model_validate(c) for c in status.get("conditions") or []],
         ),
-        pods=infos, unmatched=[pod_info(p) for p in unmatched or []],
+        pods=infos, unmatched=[_info(p) for p in unmatched],
     )
+
+
+def _info(pod: dict[str, Any] | PodInfo) -> PodInfo:
+    return pod if isinstance(pod, PodInfo) else pod_info(pod)
 
 
 def job_in_scope(job: Job, scope: str) -> bool:
@@ -446,6 +455,7 @@ class CreatePodsResult(K8sModel):
     invalid: str | None = None  # 422: the template is rejected; retrying cannot help
     forbidden: str | None = None  # 403 (quota-like): back off
     gone: bool = False
+    pods_rv: int = 0  # JOB-93: the newest resourceVersion of the Pods made
 
 
 class ReleaseInput(K8sModel):
@@ -474,6 +484,7 @@ class PodsResult(K8sModel):
     gone: bool = False
     stale: bool = False  # a status write's resourceVersion precondition failed
     resource_version: str = ""  # after a successful status write
+    pods_rv: int = 0  # JOB-93: the newest resourceVersion the Pod writes left
 
 
 # -- activities (implemented by activities/job.py) ----------------------------------------------
