@@ -223,6 +223,22 @@ def test_a_resync_hands_on_the_cache_again_without_a_list_and_the_watch_resumes(
     assert seen == [(None, rv_a), (None, rv_b), (rv_b, "10")]  # a resync is no change
 
 
+def test_the_informer_says_which_resource_version_its_cache_has_reached() -> None:  # JOB-93
+    a, b = job("a"), job("b")
+    b2 = copy.deepcopy(b)
+    b2["metadata"]["resourceVersion"] = "10"
+    reached: list[int] = []
+    kube = _OneListThenWatches([a, b], [{"type": "MODIFIED", "object": b2},
+                                        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}}], [])
+    inf = Informer(kube, "Job", "team-a", lambda t, o: reached.append(inf.rv),  # type: ignore[arg-type]
+                   transform=bridge_view, resync_seconds=3600)
+    kube.informer = inf
+    assert not inf.wait_for(0, 0.01)  # not listed yet
+    inf._run()
+    assert reached == [0, 0, 9]  # the handler sees each change before the cache claims it
+    assert inf.rv == 12 and inf.wait_for(12, 0.01) and not inf.wait_for(13, 0.01)
+
+
 def _ev(uid: str, etype: str, rv: int, received: float = 0.0) -> tuple[float, str, dict[str, Any]]:
     return received, etype, {"kind": "Job", "metadata": {"uid": uid, "resourceVersion": str(rv)}}
 

@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from activities.job import claim_pod, selector_matches
+from activities.errors import Unreachable
+from activities.job import JobPodIndex, claim_pod, selector_matches
+from workflows.models.job import (
+    CONTROLLER_UID_LABEL,
+    JOB_TRACKING_FINALIZER,
+    POD_JOB_LABEL,
+    TRACKING_LABEL,
+)
 
 JOB = "job-uid"
 
@@ -72,3 +79,61 @@ def test_claim_pod(pod: dict[str, Any], job_deleting: bool, matches: bool, verdi
 )
 def test_selector_matches(selector: dict[str, Any] | None, labels: dict[str, str], matches: bool) -> None:
     assert selector_matches(selector, labels) == matches
+
+
+# --- the worker's index of the Pods batchd made (JOB-93) ------------------------------------
+
+
+class _Watch:
+    """An informer stand-in: its resourceVersion is what the test sets."""
+
+    def __init__(self, namespace: str | None, rv: int = 0) -> None:
+        self.namespace, self.rv = namespace, rv
+
+    def wait_for(self, rv: int, timeout: float) -> bool:
+        return self.rv >= rv
+
+
+def job_pod(name: str, *, owner: str | None = "job-uid", phase: str = "Running", holding: bool = True,
+            released: bool = False, ns: str = "ns", rv: int = 1) -> dict[str, Any]:
+    labels = {POD_JOB_LABEL: "true", CONTROLLER_UID_LABEL: "job-uid", **({TRACKING_LABEL: "released"} if released else {})}
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": f"u-{name}", "resourceVersion": str(rv),
+                            "labels": labels, "finalizers": [JOB_TRACKING_FINALIZER] if holding else []}
+    if owner is not None:
+        meta["ownerReferences"] = [{"kind": "Job", "name": "job", "uid": owner, "controller": True}]
+    return {"kind": "Pod", "metadata": meta, "status": {"phase": phase}}
+
+
+def test_the_index_holds_each_jobs_pods_in_play_and_drops_the_counted_and_the_gone() -> None:
+    index = JobPodIndex()
+    index.watch(_Watch("ns", rv=9))
+    for p in (job_pod("a"), job_pod("b", phase="Succeeded"), job_pod("c", owner="other"), job_pod("o", owner=None),
+              job_pod("x", ns="elsewhere", owner=None)):
+        index.handle("ADDED", p)
+    read = index.read("ns", "job-uid", 9)
+    assert read is not None
+    owned, orphans, rv = read
+    assert sorted(c.info.name for c in owned) == ["a", "b"] and [c.info.name for c in orphans] == ["o"] and rv == 9
+    index.handle("MODIFIED", job_pod("b", phase="Succeeded", holding=False, released=True))  # JOB-91: counted
+    index.handle("DELETED", job_pod("a", phase="Failed", holding=False))  # gone for good
+    index.handle("MODIFIED", job_pod("c"))  # now the Job's: it moves between owners
+    assert sorted(c.info.name for c in index.read("ns", "job-uid", 9)[0]) == ["c"]  # type: ignore[index]
+    assert index.read("other-ns", "job-uid", 0) is None  # no watch there: the activity LISTs
+
+
+def test_a_pod_that_leaves_the_watch_holding_the_finalizer_is_kept_as_left() -> None:  # JOB-26, JOB-93
+    index = JobPodIndex()
+    index.watch(_Watch(None, rv=5))
+    index.handle("DELETED", job_pod("a"))  # its batchd label removed: the watch says DELETED, the Pod still holds
+    owned, _, _ = index.read("ns", "job-uid", 5)  # type: ignore[misc]
+    assert [(c.info.name, c.left) for c in owned] == [("a", True)]
+    index.forget("u-a")
+    assert index.read("ns", "job-uid", 5) == ([], [], 5)
+
+
+def test_a_read_waits_for_the_watch_to_reach_what_the_workflow_saw_or_did() -> None:  # JOB-93
+    index = JobPodIndex()
+    assert index.read("ns", "job-uid", 0) is None  # no watch: the activity LISTs
+    index.watch(_Watch("ns", rv=7))
+    with pytest.raises(Unreachable, match="behind 8"):
+        index.read("ns", "job-uid", 8)
