@@ -63,7 +63,9 @@ from workflows.models.cronjob import (
 from workflows.models.job import (
     CONTROLLER_UID_LABEL,
     JOB_NAME_LABEL,
+    JOB_TRACKING_FINALIZER,
     POD_JOB_LABEL,
+    TRACKING_LABEL,
     JobInput,
     job_in_scope,
 )
@@ -327,8 +329,10 @@ class JobRouter:
         seen = (meta.generation, meta.deletion_timestamp is not None, finished, etype == "DELETED")
         if self._sent.get(meta.uid) == seen:
             return
-        if etype == "DELETED" or finished:
+        if etype == "DELETED":
             await self.workflows.signal(wid, name="poke")  # a running workflow follows through; none is started
+        elif finished:
+            pass  # the workflow wrote it, and looks again while Pods still hold the finalizer (JOB-5)
         else:
             await self.workflows.start(JobWorkflow.run, JobInput(namespace=meta.namespace, name=meta.name, uid=meta.uid),
                                        ref=ObjectRef(kind="Job", namespace=meta.namespace, name=meta.name, uid=meta.uid),
@@ -339,9 +343,17 @@ class JobRouter:
             self._sent[meta.uid] = seen
 
     def pod(self, obj: dict[str, Any]) -> None:
-        """A Pod batchd created changed: poke its Job's workflow on the next tick."""
+        """A Pod batchd created changed: poke its Job's workflow on the next tick.
+
+        Not for a Pod counted and released (JOB-91): no decision reads it again, and the sync that
+        released it looks again anyway. A Job's last sync released its last Pods, so those pokes
+        arrived as it completed and made Temporal refuse the completion (one failed task a Job).
+        """
         meta = obj.get("metadata") or {}
-        if POD_JOB_LABEL in (meta.get("labels") or {}) and (wid := _job_of_pod(meta)) is not None:
+        labels = meta.get("labels") or {}
+        if labels.get(TRACKING_LABEL) == "released" and JOB_TRACKING_FINALIZER not in (meta.get("finalizers") or []):
+            return
+        if POD_JOB_LABEL in labels and (wid := _job_of_pod(meta)) is not None:
             self._to_poke.add(wid)
 
     async def gone(self, ref: ObjectRef) -> None:
