@@ -133,13 +133,15 @@ async def main(completions: int, parallelism: int, run_seconds: float, per_index
                 runs += 1
                 events.append(len(hist.events))
                 actions += billable_actions(hist)
-                for ev in hist.events:
+                for pos, ev in enumerate(hist.events):
                     if ev.ByteSize() > biggest[0]:
                         biggest = (ev.ByteSize(), ev.WhichOneof("attributes") or "")
                         (wd / "largest-event.pb").write_bytes(ev.SerializeToString())
                     if ev.HasField("workflow_task_failed_event_attributes"):
                         failed = ev.workflow_task_failed_event_attributes
-                        task_failures.append(f"{failed.cause}: {failed.failure.message[:200]}")
+                        end = hist.events[-1].WhichOneof("attributes") or ""
+                        task_failures.append(f"{failed.cause}: {failed.failure.message[:200]} "
+                                             f"({len(hist.events) - pos} events before the run's {end})")
         finals = [(await asyncio.to_thread(kube.get, "Job", ns, n)) for n in names]
         if any(f is None for f in finals):
             raise RuntimeError(f"a Job of {ns} is gone before its figures were read")

@@ -51,6 +51,35 @@ async def test_worker_sigkilled_between_protocol_steps_counts_every_pod_exactly_
     assert not [e for e in kube.list("Event", namespace)["items"] if e["reason"] == "TooManySucceededPods"]
 
 
+@pytest.mark.timeout(600)
+async def test_a_job_larger_than_a_snapshot_window_survives_sigkills_exact_and_clean(
+    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    tmp_path: Path,
+) -> None:
+    """JOB-92, JOB-93: 1,200 Indexed Pods, 600 at a time (more than a snapshot holds one by one), read
+    from the worker's watch; the worker is SIGKILLed mid-run: every index succeeds once, the
+    counts are exact, and no Pod keeps the tracking finalizer."""
+    rng = random.Random(93)
+    health = free_port()
+    job = kube.create("Job", namespace, job_manifest("wide", completions=1200, parallelism=600, indexed=True,
+                                                     run_seconds=2.0))
+    wid = job_workflow_id(namespace, "wide", job["metadata"]["uid"])
+    kills = await kill_mid_run(temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path, health, "wide",
+                               rounds=2, rng=rng)
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
+        await ready(health)
+        await eventually(lambda: workflow_exists(temporal_env.client, wid), what="workflow")
+        result = await asyncio.wait_for(temporal_env.client.get_workflow_handle(wid).result(), 300)
+    assert kills >= 1, "the test must actually kill the worker mid-run"
+    assert result == "Complete"
+    fresh = kube.get("Job", namespace, "wide")
+    st = fresh["status"]
+    succeeded = _indexes(pods_of(kube, namespace, fresh), "Succeeded")
+    assert succeeded == list(range(1200)), f"{len(succeeded)} Pods for {len(set(succeeded))} indexes"  # each once
+    assert (st["succeeded"], st["completedIndexes"], st.get("failed", 0)) == (1200, "0-1199", 0)
+    assert no_finalizers_left(kube, namespace, fresh)
+
+
 async def kill_mid_run(temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str,
                        task_queue: str, tmp_path: Path, health: int, name: str, *, rounds: int, rng: random.Random,
                        before_first_kill: Callable[[], None] = lambda: None) -> int:
