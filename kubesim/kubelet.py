@@ -15,6 +15,8 @@ Pods of those completion indexes;
 ``kubesim.batchd.io/fail-exit-code`` (int, default 1) and ``kubesim.batchd.io/fail-times``
 (int, default: always): a Job Pod whose ``batch.kubernetes.io/job-completion-index`` is in the
 set exits with that code while its ``job-index-failure-count`` is below ``fail-times``;
+``kubesim.batchd.io/fail-every`` (int n) does the same for every index that n divides, where
+a set would name thousands of indexes on every Pod;
 ``kubesim.batchd.io/terminate-seconds`` (float): how long a deleted Pod takes to stop
 (default: its grace period; shorter than the grace period means it exited on SIGTERM, 143);
 ``kubesim.batchd.io/evict`` (set on a running Pod, e.g. with ``kubectl annotate``): the
@@ -58,6 +60,7 @@ CONTAINER_EXIT_CODES = "kubesim.batchd.io/container-exit-codes"
 FAIL_INDEXES = "kubesim.batchd.io/fail-indexes"
 FAIL_EXIT_CODE = "kubesim.batchd.io/fail-exit-code"
 FAIL_TIMES = "kubesim.batchd.io/fail-times"
+FAIL_EVERY = "kubesim.batchd.io/fail-every"
 EVICT = "kubesim.batchd.io/evict"
 _INDEX = "batch.kubernetes.io/job-completion-index"
 _INDEX_FAILURES = "batch.kubernetes.io/job-index-failure-count"
@@ -264,8 +267,9 @@ class Kubelet:
         code = int(_annotation(pod, EXIT_CODE, 0, int))
         annotations = pod["metadata"].get("annotations") or {}
         index = annotations.get(_INDEX)
-        fail = annotations.get(FAIL_INDEXES)
-        if fail is not None and isinstance(index, str) and index.isdigit() and _in_index_set(fail, int(index)):
+        fail, every = annotations.get(FAIL_INDEXES), _annotation(pod, FAIL_EVERY, 0, int)
+        if isinstance(index, str) and index.isdigit() and (
+                (fail is not None and _in_index_set(fail, int(index))) or (every > 0 and int(index) % every == 0)):
             times = _annotation(pod, FAIL_TIMES, None, int)
             if times is None or int(_annotation(pod, _INDEX_FAILURES, 0, int)) < times:
                 code = int(_annotation(pod, FAIL_EXIT_CODE, 1, int))

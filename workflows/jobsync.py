@@ -1,8 +1,9 @@
 """Pure decisions of the Job controller: one sync of upstream ``syncJob`` over a fresh snapshot.
 
 Layer: workflows, pure (no I/O, no wall clock, no randomness, no temporalio). Caller: the Job
-workflow, once per sync. An activity reads the Job and its Pods into a :class:`JobSnapshot`;
-:func:`plan_sync` turns it and the workflow's durable :class:`JobMemory` into a
+workflow, once per sync. An activity reads the Job and its Pods into a :class:`JobSnapshot`
+whose window holds the Pods the sync may act on and whose tally counts the others (JOB-92,
+workflows/models/jobpods.py); :func:`plan_sync` turns it and the workflow's durable :class:`JobMemory` into a
 :class:`SyncPlan`; the workflow applies the plan with idempotent activities (release the Pods
 that stopped matching the selector, deletes, creates, step 1 write ``record``, step 2 remove the
 finalizers of ``release``) and finally calls
@@ -161,13 +162,7 @@ def new_backoff_record(
     )
 
 
-# --- instants that may not fit a datetime (issue 14) -----------------------------------------
-
-
-# --- podFailurePolicy (POL-1 to POL-18) ------------------------------------------------------
-
-
-# --- backoffLimitPerIndex (POL-19 to POL-32) -------------------------------------------------
+# --- backoffLimitPerIndex (POL-19 to POL-32; the rules for one Pod are in models/jobpods.py) --
 
 
 def get_new_index_failure_counts(spec: JobSpecView, pod_being_replaced: PodInfo | None) -> tuple[int, int]:

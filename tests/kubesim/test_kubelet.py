@@ -122,7 +122,12 @@ def test_container_exit_codes_and_index_scripted_failures(clocked):
         **script, "batch.kubernetes.io/job-index-failure-count": "1"}))
     core.create_namespaced_pod("default", pod_body("idx2", run_seconds=1, annotations={
         **script, "batch.kubernetes.io/job-completion-index": "2"}))
-    for name in ("two", "idx3", "idx3-retry", "idx2"):
+    every = {"kubesim.batchd.io/fail-every": "10", "kubesim.batchd.io/fail-exit-code": "7"}
+    core.create_namespaced_pod("default", pod_body("idx20", run_seconds=1, annotations={
+        **every, "batch.kubernetes.io/job-completion-index": "20"}))
+    core.create_namespaced_pod("default", pod_body("idx21", run_seconds=1, annotations={
+        **every, "batch.kubernetes.io/job-completion-index": "21"}))
+    for name in ("two", "idx3", "idx3-retry", "idx2", "idx20", "idx21"):
         eventually(lambda n=name: core.read_namespaced_pod(n, "default").status.phase == "Running")
     clock.advance(1)
     two = eventually(lambda: (p := core.read_namespaced_pod("two", "default")).status.phase == "Failed" and p)
@@ -131,6 +136,8 @@ def test_container_exit_codes_and_index_scripted_failures(clocked):
     assert idx3.status.container_statuses[0].state.terminated.exit_code == 7
     eventually(lambda: core.read_namespaced_pod("idx3-retry", "default").status.phase == "Succeeded")  # failed once
     eventually(lambda: core.read_namespaced_pod("idx2", "default").status.phase == "Succeeded")  # not scripted
+    eventually(lambda: core.read_namespaced_pod("idx20", "default").status.phase == "Failed")  # 10 divides 20
+    eventually(lambda: core.read_namespaced_pod("idx21", "default").status.phase == "Succeeded")
 
 
 def test_evict_annotation_sets_disruption_target_and_fails_the_pod(core, ns):

@@ -118,6 +118,9 @@ def count_covered(intervals: list[tuple[int, int]]) -> int:
     return count
 
 
+# --- the rules that judge one Pod (JOB-13, JOB-15, JOB-41, JOB-44, POL-1 to POL-24) -----------
+
+
 def match_pod_failure_policy(
     pod_failure_policy: PodFailurePolicy | None, failed_pod: PodInfo
 ) -> tuple[str | None, bool, str | None]:
