@@ -30,19 +30,11 @@ async def test_worker_sigkilled_between_protocol_steps_counts_every_pod_exactly_
     temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
     tmp_path: Path,
 ) -> None:
-    rng = random.Random(11)
-    health = free_port()
-    job = kube.create("Job", namespace, job_manifest("sturdy", completions=30, parallelism=3, run_seconds=1.5))
-    wid = job_workflow_id(namespace, "sturdy", job["metadata"]["uid"])
-    kills = await kill_mid_run(temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path, health, "sturdy",
-                               rounds=4, rng=rng)
-    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
-        await ready(health)
-        await eventually(lambda: workflow_exists(temporal_env.client, wid), what="workflow")
-        result = await asyncio.wait_for(temporal_env.client.get_workflow_handle(wid).result(), 120)
+    kills, result, fresh = await sigkilled_run(
+        temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path,
+        job_manifest("sturdy", completions=30, parallelism=3, run_seconds=1.5), rounds=4, seed=11, timeout=120)
     assert kills >= 2, "the test must actually kill the worker mid-run"
     assert result == "Complete"
-    fresh = kube.get("Job", namespace, "sturdy")
     st = fresh["status"]
     succeeded_pods = [p for p in pods_of(kube, namespace, fresh) if p["status"]["phase"] == "Succeeded"]
     assert st["succeeded"] == 30 == len(succeeded_pods), (st, len(succeeded_pods))  # no double, no lost count
@@ -59,25 +51,36 @@ async def test_a_job_larger_than_a_snapshot_window_survives_sigkills_exact_and_c
     """JOB-92, JOB-93: 1,200 Indexed Pods, 600 at a time (more than a snapshot holds one by one), read
     from the worker's watch; the worker is SIGKILLed mid-run: every index succeeds once, the
     counts are exact, and no Pod keeps the tracking finalizer."""
-    rng = random.Random(93)
-    health = free_port()
-    job = kube.create("Job", namespace, job_manifest("wide", completions=1200, parallelism=600, indexed=True,
-                                                     run_seconds=2.0))
-    wid = job_workflow_id(namespace, "wide", job["metadata"]["uid"])
-    kills = await kill_mid_run(temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path, health, "wide",
-                               rounds=2, rng=rng)
-    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
-        await ready(health)
-        await eventually(lambda: workflow_exists(temporal_env.client, wid), what="workflow")
-        result = await asyncio.wait_for(temporal_env.client.get_workflow_handle(wid).result(), 300)
+    kills, result, fresh = await sigkilled_run(
+        temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path,
+        job_manifest("wide", completions=1200, parallelism=600, indexed=True, run_seconds=2.0), rounds=2, seed=93,
+        timeout=300)
     assert kills >= 1, "the test must actually kill the worker mid-run"
     assert result == "Complete"
-    fresh = kube.get("Job", namespace, "wide")
     st = fresh["status"]
     succeeded = _indexes(pods_of(kube, namespace, fresh), "Succeeded")
     assert succeeded == list(range(1200)), f"{len(succeeded)} Pods for {len(set(succeeded))} indexes"  # each once
     assert (st["succeeded"], st["completedIndexes"], st.get("failed", 0)) == (1200, "0-1199", 0)
     assert no_finalizers_left(kube, namespace, fresh)
+
+
+async def sigkilled_run(temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str,
+                        task_queue: str, tmp_path: Path, manifest: dict[str, Any], *, rounds: int, seed: int | str,
+                        timeout: float, before_first_kill: Callable[[], None] = lambda: None,
+                        ) -> tuple[int, Any, dict[str, Any]]:
+    """Create the Job, kill its worker mid-run (:func:`kill_mid_run`), then leave a last worker running
+    until the Job's workflow ends: how many kills landed, the workflow's result, the Job then."""
+    name = manifest["metadata"]["name"]
+    health = free_port()
+    job = kube.create("Job", namespace, manifest)
+    wid = job_workflow_id(namespace, name, job["metadata"]["uid"])
+    kills = await kill_mid_run(temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path, health, name,
+                               rounds=rounds, rng=random.Random(seed), before_first_kill=before_first_kill)
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
+        await ready(health)
+        await eventually(lambda: workflow_exists(temporal_env.client, wid), timeout=60, what="workflow")
+        result = await asyncio.wait_for(temporal_env.client.get_workflow_handle(wid).result(), timeout)
+    return kills, result, kube.get("Job", namespace, name)
 
 
 async def kill_mid_run(temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str,
@@ -154,24 +157,16 @@ async def test_worker_sigkilled_mid_policy_loses_and_double_counts_nothing(
     case: str, temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
     tmp_path: Path,
 ) -> None:
-    rng = random.Random(case)
-    health = free_port()
     name = f"pol-{case}"
-    job = kube.create("Job", namespace, _policy_job(name, case))
-    wid = job_workflow_id(namespace, name, job["metadata"]["uid"])
 
     def scale_up() -> None:  # elastic: 10 -> 12 while the first worker is at work
         if case == "elastic":
             kube.patch("Job", namespace, name, {"spec": {"completions": 12, "parallelism": 12}})
 
-    kills = await kill_mid_run(temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path, health, name,
-                               rounds=3, rng=rng, before_first_kill=scale_up)
-    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
-        await ready(health)
-        await eventually(lambda: workflow_exists(temporal_env.client, wid), timeout=60, what="workflow")
-        result = await asyncio.wait_for(temporal_env.client.get_workflow_handle(wid).result(), 180)
+    kills, result, fresh = await sigkilled_run(temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path,
+                                               _policy_job(name, case), rounds=3, seed=case, timeout=180,
+                                               before_first_kill=scale_up)
     assert kills >= 1, "the test must actually kill the worker mid-run"
-    fresh = kube.get("Job", namespace, name)
     st, pods = fresh["status"], pods_of(kube, namespace, fresh)
     succeeded, failed = _indexes(pods, "Succeeded"), _indexes(pods, "Failed")
     assert len(set(succeeded)) == len(succeeded), "an index ran to success twice"

@@ -1026,3 +1026,13 @@ def test_an_index_whose_waiting_pod_is_beyond_the_window_is_not_created_afresh()
     plan = plan_sync(bounded, JobMemory(), NOW)
     assert [(c.index, c.failure_count) for c in plan.create] == [(0, 1), (1, 1)]
     assert [(c.index, c.failure_count) for c in whole.create] == [(i, 1) for i in range(6)]
+
+
+def test_a_per_index_job_with_thousands_of_waiting_pods_keeps_its_window() -> None:  # JOB-92, JOB-73
+    waiting = [pod(f"f{i}", "Failed", index=i, finished=NOW - S) for i in range(3000)]
+    snap = make_snapshot(*waiting, completions=3000, parallelism=3000, completion_mode="Indexed",
+                         backoff_limit_per_index=1, failed_indexes="")
+    memory = JobMemory(counted_backoff=[p.uid for p in waiting])  # each failure already in the (unused) record
+    bounded = bound_snapshot(snap, memory)
+    assert len(bounded.pods) == WINDOW and bounded.rest.pods == 2500
+    assert [p.index for p in bounded.pods] == list(range(WINDOW))  # the lowest waiting indexes

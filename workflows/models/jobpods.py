@@ -312,8 +312,9 @@ def bound_snapshot(snap: JobSnapshot, memory: JobMemory, *, window: int = WINDOW
     named = {*st.uncounted_succeeded, *st.uncounted_failed, *removed}
     chosen: dict[str, PodInfo] = {p.uid: p for p in pods if p.uid in named and p.has_finalizer}
     budget = window - len(chosen)  # they leave the window as step 3 folds them, in a sync or two
-    counted = set(memory.counted_backoff)
-    chosen.update((p.uid, p) for p in pods if p.uid in counted and p.has_finalizer and p.uid not in chosen)
+    if spec.backoff_limit_per_index is None:  # per-index Jobs wait per index, not on that record (JOB-73)
+        counted = set(memory.counted_backoff)
+        chosen.update((p.uid, p) for p in pods if p.uid in counted and p.has_finalizer and p.uid not in chosen)
     live = not snap.gone and finished_condition(st.conditions) is None
     rfo = spec.pod_replacement_policy == "Failed" or spec.pod_failure_policy is not None
     delayed = _waiting_pods(snap, removed, rfo) if live else {}
