@@ -700,10 +700,11 @@ class _Sync:
     def track_job_status(self) -> None:
         """Step 1 (JOB-30, JOB-35 to JOB-37, JOB-39, JOB-50 to JOB-52): uids to record and finalizers to release."""
         failing = self.finishing is not None and self.finishing.type != SUCCESS_CRITERIA_MET
-        # JOB-51: once an earlier sync wrote SuccessCriteriaMet, a Pod that ends after it (the ones
-        # that sync deleted, met again after a worker restart between the write and the release)
-        # had not failed before it, so it is not counted; the Pods that had were recorded with it.
-        succeeded_before = _true(self.conditions, SUCCESS_CRITERIA_MET) is not None
+        # JOB-51: once an earlier sync wrote SuccessCriteriaMet, a Pod deleted and ended after it
+        # (the ones that sync deleted, met again after a worker restart between the write and the
+        # release) had not failed before it, so it is not counted; one that failed on its own still
+        # counts (more than one sync records: JOB-37, JOB-92).
+        met = _true(self.conditions, SUCCESS_CRITERIA_MET)
         release_all = self.snap.deleting or self.finishing is not None  # JOB-35
         skip = set(self.release_and_delete)
         recorded = set(self.uncounted_s) | set(self.uncounted_f)
@@ -720,7 +721,7 @@ class _Sync:
             if not release_all and p.index is not None and _uid(self.delayed.get(p.index)) == p.uid:
                 continue  # POL-23: its counts seed the index's next Pod
             self.release.append(p.name)
-            self._record(p, (failed and not succeeded_before) or failing, new_indexes)
+            self._record(p, (failed and not _stopped_by_success(p, met, self.now)) or failing, new_indexes)
             if len(new_indexes) + len(self.uncounted_s) + len(self.uncounted_f) >= MAX_UNCOUNTED_PODS:
                 self.reached_max = True  # JOB-37
                 break
@@ -831,6 +832,14 @@ def _released(uid: str, by_uid: dict[str, PodInfo], removed: set[str]) -> bool:
     """JOB-33: the Pod of an uncounted uid no longer holds the finalizer."""
     pod = by_uid.get(uid)
     return uid in removed or pod is None or not pod.has_finalizer
+
+
+def _stopped_by_success(p: PodInfo, condition: Condition | None, now: datetime) -> bool:
+    """JOB-51: the Pod was deleted and did not end before ``condition`` (SuccessCriteriaMet) was written."""
+    if condition is None or not p.deleting:
+        return False
+    at = condition.last_transition_time
+    return at is None or _finish(p, now) >= at
 
 
 def _uid(p: PodInfo | None) -> str | None:

@@ -177,12 +177,18 @@ def test_fail_job_outranks_backoff_limit_and_success() -> None:  # POL-11, JOB-6
 
 def test_fail_job_is_not_evaluated_once_success_criteria_met() -> None:  # POL-11, POL-39
     status = JobStatusView(start_time=NOW - 100 * S, conditions=[cond("SuccessCriteriaMet", reason="SuccessPolicy")])
-    snap = make_snapshot(failed("a", 42), status=status, completions=1, pod_failure_policy=FAIL_ON_42)
+    snap = make_snapshot(failed("a", 42, finished=NOW - 50 * S, deleting=True), status=status, completions=1,
+                         pod_failure_policy=FAIL_ON_42)
     plan = plan_sync(snap, JobMemory(), NOW)
     assert plan.record is None or ctype(plan.record, "FailureTarget") is None
-    # JOB-51: it ended after the success was written (a sync before would have recorded it), so its
-    # finalizer goes and it is not counted
+    # JOB-51: the success deleted it and it ended after, so its finalizer goes and it is not counted
     assert plan.release == ["a"] and (plan.record is None or plan.record.uncounted_failed == [])
+    # ... and one that ended before it, left for a later sync (JOB-37, JOB-92), still counts
+    before = make_snapshot(failed("b", 42, finished=NOW - 150 * S), status=status, completions=1,
+                           pod_failure_policy=FAIL_ON_42)
+    plan = plan_sync(before, JobMemory(), NOW)
+    assert plan.release == ["b"] and plan.record is not None and plan.record.uncounted_failed == ["u-b"]
+    assert ctype(plan.record, "FailureTarget") is None
 
 
 def test_ignore_on_disruption_target_counts_nothing_and_replaces() -> None:  # POL-9, POL-10

@@ -1036,3 +1036,18 @@ def test_a_per_index_job_with_thousands_of_waiting_pods_keeps_its_window() -> No
     bounded = bound_snapshot(snap, memory)
     assert len(bounded.pods) == WINDOW and bounded.rest.pods == 2500
     assert [p.index for p in bounded.pods] == list(range(WINDOW))  # the lowest waiting indexes
+
+
+@pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
+def test_failures_recorded_after_the_success_condition_still_count(crash: str | None) -> None:  # JOB-51, JOB-92
+    """More Pods to record than a sync takes: the sync that meets the completions writes
+    SuccessCriteriaMet before the Pods that failed on their own are all recorded (found with
+    100,000 Pods, 481 failures of 10,000 went uncounted)."""
+    sim = Sim(completions=None, parallelism=6, backoff_limit=10)  # a work queue: done at its first success
+    sim.window = 1
+    sim.sync()
+    sim.kubelet()
+    sim.kubelet(fail=list(sim.pods)[:3])  # three fail, three succeed, in the same second
+    sim.run(crash)
+    assert (sim.status.succeeded, sim.status.failed) == (3, 3) and len(sim.failed_uids) == 3
+    sim.assert_clean()
