@@ -7,9 +7,9 @@ With ``--per-index`` the Job has ``backoffLimitPerIndex: 1`` and every tenth ind
 (kubesim's kubelet exits its first Pod with 1), so 10 % of the indexes wait out their own
 10 s backoff and run again; the Job still ends Complete. ``--jobs N`` creates N such Jobs at once
 and prints Jobs per second and the p99 time to Complete. ``--kill-after N`` SIGKILLs the worker
-once N Pods of the first Job have succeeded, starts another, and checks the end (JOB-93): exact
-``succeeded`` and ``completedIndexes``, one succeeded Pod per index, no Pod left holding the
-tracking finalizer.
+once N Pods of the first Job have succeeded and starts another. A single Job's end is checked:
+exact ``succeeded``, ``failed`` and ``completedIndexes``, one succeeded Pod per index, no Pod left
+holding the tracking finalizer.
 
 Prints (never asserts): Pods started and finished per second, time to Complete, Kubernetes API
 requests per Pod (kubesim's audit of every HTTP request the worker made; the fake kubelet's
@@ -170,21 +170,24 @@ async def main(completions: int, parallelism: int, run_seconds: float, per_index
                       for f in finals)
         rows.insert(2, ("Jobs per second; time to Complete p50 / p99 (s)",
                         f"{jobs / elapsed:.1f}; {took[len(took) // 2]:.0f} / {took[min(len(took) - 1, int(len(took) * 0.99))]:.0f}"))
-    if kill is not None:
-        rows.append(("after the kill: exact and clean", _check_clean(pods, completions, final)))
+    if jobs == 1:
+        rows.append(("exact and clean" + (" after the kill" if kill is not None else ""),
+                     _check_clean(pods, completions, final, len(range(0, completions, 10)) if per_index else 0)))
     print(table(rows))
     print(f"(logs in {wd})")
 
 
-def _check_clean(pods: list[dict[str, Any]], completions: int, final: dict[str, Any]) -> str:
-    """JOB-93's promise after a SIGKILL: every index once, nothing left holding the finalizer."""
+def _check_clean(pods: list[dict[str, Any]], completions: int, final: dict[str, Any], failures: int) -> str:
+    """Every index succeeded once, ``failures`` failures counted, nothing left holding the finalizer
+    (JOB-93's promise after a SIGKILL too)."""
     per_index = Counter(p["metadata"]["annotations"][COMPLETION_INDEX_ANNOTATION] for p in pods
                         if p["status"].get("phase") == "Succeeded")
     twice = sorted(int(i) for i, n in per_index.items() if n > 1)
     held = [p["metadata"]["name"] for p in pods if JOB_TRACKING_FINALIZER in (p["metadata"].get("finalizers") or [])]
     ok = (final.get("succeeded") == completions and final.get("completedIndexes") == f"0-{completions - 1}"
-          and len(per_index) == completions and not twice and not held)
-    return f"{'yes' if ok else 'NO'} ({len(per_index)} indexes succeeded, {len(twice)} twice, {len(held)} holding)"
+          and final.get("failed", 0) == failures and len(per_index) == completions and not twice and not held)
+    return (f"{'yes' if ok else 'NO'} ({len(per_index)} indexes succeeded, {len(twice)} twice, "
+            f"{final.get('failed', 0)} of {failures} failures counted, {len(held)} holding)")
 
 
 def _rss_of(wd: Path) -> float:
