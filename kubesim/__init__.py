@@ -46,7 +46,7 @@ class KubeSim:
         port: int = 0,
         kubelet: bool = True,
         clock: Clock | None = None,
-        watch_window: int = 20_000,
+        watch_window: int = 100_000,  # a relist of 100,000 Pods (200 pages) must not outlast it
         bookmark_interval: float = 1.0,
         kubelet_tick: float = 0.02,
         admission: Sequence[AdmissionPlugin] = (),

@@ -552,9 +552,9 @@ class ApiServer:
             limit = int(q.get("limit") or 0)
         except ValueError as e:
             raise bad_request(f"invalid limit {q.get('limit')!r}") from e
-        items, token, remaining = self.store.select(route.res.storage, flt, max(0, limit), q.get("continue"))
+        items, token, remaining, at = self.store.select(route.res.storage, flt, max(0, limit), q.get("continue"))
         res = route.res
-        meta: dict[str, Any] = {"resourceVersion": str(self.store.rv)}
+        meta: dict[str, Any] = {"resourceVersion": str(at)}
         if token:
             meta["continue"] = token
             meta["remainingItemCount"] = remaining
@@ -1016,7 +1016,7 @@ class ApiServer:
     async def _deletecollection(self, route: Route, request: web.BaseRequest) -> web.Response:
         options = await self._delete_options(request)
         flt = self._filter(route, request)
-        items, _, _ = self.store.select(route.res.storage, flt)
+        items, _, _, _ = self.store.select(route.res.storage, flt)
         deleted = []
         for obj in items:
             try:

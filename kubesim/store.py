@@ -338,12 +338,16 @@ class Store:
 
     def select(
         self, key: StorageKey, flt: Filter, limit: int = 0, continue_token: str | None = None
-    ) -> tuple[list[Obj], str | None, int | None]:
-        """Matching objects sorted by (namespace, name), a continue token, remaining count."""
+    ) -> tuple[list[Obj], str | None, int | None, int]:
+        """Matching objects sorted by (namespace, name), a continue token, remaining count, and the
+        resourceVersion the list is at: a continued list keeps its first page's, as the API server's
+        does, so that a watch from it replays every change made while the pages were read (kubesim
+        serves each page from the live store, not a snapshot)."""
         bucket = self._objects.get(key, {})
         start: ObjKey | None = None
+        at = self.rv
         if continue_token:
-            start = self._decode_continue(continue_token)
+            start, at = self._decode_continue(continue_token)
         names = sorted(bucket) if flt.namespace is None else sorted(k for k in bucket if k[0] == flt.namespace)
         items: list[Obj] = []
         last: ObjKey | None = None
@@ -360,14 +364,14 @@ class Store:
             items.append(obj)
             last = k
         if limit and remaining and last is not None:
-            return items, self._encode_continue(last), remaining
-        return items, None, None
+            return items, self._encode_continue(last, at), remaining, at
+        return items, None, None, at
 
-    def _encode_continue(self, last: ObjKey) -> str:
-        raw = json.dumps({"v": "meta.k8s.io/v1", "rv": self.rv, "start": list(last)})
+    def _encode_continue(self, last: ObjKey, rv: int) -> str:
+        raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": list(last)})
         return base64.urlsafe_b64encode(raw.encode()).decode()
 
-    def _decode_continue(self, token: str) -> ObjKey:
+    def _decode_continue(self, token: str) -> tuple[ObjKey, int]:
         try:
             data = json.loads(base64.urlsafe_b64decode(token.encode()))
             rv = int(data["rv"])
@@ -379,7 +383,7 @@ class Store:
                 "The provided continue parameter is too old to display a consistent list result. "
                 "You can start a new list without the continue parameter."
             )
-        return (str(ns), str(name))
+        return (str(ns), str(name)), rv
 
     # -- writes (each bumps the global resourceVersion and emits one event) --
 

@@ -118,14 +118,17 @@ class Informer:
     def _relist(self) -> str:
         seen: dict[str, bytes] = {}
         cont: str | None = None
+        rv: str | None = None
         while True:
             page = self.kube.list(self.kind, self.namespace, label_selector=self.label_selector, limit=500, continue_=cont)
+            # The list is at its first page's resourceVersion: the watch resumes from there, so a
+            # change made while later pages were read is not missed (JOB-93 trusts this cache).
+            rv = rv if rv is not None else str((page.get("metadata") or {}).get("resourceVersion") or "")
             for obj in page.get("items") or []:
                 obj.setdefault("kind", self.kind)
                 seen[obj["metadata"]["uid"]] = _pack(self.transform(obj))
             cont = (page.get("metadata") or {}).get("continue") or None
             if not cont:
-                rv = str((page.get("metadata") or {}).get("resourceVersion") or "")
                 break
         for uid, packed in self._known.items():
             if uid not in seen:

@@ -113,6 +113,21 @@ def test_a_resource_version_older_than_the_window_is_gone(tmp_path):
         assert stream_lines(small.url, f"/api/v1/namespaces/default/pods?watch=1&resourceVersion={recent}&timeoutSeconds=1") == []
 
 
+def test_a_paged_list_is_at_its_first_pages_resource_version(core, sim, ns):
+    """As the API server's: a watch from the list's version replays what changed while later pages
+    were read (kubesim reads each page live), so an informer's cache misses nothing (JOB-93)."""
+    for name in ("a", "b", "c"):
+        core.create_namespaced_pod(ns, pod_body(name))
+    first = core.list_namespaced_pod(ns, limit=1)
+    core.patch_namespaced_pod("c", ns, {"metadata": {"labels": {"changed": "meanwhile"}}})
+    rest = core.list_namespaced_pod(ns, limit=2, _continue=first.metadata._continue)
+    assert rest.metadata.resource_version == first.metadata.resource_version
+    events = stream_lines(sim.url, f"/api/v1/namespaces/{ns}/pods?watch=1&timeoutSeconds=1"
+                                   f"&resourceVersion={first.metadata.resource_version}")
+    assert any(e["type"] == "MODIFIED" and e["object"]["metadata"]["name"] == "c"
+               and (e["object"]["metadata"].get("labels") or {}).get("changed") == "meanwhile" for e in events)
+
+
 def test_watch_filters_by_label_and_field_selectors(batch, ns):
     rv = batch.list_namespaced_job(ns).metadata.resource_version
     batch.create_namespaced_job(ns, job_body("keep", labels={"team": "a"}))
