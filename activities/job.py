@@ -3,8 +3,10 @@
 Layer: activities. Implements the declarations of workflows/models/job.py, which workflows/job.py
 calls; registered by worker/temporal.py. Each is idempotent and batched (one activity call handles many Pods, so history stays small however many
 Pods a Job runs). Upstream's three tracking steps map to :meth:`JobActivities.write_status`
-(step 1 and step 3) and :meth:`JobActivities.release_finalizers` (step 2). Rule ids (JOB-n,
-POL-n) are those of docs/job.md.
+(step 1 and step 3) and :meth:`JobActivities.release_finalizers` (step 2). The snapshot reads a
+Job's Pods from :class:`JobPodIndex`, the worker's own watch of them, once it has reached the
+workflow's last read and writes (JOB-93), and records a bounded window of them (JOB-92). Rule ids
+(JOB-n, POL-n) are those of docs/job.md.
 """
 
 from __future__ import annotations
