@@ -173,9 +173,6 @@ class JobPodIndex:
             orphans = [p for u in self._by_owner.get("", ()) if (p := self._pods[u]).info.namespace == namespace]
         return owned, orphans, rv
 
-    def __len__(self) -> int:
-        return len(self._pods)
-
 
 def status_body(s: JobStatusView, indexed: bool) -> dict[str, Any]:
     """The API form of a :class:`JobStatusView` (a full replacement of the controller-owned fields)."""
