@@ -84,6 +84,8 @@ CREATE_BACKOFF_MAX = timedelta(minutes=5)
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 #: JOB-26 release: a new activity, only ever scheduled for Pods that stopped matching their selector
 RELEASE_UNMATCHED_PATCH = "release-unmatched-pods"
+#: JOB-94: continue as new in the task that wakes the run, not in the one that ends a sync
+CONTINUE_AS_NEW_AT_WAKE = "continue-as-new-at-wake"
 
 
 class JobMetrics:
@@ -193,14 +195,20 @@ class JobWorkflow:
                 self.metrics.synced(*self._sample, error=self._errored, took=workflow.now() - started)
             if outcome is not None:
                 return outcome
-            if workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(JobInput(namespace=self.ns, name=self.name, uid=self.uid, memory=self.memory,
-                                                  expect=self._expect))
+            if workflow.info().is_continue_as_new_suggested() and not workflow.patched(CONTINUE_AS_NEW_AT_WAKE):
+                await self._continue_as_new()  # before the patch: at the end of the sync's task
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(
                     lambda: self._poked, timeout=requeue,
                     timeout_summary=f"Job {self.ns}/{self.name}: look again" if requeue else None)
+            if workflow.info().is_continue_as_new_suggested() and workflow.patched(CONTINUE_AS_NEW_AT_WAKE):
+                await self._continue_as_new()
+
+    async def _continue_as_new(self) -> None:
+        """JOB-94: start afresh with the durable memory; the new run syncs first, so no poke is lost."""
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(JobInput(namespace=self.ns, name=self.name, uid=self.uid, memory=self.memory,
+                                          expect=self._expect))
 
     async def sync(self) -> tuple[str | None, timedelta | None]:
         """One sync; returns the final outcome (to end the workflow) and when to look again."""

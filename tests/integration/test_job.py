@@ -10,8 +10,10 @@ from typing import Any
 from temporalio.client import Client
 
 from activities.kube import Kube
-from tests.conftest import eventually, running, save_history, workflow_exists
+from tests.conftest import DEV_SERVER_ARGS, eventually, running, save_history, workflow_exists
+from worker.dev import ephemeral_dev_server
 from workflows.identity import job_workflow_id
+from workflows.job import CONTINUE_AS_NEW_AT_WAKE
 from workflows.models.job import JOB_MANAGED_BY, JOB_TRACKING_FINALIZER, TRACKING_LABEL
 
 
@@ -112,6 +114,34 @@ async def test_a_pod_deleted_mid_run_is_counted_once_and_replaced(client, kube, 
         assert await outcome(client, namespace, job) == "Complete"
     st = kube.get("Job", namespace, "victim")["status"]
     assert st["succeeded"] == 2 and st["failed"] == 1
+    assert no_finalizers_left(kube, namespace, job)
+
+
+async def test_a_job_continues_as_new_between_syncs_and_counts_every_pod_once(kube, namespace, task_queue):
+    # The server suggests continue-as-new after 40 events (a server of its own: every other test's
+    # workflows keep the default), so this Job runs as several workflow runs. The run continues as
+    # new in the workflow task that woke it, before its next sync: a poke during a sync's steps
+    # would make the server refuse a task that also carried the continue-as-new.
+    env = await ephemeral_dev_server(
+        [*DEV_SERVER_ARGS, "--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=40"])
+    async with env, running(env.client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest("runs", completions=6, parallelism=2, run_seconds=1))
+        assert await outcome(env.client, namespace, job, timeout=90) == "Complete"
+        wid = job_workflow_id(namespace, "runs", job["metadata"]["uid"])
+        last = await env.client.get_workflow_handle(wid).fetch_history()
+        first = env.client.get_workflow_handle(
+            wid, run_id=last.events[0].workflow_execution_started_event_attributes.first_execution_run_id)
+        events = (await first.fetch_history()).events
+        assert events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+        await save_history(first, "job-continued-as-new")
+        task = next(i for i in range(len(events) - 1, 0, -1)
+                    if events[i].HasField("workflow_task_completed_event_attributes"))
+        assert not [e for e in events[task:] if e.HasField("activity_task_scheduled_event_attributes")
+                    or e.HasField("marker_recorded_event_attributes")], "a sync ran in the task that continued as new"
+        assert any(CONTINUE_AS_NEW_AT_WAKE.encode() in e.SerializeToString() for e in events)
+        assert not [e for e in events if e.HasField("workflow_task_failed_event_attributes")]
+    st = kube.get("Job", namespace, "runs")["status"]
+    assert st["succeeded"] == 6 and st.get("failed", 0) == 0 and st["active"] == 0
     assert no_finalizers_left(kube, namespace, job)
 
 
