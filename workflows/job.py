@@ -169,7 +169,7 @@ class JobWorkflow:
         snap = self._last
         return {
             "namespace": self.ns, "name": self.name, "uid": self.uid, "syncs": self.syncs,
-            "status": snap.status.model_dump(mode="json", by_alias=True) if snap else None,
+            "status": snap.status.model_dump(mode="json", by_alias=True, context={"readable": True}) if snap else None,
             "pods": len(snap.pods) + snap.rest.pods if snap else None,
             "backoff": self.memory.backoff.model_dump(mode="json", by_alias=True),
         }

@@ -38,6 +38,8 @@ from workflows.models.job import (
     PodFailurePolicy,
     PodInfo,
     SuccessPolicy,
+    pack_indexes,
+    unpack_indexes,
 )
 from workflows.models.jobpods import (
     format_indexes,
@@ -205,3 +207,13 @@ def test_match_success_policy_is_total(policy: SuccessPolicy, completions: int, 
     message, met = match_success_policy(policy, completions, within)
     assert met == message.startswith("Matched rules at index ")
     assert not met or within  # POL-33: never without a succeeded index
+
+
+@PROPS
+@given(indexes=st.sets(st.one_of(st.integers(0, 300), st.integers(0, INT32 - 1)), max_size=200),
+       text=st.text(alphabet="0123456789,-+ ", max_size=60))
+def test_packed_index_strings_unpack_to_exactly_themselves(indexes: set[int], text: str) -> None:  # JOB-95
+    canonical = format_indexes(indexes)
+    packed = pack_indexes(canonical)
+    assert packed.startswith("zlib:") == bool(indexes) and unpack_indexes(packed) == canonical
+    assert unpack_indexes(pack_indexes(text)) == text  # any other string: kept as it came

@@ -995,6 +995,23 @@ def test_a_snapshot_of_100000_pods_is_recorded_under_temporals_warning_limit(mod
     assert [c.index for c in b.create] == [c.index for c in a.create]  # JOB-21
 
 
+def test_the_index_strings_of_100000_indexes_travel_packed_under_the_warning_limit() -> None:  # JOB-95
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    # the longest strings 100,000 indexes make: every other index complete, the others failed
+    done, failed = format_indexes(range(0, 100_000, 2)), format_indexes(range(1, 100_000, 2))
+    snap = make_snapshot(completions=100_000, parallelism=100_000, backoff_limit_per_index=0,
+                         status=JobStatusView(completed_indexes=done, failed_indexes=failed, succeeded=50_000))
+    assert len(done) + len(failed) > 512 * 1024
+    converter = pydantic_data_converter.payload_converter
+    [payload] = converter.to_payloads([snap])
+    assert len(payload.data) < 16 * 1024, len(payload.data)
+    [back] = converter.from_payloads([payload], [JobSnapshot])
+    assert back == snap and back.status.completed_indexes == done
+    short = JobStatusView(completed_indexes="0-9,11")  # short strings stay readable in the UI
+    assert b'"completedIndexes":"0-9,11"' in converter.to_payloads([short])[0].data
+
+
 def test_a_finishing_job_deletes_the_pods_beyond_the_window_before_it_writes_the_condition() -> None:  # JOB-74
     sim = Sim(completions=9, parallelism=9, backoff_limit=0)
     sim.window = 2

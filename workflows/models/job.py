@@ -6,12 +6,21 @@ pure planner (workflows/jobsync.py) reads.
 
 from __future__ import annotations
 
+import base64
 import re
+import zlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from workflows.models.common import (
     POD_FINISHED_PHASES,
@@ -144,6 +153,66 @@ class JobSpecView(K8sModel):
     success_policy: SuccessPolicy | None = None  # J
 
 
+#: JOB-95: an index string longer than this travels packed in workflow payloads
+INDEXES_INLINE = 4096
+PACKED_PREFIX = "zlib:"
+_CANONICAL_INT = re.compile(r"0|[1-9][0-9]*")
+
+
+def pack_indexes(text: str) -> str:
+    """JOB-95: an index string (JOB-48) as ``zlib:`` and the gaps between its interval bounds.
+
+    As text, a Job of 100,000 indexes, every other one complete, has a ``completedIndexes`` of
+    294 KB; packed, it is a few hundred bytes, and a random half of them 23 KB. Only a string
+    that unpacks to exactly itself is packed (canonical integers, intervals in rising order);
+    anything else, however long, is kept as it came.
+    """
+    gaps, reach = bytearray(), -1
+    for part in text.split(","):
+        first, dash, last = part.partition("-")
+        if not _CANONICAL_INT.fullmatch(first) or (dash and not _CANONICAL_INT.fullmatch(last)):
+            return text
+        a, b = int(first), int(last) if dash else int(first)
+        if a <= reach or b <= a and dash:
+            return text
+        for n in (a - reach - 1, b - a):
+            while n > 0x7F:
+                gaps.append(n & 0x7F | 0x80)
+                n >>= 7
+            gaps.append(n)
+        reach = b
+    return PACKED_PREFIX + base64.b64encode(zlib.compress(bytes(gaps))).decode()
+
+
+def unpack_indexes(value: Any) -> Any:
+    """The index string :func:`pack_indexes` packed; any other value as it is."""
+    if not isinstance(value, str) or not value.startswith(PACKED_PREFIX):
+        return value
+    raw, numbers, n, shift = zlib.decompress(base64.b64decode(value[len(PACKED_PREFIX):])), [], 0, 0
+    for byte in raw:
+        n |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            numbers.append(n)
+            n, shift = 0, 0
+    parts, reach = [], -1
+    for gap, width in zip(numbers[::2], numbers[1::2], strict=True):
+        a = reach + 1 + gap
+        reach = a + width
+        parts.append(f"{a}-{reach}" if width else str(a))
+    return ",".join(parts)
+
+
+def _packed(text: str | None, info: SerializationInfo) -> str | None:
+    if text is None or len(text) <= INDEXES_INLINE or (info.context or {}).get("readable"):
+        return text
+    return pack_indexes(text)
+
+
+#: An index string, packed in payloads once it is long (JOB-95); always text in the model.
+IndexText = Annotated[str, BeforeValidator(unpack_indexes), PlainSerializer(_packed, when_used="json")]
+
+
 class JobStatusView(K8sModel):
     """The Job status fields the controller owns."""
 
@@ -152,8 +221,8 @@ class JobStatusView(K8sModel):
     terminating: int = 0
     succeeded: int = 0
     failed: int = 0
-    completed_indexes: str = ""
-    failed_indexes: str | None = None  # None if and only if backoffLimitPerIndex is unset (POL-25)
+    completed_indexes: IndexText = ""
+    failed_indexes: IndexText | None = None  # None if and only if backoffLimitPerIndex is unset (POL-25)
     uncounted_succeeded: list[str] = Field(default_factory=list)
     uncounted_failed: list[str] = Field(default_factory=list)
     start_time: datetime | None = None
@@ -180,12 +249,12 @@ class PodTally(K8sModel):
     new_ignored: int = 0  # of those, failures an Ignore rule matches (POL-9)
     #: JOB-47: distinct indexes newly succeeded among them, neither in completedIndexes nor the window's
     new_indexes: int = 0
-    new_succeeded_indexes: str = ""  # those indexes, with a successPolicy only (POL-33)
-    failed_indexes: str = ""  # POL-24: indexes their Pods fail
+    new_succeeded_indexes: IndexText = ""  # those indexes, with a successPolicy only (POL-33)
+    failed_indexes: IndexText = ""  # POL-24: indexes their Pods fail
     #: JOB-21: the lowest indexes (at most 500) that no Pod of the Job holds: not succeeded, not
     #: failed, not active, not terminating under the Failed policy (JOB-58), and not waiting on a
     #: failed Pod that is not in the window (POL-23)
-    pending_indexes: str = ""
+    pending_indexes: IndexText = ""
     fail_job_message: str | None = None  # POL-11: the first FailJob match among them
 
 
