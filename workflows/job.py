@@ -195,17 +195,29 @@ class JobWorkflow:
                 self.metrics.synced(*self._sample, error=self._errored, took=workflow.now() - started)
             if outcome is not None:
                 return outcome
-            if workflow.info().is_continue_as_new_suggested() and not workflow.patched(CONTINUE_AS_NEW_AT_WAKE):
-                await self._continue_as_new()  # before the patch: at the end of the sync's task
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(
-                    lambda: self._poked, timeout=requeue,
-                    timeout_summary=f"Job {self.ns}/{self.name}: look again" if requeue else None)
-            if workflow.info().is_continue_as_new_suggested() and workflow.patched(CONTINUE_AS_NEW_AT_WAKE):
-                await self._continue_as_new()
+            if workflow.info().is_continue_as_new_suggested():
+                await self._continue_as_new(requeue)
+            await self._wait(requeue)
 
-    async def _continue_as_new(self) -> None:
-        """JOB-94: start afresh with the durable memory; the new run syncs first, so no poke is lost."""
+    async def _wait(self, requeue: timedelta | None) -> None:
+        """Until a poke, or ``requeue`` (None: no timer)."""
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: self._poked, timeout=requeue,
+                timeout_summary=f"Job {self.ns}/{self.name}: look again" if requeue else None)
+
+    async def _continue_as_new(self, requeue: timedelta | None) -> None:
+        """JOB-94: start afresh with the durable memory, in a workflow task of its own.
+
+        The new run syncs first, so the poke that woke this one is served. Runs from before the
+        patch continued as new at the end of the sync's task.
+        """
+        if workflow.patched(CONTINUE_AS_NEW_AT_WAKE):
+            # A poke that came during the sync is served by the new run: wait for the next one (the
+            # bridge sends one a tick at most, so the task it starts has that tick to itself) or
+            # for the timer, at least a second, whichever comes first.
+            self._poked = False
+            await self._wait(None if requeue is None else max(requeue, timedelta(seconds=1)))
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(JobInput(namespace=self.ns, name=self.name, uid=self.uid, memory=self.memory,
                                           expect=self._expect))
