@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.contract import implements
 from activities.errors import (
@@ -58,7 +59,7 @@ from workflows.models.job import (
     job_snapshot,
     pod_info,
 )
-from workflows.models.jobpods import WINDOW, bound_snapshot
+from workflows.models.jobpods import WINDOW, fit_snapshot
 from workflows.times import rfc3339
 
 MAX_PARALLEL = 16  # concurrent Pod requests within one activity
@@ -72,6 +73,8 @@ _IN_PLAY = f"{TRACKING_LABEL}!=released"
 CACHE_WAIT_SECONDS = 10.0
 #: JOB-25, JOB-93: how often a Job read from the watch LISTs for orphans the watch cannot show
 ORPHAN_SCAN_SECONDS = 60.0
+#: JOB-92: a snapshot larger than this is refused, not recorded (Temporal's error limit is 2 MB)
+SNAPSHOT_LIMIT = 1536 * 1024
 
 
 def resource_version_of(obj: dict[str, Any] | None) -> int:
@@ -362,7 +365,15 @@ class JobActivities:
         job = self.kube.get("Job", inp.namespace, inp.name)
         cached = None if self.pod_index is None else self.pod_index.read(inp.namespace, inp.uid, inp.memory.pods_rv)
         snap = self.read(inp, job) if cached is None else self.read_cached(inp, job, *cached)
-        return bound_snapshot(snap, inp.memory)
+        bounded, size = fit_snapshot(snap, inp.memory)
+        if size > SNAPSHOT_LIMIT:
+            # Recorded, it would fail every workflow task (PayloadsTooLarge) without a word on the Job;
+            # refused here, the workflow records a Warning Event SyncFailed with this and tries later.
+            raise ApplicationError(
+                f"the Job's snapshot takes {size} bytes with {len(bounded.pods)} Pods, the fewest a sync "
+                f"can act on; Temporal refuses a payload above 2 MB",
+                type="SnapshotTooLarge", non_retryable=True)
+        return bounded
 
     def read(self, inp: ObserveJobInput, job: dict[str, Any] | None = None) -> JobSnapshot:
         """GET the Job and LIST the Pods its selector matches, claiming them as upstream (JOB-25), as one snapshot.

@@ -156,7 +156,8 @@ async def main(completions: int, parallelism: int, run_seconds: float, per_index
                    f"completedIndexes {final.get('completedIndexes')!r}, failedIndexes {final.get('failedIndexes')!r})"),
         ("time to Complete (s)", f"{elapsed:.1f}"),
         ("Pods started / finished per second", f"{len(starts) / span_start:.0f} / {len(ends) / span_end:.0f}"),
-        ("Kubernetes API requests per Pod", f"{requests / max(1, len(pods)):.2f} ({requests} for {len(pods)} Pods)"),
+        ("Kubernetes API requests per Pod", f"{requests / max(1, len(pods)):.2f} ({requests} for {len(pods)} Pods, "
+                                             f"{requests / elapsed:.0f}/s)"),
         ("Temporal actions per Pod", f"{actions / max(1, len(pods)):.3f} ({actions} in {runs} run(s))"),
         ("history events per run (max / total)", f"{max(events, default=0)} / {sum(events)}"),
         ("largest history event (KB; Temporal warns above 256)", f"{biggest[0] / 1024:.0f} ({biggest[1]})"),

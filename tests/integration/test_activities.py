@@ -470,3 +470,24 @@ def test_a_finished_pod_released_is_labelled_and_left_out_of_the_next_read(kube:
                    for n in made.created)
     snap = ActivityEnvironment().run(acts.observe, observe)
     assert [(p.name, p.has_finalizer) for p in snap.pods] == [(running_, False)]
+
+
+def test_a_snapshot_above_the_payload_limit_is_refused_with_its_size(kube: Kube, namespace, monkeypatch) -> None:
+    # JOB-92: recorded, it would fail every workflow task without a word on the Job; refused, the
+    # workflow records the reason as a Warning Event (SyncFailed) and tries again later
+    from activities import job as job_activities
+    from tests.integration.test_job import job_manifest
+    from workflows.models.job import CreatePodsInput, JobMemory, ObserveJobInput, PodToCreate
+
+    job = kube.create("Job", namespace, job_manifest("huge", completions=2, parallelism=2, suspend=True))
+    uid = job["metadata"]["uid"]
+    acts = job_activities.JobActivities(kube)
+    ActivityEnvironment().run(acts.create_pods, CreatePodsInput(
+        namespace=namespace, name="huge", uid=uid, pods=[PodToCreate(), PodToCreate()]))
+    observe = ObserveJobInput(namespace=namespace, name="huge", uid=uid, memory=JobMemory())
+    assert len(ActivityEnvironment().run(acts.observe, observe).pods) == 2
+    monkeypatch.setattr(job_activities, "SNAPSHOT_LIMIT", 100)
+    with pytest.raises(ApplicationError) as refused:
+        ActivityEnvironment().run(acts.observe, observe)
+    assert refused.value.type == "SnapshotTooLarge" and refused.value.non_retryable
+    assert "bytes with 2 Pods" in str(refused.value)

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from pydantic_core import to_json
 
 from workflows.jobsync import (
     MAX_BACKOFF,
@@ -35,8 +36,10 @@ from workflows.models.job import (
     SyncPlan,
 )
 from workflows.models.jobpods import (
+    SNAPSHOT_BUDGET,
     WINDOW,
     bound_snapshot,
+    fit_snapshot,
     format_indexes,
     parse_indexes,
 )
@@ -992,6 +995,23 @@ def test_a_snapshot_of_100000_pods_is_recorded_under_temporals_warning_limit(mod
     for field in ("active", "ready", "terminating", "succeeded", "failed", "completed_indexes"):
         assert getattr(b.record, field) == getattr(a.record, field), field
     assert len(b.release) == len(a.release) == 500  # JOB-37
+    assert [c.index for c in b.create] == [c.index for c in a.create]  # JOB-21
+
+
+def test_a_window_of_long_rows_narrows_to_stay_within_the_snapshot_budget() -> None:  # JOB-92
+    crowd = _crowd(5_000, completion_mode="Indexed")
+    # names of 253 characters (the API's limit): a full window's rows would take 500 KB
+    whole = crowd.model_copy(update={"pods": [p.model_copy(update={"name": f"{i:05d}" + "n" * 248})
+                                              for i, p in enumerate(crowd.pods)]})
+    assert len(to_json(bound_snapshot(whole, JobMemory()))) > SNAPSHOT_BUDGET
+    fitted, size = fit_snapshot(whole, JobMemory())
+    assert size == len(to_json(fitted)) <= SNAPSHOT_BUDGET and 0 < len(fitted.pods) < 2 * WINDOW
+    a, b = plan_sync(whole, JobMemory(), NOW), plan_sync(fitted, JobMemory(), NOW)
+    assert a.record is not None and b.record is not None
+    for field in ("active", "ready", "terminating", "failed"):
+        assert getattr(b.record, field) == getattr(a.record, field), field
+    # fewer finished Pods are recorded a sync, the lowest indexes first; the rest in the next ones
+    assert 0 < b.record.succeeded < a.record.succeeded
     assert [c.index for c in b.create] == [c.index for c in a.create]  # JOB-21
 
 

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic_core import to_json
+
 from workflows.models.common import finished_condition
 from workflows.models.job import (
     ContainerExit,
@@ -31,6 +33,8 @@ from workflows.models.job import (
 FAIL_JOB, IGNORE, COUNT, FAIL_INDEX = "FailJob", "Ignore", "Count", "FailIndex"
 #: JOB-92: the most Pods a snapshot holds one by one, beside those the sync's bookkeeping names.
 WINDOW = 500
+#: JOB-92: the most bytes a recorded snapshot takes, three quarters of Temporal's warning limit
+SNAPSHOT_BUDGET = 192 * 1024
 
 _PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}  # controller.ActivePods (JOB-15)
 _GO_ATOI = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts (JOB-49)
@@ -275,6 +279,25 @@ def pod_counts_as_failed(spec: JobSpecView, p: PodInfo) -> bool:
 
 
 # --- the window of a snapshot (JOB-92) -------------------------------------------------------
+
+
+def fit_snapshot(snap: JobSnapshot, memory: JobMemory, budget: int = SNAPSHOT_BUDGET) -> tuple[JobSnapshot, int]:
+    """JOB-92: :func:`bound_snapshot` with the widest window, ``WINDOW`` or a half of it, that fits ``budget``.
+
+    A row takes about 170 bytes; Pods with long names, many failing containers or many conditions
+    a ``podFailurePolicy`` names take more, and then the window narrows rather than the snapshot
+    grows. The Pods the bookkeeping names stay whatever their size.
+
+    Returns:
+        The snapshot, and its size in bytes as a payload (above ``budget`` only at a window of one).
+    """
+    window = WINDOW
+    while True:
+        bounded = bound_snapshot(snap, memory, window=window)
+        size = len(to_json(bounded))
+        if size <= budget or window == 1:
+            return bounded, size
+        window //= 2
 
 
 def bound_snapshot(snap: JobSnapshot, memory: JobMemory, *, window: int = WINDOW) -> JobSnapshot:
