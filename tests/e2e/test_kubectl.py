@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -63,23 +64,39 @@ def dev_args() -> list[str]:
     return ["--job-scope", "all", "--cronjob-selector", ""]
 
 
+def _answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _dev_server(tmp_path: Path, log: IO[bytes]) -> tuple[subprocess.Popen[bytes], int]:
+    """The dev server and its frontend port, once it and its UI answer. A port picked free may be
+    taken before the server binds it (the server then exits): start again on others, twice at most."""
+    deadline = time.monotonic() + 240
+    for _ in range(3):
+        port, ui_port = free_port(), free_port()
+        server = subprocess.Popen(dev_server_args(tmp_path, port, ui_port), stdout=log, stderr=log)
+        while server.poll() is None and not (_answers(port) and _answers(ui_port)):
+            assert time.monotonic() < deadline, "dev server did not start"
+            time.sleep(0.2)
+        if server.poll() is None:
+            return server, port
+    raise AssertionError("dev server exited at start three times")
+
+
 @contextmanager
 def dev_world(tmp_path: Path, kubeconfig: Path, namespaces: list[str]) -> Iterator[None]:
     """The Temporal dev server as ``batchd dev`` starts it, and a worker with its bridge settings
     (on ``namespaces``), both as separate processes."""
-    port, ui_port, health = free_port(), free_port(), free_port()
     log = open(tmp_path / "temporal.log", "ab")  # noqa: SIM115 - closed below
-    server = subprocess.Popen(dev_server_args(tmp_path, port, ui_port), stdout=log, stderr=log)
+    server: subprocess.Popen[bytes] | None = None
     worker = None
     try:
-        deadline = time.monotonic() + 240
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "dev server did not start"
-                time.sleep(0.2)
+        server, port = _dev_server(tmp_path, log)
+        health = free_port()
         args = [BATCHD, "worker", "--temporal-address", f"127.0.0.1:{port}", "--kubeconfig", str(kubeconfig),
                 "--namespaces", ",".join(namespaces), "--health-port", str(health), "--ttl-scope", "all", *dev_args(),
                 *lease_args(namespaces[0])]
