@@ -24,15 +24,9 @@ from opentelemetry import metrics
 from temporalio import activity
 
 from activities.contract import implements
-from activities.errors import (
-    AlreadyExists,
-    Forbidden,
-    Invalid,
-    KubeError,
-    namespace_terminating,
-    temporal_errors,
-)
-from activities.kube import Clock, Kube, SystemClock, prestarted_pool
+from activities.errors import temporal_errors
+from kube.client import Clock, Kube, SystemClock, prestarted_pool
+from kube.errors import AlreadyExists, Forbidden, Invalid, KubeError, namespace_terminating
 from workflows.models import cronjob as contract
 from workflows.models.common import JobStatus, ObjectRef, finished_condition
 from workflows.models.cronjob import (

@@ -23,7 +23,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.contract import implements
-from activities.errors import (
+from activities.errors import temporal_errors
+from kube.client import Clock, Kube, SystemClock, prestarted_pool
+from kube.errors import (
     AlreadyExists,
     Conflict,
     Forbidden,
@@ -32,9 +34,7 @@ from activities.errors import (
     NotFound,
     Unreachable,
     namespace_terminating,
-    temporal_errors,
 )
-from activities.kube import Clock, Kube, SystemClock, prestarted_pool
 from workflows.models import job as contract
 from workflows.models.job import (
     COMPLETION_INDEX_ANNOTATION,

@@ -2,7 +2,7 @@
 
 Layer: activities. Implements the declarations of workflows/models/ttl.py, which workflows/ttl.py
 calls; registered by worker/temporal.py.
-Runs in the worker's thread pool (activities/kube.py's client is synchronous).
+Runs in the worker's thread pool (kube/client.py's client is synchronous).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from opentelemetry import metrics
 from temporalio import activity
 
 from activities.contract import implements
-from activities.errors import Conflict, temporal_errors
-from activities.kube import Clock, Kube, SystemClock
+from activities.errors import temporal_errors
+from kube.client import Clock, Kube, SystemClock
+from kube.errors import Conflict
 from workflows.models import ttl as contract
 from workflows.models.common import Job, ObjectRef, ObserveInput, Pod
 from workflows.models.ttl import DeleteExpiredInput, DeleteExpiredResult, TTLObservation, time_left

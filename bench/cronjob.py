@@ -41,7 +41,6 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.kube import Kube
 from bench.ceiling import MinuteCeiling
 from bench.harness import (
     Process,
@@ -53,6 +52,7 @@ from bench.harness import (
     worker_processes,
 )
 from bench.kubesim_bench import raw_request, read_response
+from kube.client import Kube
 from worker.bridge import BridgeSettings
 from workflows.identity import cronjob_workflow_id
 

@@ -28,8 +28,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from activities.errors import KubeError
-from activities.kube import Kube
 from bench.harness import (
     Process,
     cluster,
@@ -37,6 +35,8 @@ from bench.harness import (
     table,
     worker_process,
 )
+from kube.client import Kube
+from kube.errors import KubeError
 from tests.k8s import finish_job, job_manifest, pod_manifest
 from workflows.models.job import JOB_MANAGED_BY
 

@@ -27,8 +27,8 @@ from typing import Any, NamedTuple
 from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import Kube
-from activities.kubeconfig import load_access
+from kube.client import Kube
+from kube.config import load_access
 from worker.dev import ephemeral_dev_server
 
 BIN = Path(sys.executable).parent

@@ -36,7 +36,6 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.kube import Kube
 from bench.harness import (
     Process,
     billable_actions,
@@ -45,6 +44,7 @@ from bench.harness import (
     table,
     worker_process,
 )
+from kube.client import Kube
 from workflows.identity import job_workflow_id
 from workflows.models.job import COMPLETION_INDEX_ANNOTATION, JOB_MANAGED_BY, JOB_TRACKING_FINALIZER
 

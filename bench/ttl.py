@@ -31,7 +31,6 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.kube import Kube
 from bench.ceiling import DONE, CeilingWorkflow, SleeperCeiling, bench_noop
 from bench.harness import (
     DeletionWatch,
@@ -45,6 +44,7 @@ from bench.harness import (
     table,
     worker_process,
 )
+from kube.client import Kube
 from tests.k8s import create_job, finish_job
 
 # -- the ceiling --------------------------------------------------------------------------

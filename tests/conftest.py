@@ -31,8 +31,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import Kube
-from activities.kubeconfig import load_access
+from kube.client import Kube
+from kube.config import load_access
 from worker.bridge import Bridge, BridgeSettings
 from worker.dev import ephemeral_dev_server
 from worker.lease import Elector, LeaseSettings

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from activities.kube import Kube
+from kube.client import Kube
 
 
 def stamp(t: datetime) -> str:

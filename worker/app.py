@@ -28,8 +28,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from activities.kube import Kube
-from activities.kubeconfig import load_access
+from kube.client import Kube
+from kube.config import load_access
 from worker import telemetry
 from worker.bridge import Bridge, BridgeSettings
 from worker.lease import Elector, LeaseSettings

@@ -31,7 +31,7 @@ from temporalio.client import Client
 
 from activities.cronjob import after_creations
 from activities.job import JobPodIndex
-from activities.kube import Clock, Kube, SystemClock
+from kube.client import Clock, Kube, SystemClock
 from worker.informer import Informer, bridge_view
 from worker.lease import Elector
 from worker.routes import CronJobRouter, JobRouter, TTLRouter, Workflows, controller_of

@@ -22,7 +22,7 @@ from workflows.identity import TASK_QUEUE
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from activities.kube import Kube
+    from kube.client import Kube
     from worker.temporal import TemporalSettings
 
 #: A click command function, before or after click turned it into a ``click.Command``.
@@ -302,8 +302,8 @@ def ttl_list(output: str, k8s_namespace: str | None, limit: int | None, **tempor
 
 def _run_kube(kubeconfig: Path | None, command: Callable[[Kube], str]) -> NoReturn:
     """Run one command against Kubernetes, print its output and exit with its code."""
-    from activities.kube import Kube
-    from activities.kubeconfig import load_access
+    from kube.client import Kube
+    from kube.config import load_access
     from worker import ops
 
     try:

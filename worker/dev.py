@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from activities.errors import AlreadyExists
-from activities.kube import Kube
-from activities.kubeconfig import load_access
+from kube.client import Kube
+from kube.config import load_access
+from kube.errors import AlreadyExists
 from worker.bridge import BridgeSettings
 from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE
 

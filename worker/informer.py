@@ -8,7 +8,7 @@ meanwhile as ``DELETED``), hands every cached object to its handler again every
 ``resync_seconds``, and keeps the last seen copy of each object (:meth:`Informer.get`).
 
 Threads: each informer runs list+watch in a thread with the synchronous
-:class:`~activities.kube.Kube` client; its handler is called on that thread.
+:class:`~kube.client.Kube` client; its handler is called on that thread.
 
 Memory: an informer keeps, and hands on, only :func:`bridge_view` of each object (the fields the
 subset models of workflows/models/ read), never the decoded API object. A burst of watch events
@@ -26,8 +26,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from activities.errors import KubeError
-from activities.kube import Kube
+from kube.client import Kube
+from kube.errors import KubeError
 
 log = logging.getLogger("batchd.bridge")
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from activities.errors import AlreadyExists, Conflict, KubeError
-from activities.kube import Clock, Kube, SystemClock
+from kube.client import Clock, Kube, SystemClock
+from kube.errors import AlreadyExists, Conflict, KubeError
 from workflows.times import micro_time
 
 log = logging.getLogger("batchd.lease")

@@ -35,8 +35,8 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.errors import Conflict, KubeError, NotFound
-from activities.kube import Kube
+from kube.client import Kube
+from kube.errors import Conflict, KubeError, NotFound
 from workflows.identity import (
     EXPIRES_AT,
     K8S_KIND,

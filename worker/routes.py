@@ -29,8 +29,8 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.errors import KubeError
-from activities.kube import Clock, Kube
+from kube.client import Clock, Kube
+from kube.errors import KubeError
 from worker.ops import ttl_query
 from workflows.cronjob import CronJobWorkflow
 from workflows.identity import (

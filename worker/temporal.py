@@ -39,9 +39,10 @@ from temporalio.worker.workflow_sandbox import _runner as sandbox_runner
 
 from activities.contract import check_implemented
 from activities.cronjob import CronJobActivities, CronJobCache
+from activities.events import EventActivities
 from activities.job import JobActivities, JobPodIndex
-from activities.kube import Clock, EventActivities, Kube
 from activities.ttl import TTLActivities
+from kube.client import Clock, Kube
 from workflows.cronjob import CronJobWorkflow
 from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE, timed_task_queue
 from workflows.job import JobWorkflow

@@ -1,7 +1,7 @@
 """Stuck workflows made visible: a workflow whose tasks keep failing becomes an Event and an ERROR line.
 
 Layer: worker. Started by worker/app.py beside the bridge; reads Temporal visibility and
-writes Kubernetes Events through :class:`activities.kube.Kube`.
+writes Kubernetes Events through :class:`kube.client.Kube`.
 
 batchd's decisions are total over what the API accepts (TIME-1 in docs/design.md), so a workflow task that
 fails is a bug. The Temporal server marks such a workflow with the search attribute
@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.errors import KubeError
-from activities.kube import Kube
+from kube.client import Kube
+from kube.errors import KubeError
 from workflows.identity import K8S_KIND, K8S_NAME, K8S_NAMESPACE, K8S_UID
 from workflows.models.common import ObjectRef
 

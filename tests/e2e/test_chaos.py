@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from activities.kube import Kube
-from activities.kubeconfig import load_access
+from kube.client import Kube
+from kube.config import load_access
 from kubesim import KubeSim
 from kubesim.server import AuditKey
 from kubesim.store import WatchEvent

@@ -26,7 +26,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually, running, utcnow
 from tests.k8s import create_job, finish_job, second
 from workflows.identity import K8S_KIND, K8S_NAME, K8S_NAMESPACE, cronjob_workflow_id

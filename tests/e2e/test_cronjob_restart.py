@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually, idle, running, utcnow
 from tests.e2e.test_worker_process import free_port, ready, worker_process
 from tests.integration.test_cronjob import armed_for, cronjob_manifest, describe, jobs_of, started

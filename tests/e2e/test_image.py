@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually
 from tests.e2e.test_worker_process import free_port, http_get, lease_args
 from tests.integration.test_job import job_manifest

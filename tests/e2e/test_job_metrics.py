@@ -16,7 +16,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually, workflow_exists
 from tests.e2e.test_worker_process import free_port, http_get, ready, worker_process
 from tests.integration.test_job import job_manifest

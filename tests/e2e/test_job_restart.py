@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually, workflow_exists
 from tests.e2e.test_worker_process import free_port, ready, worker_process
 from tests.integration.test_job import job_manifest, no_finalizers_left, pods_of

@@ -18,7 +18,7 @@ from typing import IO
 
 import pytest
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually, new_namespace
 from tests.e2e.test_worker_process import BATCHD, free_port, http_get, lease_args
 from worker.dev import DEV_BRIDGE, dev_server_args

@@ -35,8 +35,8 @@ import yaml
 from kubernetes.client import ApiClient
 from temporalio.client import Client
 
-from activities.kube import Kube
-from activities.kubeconfig import load_access
+from kube.client import Kube
+from kube.config import load_access
 from tests.conftest import eventually, running, utcnow
 from tests.integration.test_job import job_manifest
 from tests.k8s import create_job, finish_job, pod_manifest, second

@@ -17,7 +17,7 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually
 from tests.e2e.test_worker_process import free_port, http_get, worker_process
 from worker.app import Readiness

@@ -30,7 +30,7 @@ import pytest_asyncio
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually, running, utcnow
 from tests.k8s import create_job, finish_job, second
 from worker.dev import ephemeral_dev_server

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from activities.kube import Kube
-from activities.kubeconfig import load_access
+from kube.client import Kube
+from kube.config import load_access
 from tests.conftest import eventually, utcnow
 from tests.e2e.forked import Forked
 from tests.k8s import create_job, finish_job, second

@@ -13,11 +13,12 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import errors
 from activities.cronjob import CronJobActivities, after_creations, in_burst
-from activities.kube import Kube
-from activities.kubeconfig import load_access
+from activities.errors import to_application_error
 from activities.ttl import TTLActivities
+from kube import errors
+from kube.client import Kube
+from kube.config import load_access
 from tests.conftest import utcnow
 from tests.k8s import create_job, finish_job, second
 from workflows.models.common import ObjectRef, ObserveInput
@@ -43,7 +44,7 @@ def test_status_maps_to_one_error_class(status: int, reason: str, cls: type, ret
     body = f'{{"kind":"Status","reason":"{reason}","message":"boom","code":{status}}}'
     err = errors.from_response(status, body, {"Retry-After": "3"})
     assert type(err) is cls and err.retryable is retryable
-    app = errors.to_application_error(err)
+    app = to_application_error(err)
     assert app.type == cls.__name__ and app.non_retryable is (not retryable)
     assert app.next_retry_delay == (timedelta(seconds=3) if retryable else None)
 

@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import TypedSearchAttributes
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually, running, save_history, workflow_exists
 from tests.integration.test_cronjob import cronjob_manifest, describe, events_of, jobs_of, started
 from tests.k8s import create_job, finish_job, pod_manifest

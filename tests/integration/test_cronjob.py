@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually, idle, running, save_history, utcnow, workflow_exists
 from tests.k8s import finish_job, second
 from workflows import cronjob as cronjob_workflow

@@ -13,7 +13,7 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually, running, save_history, utcnow
 from tests.integration.test_cronjob import cronjob_manifest, describe, events_of, jobs_of, started
 from tests.k8s import finish_job, second, stamp

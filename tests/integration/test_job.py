@@ -9,7 +9,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import DEV_SERVER_ARGS, eventually, running, save_history, workflow_exists
 from worker.dev import ephemeral_dev_server
 from workflows.identity import job_workflow_id

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually, running
 from tests.integration.test_job import condition, job_manifest, no_finalizers_left, outcome, pods_of
 

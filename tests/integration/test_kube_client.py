@@ -1,4 +1,4 @@
-"""Tier 2: the transport of activities/kube.py — kept connections, TLS, credentials, proxies.
+"""Tier 2: the transport of kube/client.py — kept connections, TLS, credentials, proxies.
 
 kubesim speaks plain HTTP, so TLS, client certificates, ``tls-server-name``, tokens and proxies
 are exercised against a small HTTP/1.1 stub server (and a CONNECT proxy) with certificates made
@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from activities import errors
-from activities.kube import Endpoint, Kube, _Response
-from activities.kubeconfig import Access, KubeConfigError
+from kube import errors
+from kube.client import Endpoint, Kube, _Response
+from kube.config import Access, KubeConfigError
 
 NAME = "kubernetes.default"  # the only name in the stub server's certificate
 

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.client import Client
 
-from activities.kube import Kube
+from kube.client import Kube
 from tests.conftest import eventually, running, utcnow
 from tests.k8s import create_job, finish_job, second
 from worker.bridge import Bridge, BridgeSettings

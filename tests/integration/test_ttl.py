@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities.kube import Kube
 from bench.harness import BILLABLE
+from kube.client import Kube
 from tests.conftest import eventually, routed, running, save_history, utcnow, workflow_exists
 from tests.k8s import create_job, finish_job, pod_manifest, second
 from worker import ops

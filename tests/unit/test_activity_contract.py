@@ -13,8 +13,8 @@ import pytest
 from temporalio import activity
 
 from activities.contract import IMPLEMENTS, check_implemented, declarations, implements
-from activities.kube import Kube
-from activities.kubeconfig import Access
+from kube.client import Kube
+from kube.config import Access
 from worker.temporal import activities
 from workflows.models import cronjob, ttl
 from workflows.models.common import ObserveInput

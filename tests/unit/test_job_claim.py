@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from activities.errors import Unreachable
 from activities.job import JobPodIndex, claim_pod, selector_matches
+from kube.errors import Unreachable
 from workflows.models.job import (
     CONTROLLER_UID_LABEL,
     JOB_TRACKING_FINALIZER,

@@ -1,4 +1,4 @@
-"""activities/kubeconfig.py: the kubeconfig and in-cluster loading, checked against the official
+"""kube/config.py: the kubeconfig and in-cluster loading, checked against the official
 Python client's loader (a test dependency) where both read the same file, and on its own for
 what renews credentials: exec plugins, token files, the OIDC auth provider."""
 
@@ -21,8 +21,8 @@ import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from activities import kubeconfig
-from activities.kubeconfig import KubeConfigError, from_files, in_cluster, load_access
+from kube import config as kubeconfig
+from kube.config import KubeConfigError, from_files, in_cluster, load_access
 
 PEM = {name: f"-----BEGIN CERTIFICATE-----\n{name}\n-----END CERTIFICATE-----\n" for name in ("ca", "cert", "key")}
 

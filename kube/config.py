@@ -1,11 +1,10 @@
 """Where the Kubernetes API server is and who batchd is to it: a kubeconfig, or the Pod's service account.
 
-Layer: activities. Callers: worker/app.py, worker/cli.py, worker/dev.py (``load_access``), activities/kube.py (:class:`Access`
-is what :class:`~activities.kube.Kube` connects with).
+Callers: worker/app.py, worker/cli.py, worker/dev.py (``load_access``); :class:`Access` is what
+:class:`~kube.client.Kube` connects with.
 
-The official Python client's loader would do this, but importing it imports the whole generated
-client and requests-oauthlib: 12 MiB of the worker's memory, held for a few hundred lines of YAML
-read once (docs/benchmarks.md). What is read follows kubectl (docs/operations.md, "Connecting to
+batchd reads it itself rather than through the official Python client's loader, whose import
+brings the whole generated client into the worker's memory (docs/design.md). What is read follows kubectl (docs/operations.md, "Connecting to
 Kubernetes"): ``KUBECONFIG`` may list several files, merged with the first definition of a name
 winning; paths in a file are relative to its directory; a user authenticates by client
 certificate, token or token file, exec plugin, OIDC auth provider, or username and password.
@@ -58,7 +57,7 @@ def _no_authorization() -> str | None:
 
 @dataclass(frozen=True)
 class Access:
-    """One API server and the credentials for it, as :class:`~activities.kube.Kube` uses them."""
+    """One API server and the credentials for it, as :class:`~kube.client.Kube` uses them."""
 
     server: str  # e.g. https://10.0.0.1:443, or with a path behind a gateway
     ca_file: str | None = None  # PEM

@@ -1,16 +1,14 @@
 """A small generic Kubernetes client: JSON over HTTP/1.1 keep-alive connections.
 
-Layer: activities. Used by the activities (activities/ttl.py, ...) and by the bridge's informers
-(worker/informer.py). It speaks plain JSON dicts (parsed into the subset models of
-workflows/models/ by callers), puts a timeout on every request, and raises only the
-:mod:`activities.errors` taxonomy.
+Used by the activities, the bridge's informers (worker/informer.py), the lease and the CLI. It
+speaks plain JSON dicts (parsed into the subset models of workflows/models/ by callers), puts a
+timeout on every request, and raises only the :mod:`kube.errors` taxonomy.
 
 Where to connect, TLS material, proxy and credentials come from an :class:`Access`
-(activities/kubeconfig.py: the kubeconfig or the Pod's service account, tokens renewed as they
-expire or rotate); the requests themselves go through :mod:`http.client`. With 16
-threads against kubesim the official ``ApiClient`` over urllib3 cost 0.7–1.1 ms of CPU per
-request and this costs 0.5–0.6 ms, and at a CronJob burst (500 creations due in the same
-second) the worker's CPU is the limit (docs/design.md, docs/benchmarks.md).
+(kube/config.py: the kubeconfig or the Pod's service account, tokens renewed as they expire or
+rotate); the requests themselves go through :mod:`http.client`, which costs less CPU a request
+than the official client, and a burst of creations is bound by the worker's CPU
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -34,11 +32,9 @@ from urllib.request import getproxies
 import orjson
 from opentelemetry import trace
 
-from activities.contract import implements
-from activities.errors import KubeError, NotFound, Unreachable, from_response, temporal_errors
-from activities.kubeconfig import Access, KubeConfigError
-from workflows.models import common as contract
-from workflows.models.common import EventInput, ObjectRef
+from kube.config import Access, KubeConfigError
+from kube.errors import KubeError, NotFound, Unreachable, from_response
+from workflows.models.common import ObjectRef
 from workflows.times import rfc3339
 
 _tracer = trace.get_tracer("batchd.kube")
@@ -548,18 +544,3 @@ class Kube:
                 raise
         existing = self.get("Event", ref.namespace, name) or {}
         self.patch("Event", ref.namespace, name, {"count": int(existing.get("count") or 1) + 1, "lastTimestamp": stamp})
-
-
-class EventActivities:
-    """The ``record_event`` activity every workflow uses for its Kubernetes Events."""
-
-    def __init__(self, kube: Kube, clock: Clock | None = None) -> None:
-        self.kube = kube
-        self.clock = clock or SystemClock()
-
-    @implements(contract.record_event)
-    @temporal_errors
-    def record_event(self, inp: EventInput) -> None:
-        """Record (or aggregate) an Event on ``inp.ref``."""
-        self.kube.record_event(inp.ref, type=inp.type, reason=inp.reason, message=inp.message,
-                               component=inp.component, now=self.clock.now())
