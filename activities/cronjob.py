@@ -28,7 +28,7 @@ from activities.errors import temporal_errors
 from kube.client import Clock, Kube, SystemClock, prestarted_pool
 from kube.errors import AlreadyExists, Forbidden, Invalid, KubeError, namespace_terminating
 from workflows.models import cronjob as contract
-from workflows.models.common import JobStatus, ObjectRef, finished_condition
+from workflows.models.common import JobStatus, ObjectRef, controller_of, finished_condition
 from workflows.models.cronjob import (
     MANUAL_INSTANTIATE_ANNOTATION,
     SCHEDULED_TIMESTAMP_ANNOTATION,
@@ -278,8 +278,7 @@ class CronJobActivities:
             existing = self.kube.get("Job", inp.namespace, inp.job_name)
             if existing is None:
                 raise  # deleted in between: let the retry create it
-            owner: dict[str, Any] = next(
-                (o for o in existing["metadata"].get("ownerReferences") or [] if o.get("controller")), {})
+            owner = controller_of(existing["metadata"]) or {}
             if owner.get("uid") != inp.cronjob_uid:
                 return CreateJobResult(outcome="not_ours", message=f"Job {inp.job_name} exists and is not controlled by this CronJob")
             activity.logger.info("Job %s/%s already exists", inp.namespace, inp.job_name)

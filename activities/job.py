@@ -36,6 +36,7 @@ from kube.errors import (
     namespace_terminating,
 )
 from workflows.models import job as contract
+from workflows.models.common import controller_of
 from workflows.models.job import (
     COMPLETION_INDEX_ANNOTATION,
     CONTROLLER_UID_LABEL,
@@ -314,7 +315,7 @@ def claim_pod(pod: dict[str, Any], *, job_uid: str, job_deleting: bool, matches:
 
 
 def _controller_uid(pod: dict[str, Any]) -> str | None:
-    ref = next((o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")), None)
+    ref = controller_of(pod["metadata"])
     return None if ref is None else str(ref.get("uid") or "")
 
 

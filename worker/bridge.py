@@ -34,9 +34,9 @@ from activities.job import JobPodIndex
 from kube.client import Clock, Kube, SystemClock
 from worker.informer import Informer, bridge_view
 from worker.lease import Elector
-from worker.routes import CronJobRouter, JobRouter, TTLRouter, Workflows, controller_of
+from worker.routes import CronJobRouter, JobRouter, TTLRouter, Workflows
 from workflows.identity import TASK_QUEUE
-from workflows.models.common import Job, ObjectRef
+from workflows.models.common import Job, ObjectRef, controller_of
 from workflows.models.cronjob import CRONJOB_MANAGED_LABEL
 from workflows.models.job import POD_JOB_LABEL
 from workflows.models.ttl import POD_TTL_LABEL

@@ -52,7 +52,14 @@ from workflows.jobmetrics import (
     TERMINATED_PODS_TRACKING_FINALIZER,
     tracking_finalizer_event,
 )
-from workflows.models.common import EventInput, Job, ObjectRef, Pod, finished_condition
+from workflows.models.common import (
+    EventInput,
+    Job,
+    ObjectRef,
+    Pod,
+    controller_of,
+    finished_condition,
+)
 from workflows.models.cronjob import (
     CronJob,
     CronJobInput,
@@ -76,6 +83,7 @@ from workflows.models.ttl import (
     still_waiting,
     ttl_in_scope,
 )
+from workflows.policies import Backoff
 from workflows.ttl import TTLAfterFinishedWorkflow
 
 log = logging.getLogger("batchd.bridge")
@@ -382,11 +390,6 @@ class JobRouter:
             TRACKING_FINALIZER.add(1, {"event": event})
 
 
-def controller_of(meta: dict[str, Any]) -> dict[str, Any] | None:
-    """The owner reference with ``controller: true`` of a raw object's metadata, if any."""
-    return next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
-
-
 def _job_of_pod(meta: dict[str, Any]) -> str | None:
     """The Job workflow a Pod event concerns: its controlling Job, else the Job its labels name.
 
@@ -418,7 +421,7 @@ def search_attributes(ref: ObjectRef) -> TypedSearchAttributes:
 
 async def _retry(call: Callable[[], Any], attempts: int = 5) -> Any:
     """Retry a Temporal RPC on transient failures (unavailable, throttled) with backoff."""
-    delay = 0.2
+    backoff = Backoff(0.2, 5.0)
     for attempt in range(attempts):
         try:
             return await call()
@@ -427,5 +430,4 @@ async def _retry(call: Callable[[], Any], attempts: int = 5) -> Any:
                                        RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.INTERNAL)
             if not transient or attempt == attempts - 1:
                 raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            await asyncio.sleep(backoff.next())

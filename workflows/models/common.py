@@ -93,6 +93,12 @@ class ObjectMeta(K8sModel):
         return next((o for o in self.owner_references if o.controller), None)
 
 
+def controller_of(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The owner reference with ``controller: true`` of a raw object's metadata, if any
+    (:meth:`ObjectMeta.controller_ref` for a parsed one)."""
+    return next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+
+
 class Condition(K8sModel):
     type: str
     status: str
