@@ -43,6 +43,7 @@ from worker.temporal import (
 )
 from worker.watchdog import Watchdog
 from workflows.identity import timed_task_queue
+from workflows.policies import Backoff
 
 log = logging.getLogger("batchd.worker")
 
@@ -305,18 +306,18 @@ async def _connect_while_starting(settings: TemporalSettings, runtime: Any, *, p
     it instead of exiting into a crash loop; a server that stays unreachable (a wrong address,
     refused TLS) still ends the process, with the last error.
     """
-    deadline = time.monotonic() + patience
+    deadline, backoff = time.monotonic() + patience, Backoff(delay, 10.0)
     while True:
         try:
             client = await connect(settings, runtime=runtime)
             await ensure_search_attributes(client)
             return client
         except Exception as err:
-            if time.monotonic() + delay > deadline:
+            wait = backoff.next()
+            if time.monotonic() + wait > deadline:
                 raise
-            log.warning("Temporal at %s is not answering (%s); trying again in %.1f s", settings.address, err, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
+            log.warning("Temporal at %s is not answering (%s); trying again in %.1f s", settings.address, err, wait)
+            await asyncio.sleep(wait)
 
 
 async def _run_all(workers: list[Worker]) -> None:

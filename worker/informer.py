@@ -28,6 +28,7 @@ from typing import Any
 
 from kube.client import Kube
 from kube.errors import KubeError
+from workflows.policies import Backoff
 
 log = logging.getLogger("batchd.bridge")
 
@@ -99,21 +100,20 @@ class Informer:
             yield _unpack(packed)
 
     def _run(self) -> None:
-        backoff = 1.0
+        backoff = Backoff(1.0, 30.0)
         while not self._stop.is_set():
             try:
                 rv = self._relist()
-                backoff = 1.0
+                backoff.reset()
                 self._watch(rv)
             except KubeError as err:
-                log.warning("informer %s: %s; retrying in %.0fs", self._thread.name, err, backoff,
+                delay = backoff.next()
+                log.warning("informer %s: %s; retrying in %.0fs", self._thread.name, err, delay,
                             extra={"kind": self.kind, "namespace": self.namespace or ""})
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                self._stop.wait(delay)
             except Exception:  # a bug must not silently kill the informer thread
                 log.exception("informer %s crashed; restarting", self._thread.name)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
+                self._stop.wait(backoff.next())
 
     def _relist(self) -> str:
         seen: dict[str, bytes] = {}

@@ -70,7 +70,7 @@ with workflow.unsafe.imports_passed_through():
         release_unmatched_job_pods,
         write_job_status,
     )
-    from workflows.policies import K8S_BEST_EFFORT_RETRY, K8S_CALL_TIMEOUT, K8S_RETRY
+    from workflows.policies import K8S_BEST_EFFORT_RETRY, K8S_CALL_TIMEOUT, K8S_RETRY, Backoff
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -146,8 +146,8 @@ class JobWorkflow:
         self.memory: JobMemory = inp.memory
         self._poked = False
         self._reported: set[str] = set()
-        self._create_backoff = timedelta(seconds=10)
-        self._failure_backoff = timedelta(seconds=10)
+        self._create_backoff = Backoff(timedelta(seconds=10), CREATE_BACKOFF_MAX)
+        self._failure_backoff = Backoff(timedelta(seconds=10), CREATE_BACKOFF_MAX)
         self._last: JobSnapshot | None = None
         #: how the Job ends, as decided by a status this workflow read or wrote: still its result
         #: (JOB-5) if the Job is deleted (its TTL, say) before the last finalizer is released
@@ -187,10 +187,9 @@ class JobWorkflow:
                 self._errored = True
                 workflow.logger.error("Job %s/%s: sync failed: %s", self.ns, self.name, err.cause or err)
                 await self._event("Warning", "SyncFailed", str(err.cause or err)[:500])
-                outcome, requeue = None, self._failure_backoff
-                self._failure_backoff = min(self._failure_backoff * 2, CREATE_BACKOFF_MAX)
+                outcome, requeue = None, self._failure_backoff.next()
             else:
-                self._failure_backoff = timedelta(seconds=10)
+                self._failure_backoff.reset()
             if self._sample is not None:
                 self.metrics.synced(*self._sample, error=self._errored, took=workflow.now() - started)
             if outcome is not None:
@@ -342,9 +341,8 @@ class JobWorkflow:
             return None
         if res.forbidden:
             await self._event("Warning", "FailedCreate", f"Error creating: {res.forbidden}")
-            delay, self._create_backoff = self._create_backoff, min(self._create_backoff * 2, CREATE_BACKOFF_MAX)
-            return delay
-        self._create_backoff = timedelta(seconds=10)
+            return self._create_backoff.next()
+        self._create_backoff.reset()
         return None
 
     async def _fail(self, reason: str, message: str) -> None:

@@ -1,7 +1,7 @@
-"""Timeouts and retry policies of every Kubernetes activity, named once.
+"""Timeouts and retry policies of every Kubernetes activity, and the one doubling backoff, named once.
 
-Layer: workflows (pure). Every ``execute_activity`` passes one of these; nothing relies on the
-SDK defaults. Transient failures (429, 5xx, timeouts, conflicts) retry forever with capped
+Layer: workflows (pure; the worker uses :class:`Backoff` too). Every ``execute_activity`` passes
+one of these; nothing relies on the SDK defaults. Transient failures (429, 5xx, timeouts, conflicts) retry forever with capped
 backoff, so an outage of the API server delays work but never loses it; permanent failures
 (400, 403, 422) are raised by the activities as non-retryable ``ApplicationError``.
 """
@@ -9,8 +9,11 @@ backoff, so an outage of the API server delays work but never loses it; permanen
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Generic, TypeVar
 
 from temporalio.common import RetryPolicy
+
+T = TypeVar("T", float, timedelta)
 
 #: A single Kubernetes request (plus a GET before it); the client's own read timeout is shorter.
 K8S_CALL_TIMEOUT = timedelta(seconds=30)
@@ -31,3 +34,26 @@ K8S_BEST_EFFORT_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=3,
 )
+
+
+class Backoff(Generic[T]):
+    """A delay that doubles after each use up to ``cap``, and starts again from ``first`` on success.
+
+    In seconds (``float``) or as a ``timedelta``. A workflow holds its own in memory: a new run
+    starts again from ``first``.
+    """
+
+    def __init__(self, first: T, cap: T) -> None:
+        self.first: T = first
+        self.cap: T = cap
+        self._next: T = first
+
+    def next(self) -> T:
+        """The delay to wait now; the one after is twice as long, at most ``cap``."""
+        delay: T = self._next
+        doubled: T = self._next * 2
+        self._next = min(doubled, self.cap)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self.first

@@ -194,3 +194,16 @@ def test_the_sticky_wait_flag_reaches_the_main_worker(monkeypatch: pytest.Monkey
     main, timed = made
     assert main["sticky_queue_schedule_to_start_timeout"] == timedelta(seconds=5)
     assert "workflows" not in timed  # the timed worker runs activities only: no workflow tasks
+
+
+def test_a_backoff_doubles_to_its_cap_and_starts_again_after_a_success() -> None:
+    from datetime import timedelta
+
+    from workflows.policies import Backoff
+
+    seconds = Backoff(0.5, 3.0)
+    assert [seconds.next() for _ in range(5)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    seconds.reset()
+    assert seconds.next() == 0.5
+    delta = Backoff(timedelta(seconds=10), timedelta(minutes=5))
+    assert [delta.next().total_seconds() for _ in range(7)] == [10, 20, 40, 80, 160, 300, 300]
