@@ -224,6 +224,33 @@ class JobWorkflow:
     async def sync(self) -> tuple[str | None, timedelta | None]:
         """One sync; returns the final outcome (to end the workflow) and when to look again."""
         self.syncs += 1
+        snap = await self._observe()
+        plan = jobsync.plan_sync(snap, self.memory, workflow.now())
+        self._sample = None if snap.gone or plan.finished else (jobmetrics.completion_mode(snap.spec), plan.action)
+        self._expect = self.expected_pods(snap, plan)
+        released_unmatched = await self.release_unmatched(snap, plan)  # JOB-26, before all else
+        if plan.delete:
+            await self._delete(plan.delete, release=False)
+        if plan.release_and_delete:
+            await self._delete(plan.release_and_delete, release=True)
+        create_backoff = await self.create_pods(plan.create, plan.creation_reason) if plan.create and not snap.gone \
+            else None
+        folded = await self._track(snap, plan)
+        if folded is None:
+            return None, timedelta(0)  # the Job moved on since the snapshot: look again
+        for ev in plan.events:
+            await self._event(ev.type, ev.reason, ev.message)
+        done, requeue = jobsync.after_sync(snap, folded, plan, set(self.memory.finalizers_removed), released_unmatched)
+        if done:
+            workflow.logger.info("Job %s/%s %s; no Pod holds the tracking finalizer", self.ns, self.name,
+                                 "is gone" if snap.gone else "finished")
+            return self._finished or "gone", None  # not gone: just set from the finished condition
+        if create_backoff is not None:
+            return None, create_backoff  # refused (quota-like): wait, however much else is pending
+        return None, requeue
+
+    async def _observe(self) -> JobSnapshot:
+        """Read the Job and its Pods, and keep what the read says in the durable memory."""
         last = self._last
         self._errored = False
         self._sample = (None if last is None or last.gone or finished_condition(last.status.conditions) is not None
@@ -237,26 +264,20 @@ class JobWorkflow:
         if not snap.gone:
             self._note_end(snap.status)
         self._trim_memory(snap)
-        plan = jobsync.plan_sync(snap, self.memory, workflow.now())
-        self._sample = None if snap.gone or plan.finished else (jobmetrics.completion_mode(snap.spec), plan.action)
-        self._expect = self.expected_pods(snap, plan)
-        released_unmatched = await self.release_unmatched(snap, plan)  # JOB-26, before all else
-        if plan.delete:
-            res = await self._call(delete_job_pods, DeletePodsInput(namespace=self.ns, pods=plan.delete))
-            self._reached(res.pods_rv)
-        if plan.release_and_delete:
-            res = await self._call(delete_job_pods, DeletePodsInput(namespace=self.ns, pods=plan.release_and_delete,
-                                                                    release=True))
-            self._reached(res.pods_rv)
-        requeue = plan.requeue_after
-        create_backoff: timedelta | None = None
-        if plan.create and not snap.gone:
-            create_backoff = await self.create_pods(plan.create, plan.creation_reason)
+        return snap
+
+    async def _delete(self, pods: list[str], *, release: bool) -> None:
+        res = await self._call(delete_job_pods, DeletePodsInput(namespace=self.ns, pods=pods, release=release))
+        self._reached(res.pods_rv)
+
+    async def _track(self, snap: JobSnapshot, plan: SyncPlan) -> JobStatusView | None:
+        """The tracking protocol (JOB-30 to JOB-34): record, release, fold. The status the Job now
+        has, or None if a write found the Job changed since the snapshot."""
         status, rv = snap.status, snap.resource_version
         if plan.record is not None and not snap.gone:  # step 1
             written = await self._write(plan.record, snap.status, snap, rv)
             if written is None:
-                return None, timedelta(0)  # the Job moved on since the snapshot: look again
+                return None
             status, rv = plan.record, written
             self._note_end(status)
         # The plan's backoff record counts the failures just recorded: kept now, because once step 2
@@ -265,34 +286,24 @@ class JobWorkflow:
         for action, n in sorted(Counter(plan.policy_actions).items()):  # POL-53, POL-18: once step 1 is written
             self.metrics.add(jobmetrics.POD_FAILURES_HANDLED, n, action=action)
         if plan.release:  # step 2
-            uids = {p.name: p.uid for p in [*snap.pods, *snap.unmatched]}
-            ended = {p.name for p in snap.pods if p.finished}
-            res = await self._call(release_job_pods, ReleaseInput(
-                namespace=self.ns, pods=plan.release, finished=[n for n in plan.release if n in ended]))
-            self._reached(res.pods_rv)
-            self.memory = self.memory.model_copy(update={"finalizers_removed": [
-                *self.memory.finalizers_removed, *(uids[n] for n in res.names if n in uids)]})
+            await self._release(snap, plan.release)
         folded = jobsync.fold(status, snap.pods, set(self.memory.finalizers_removed), snap.spec, workflow.now(),
                               held_elsewhere=snap.rest.holding)
         if folded != status and not snap.gone:  # step 3
             if await self._write(folded, status, snap, rv) is None:
-                return None, timedelta(0)
+                return None
             self._note_end(folded)
-        for ev in plan.events:
-            await self._event(ev.type, ev.reason, ev.message)
-        released = set(self.memory.finalizers_removed)
-        holding = [p for p in [*snap.pods, *snap.unmatched]
-                   if p.has_finalizer and p.uid not in released and p.name not in released_unmatched]
-        finished = finished_condition(folded.conditions)
-        if (snap.gone or finished is not None) and not holding and not snap.rest.holding:
-            workflow.logger.info("Job %s/%s %s; no Pod holds the tracking finalizer", self.ns, self.name,
-                                 "is gone" if snap.gone else "finished")
-            return self._finished or "gone", None  # not gone: just set from the finished condition
-        if create_backoff is not None:
-            return None, create_backoff  # refused (quota-like): wait, however much else is pending
-        if snap.gone or finished is not None or plan.create or plan.release or plan.record:
-            requeue = min(requeue or timedelta(seconds=1), timedelta(seconds=1))  # follow through promptly
-        return None, requeue
+        return folded
+
+    async def _release(self, snap: JobSnapshot, names: list[str]) -> None:
+        """Step 2: remove the Pods' finalizers; their uids join the durable memory (JOB-38)."""
+        uids = {p.name: p.uid for p in [*snap.pods, *snap.unmatched]}
+        ended = {p.name for p in snap.pods if p.finished}
+        res = await self._call(release_job_pods, ReleaseInput(
+            namespace=self.ns, pods=names, finished=[n for n in names if n in ended]))
+        self._reached(res.pods_rv)
+        self.memory = self.memory.model_copy(update={"finalizers_removed": [
+            *self.memory.finalizers_removed, *(uids[n] for n in res.names if n in uids)]})
 
     def _note_end(self, status: JobStatusView) -> None:
         """Remember how a status the Job is known to carry (read, or written) decides its end (JOB-5).

@@ -79,6 +79,8 @@ MAX_BACKOFF = timedelta(minutes=10)
 MIN_REQUEUE = timedelta(seconds=1)
 #: The longest planned wake-up; a farther deadline is re-examined then (issue 14: totality).
 MAX_REQUEUE = timedelta(days=1)
+#: How soon a sync that acted, or a Job that is finishing, is looked at again.
+FOLLOW_THROUGH = timedelta(seconds=1)
 
 FAILURE_TARGET, SUCCESS_CRITERIA_MET = "FailureTarget", "SuccessCriteriaMet"
 SUSPENDED = "Suspended"
@@ -333,6 +335,33 @@ def _enact_job_finished(
 
 
 # --- one sync (upstream syncJob) -------------------------------------------------------------
+
+
+def after_sync(snap: JobSnapshot, folded: JobStatusView, plan: SyncPlan, removed: set[str],
+               released_unmatched: set[str]) -> tuple[bool, timedelta | None]:
+    """Once a sync's steps are done: whether the workflow's work is over (JOB-5), else when to look again.
+
+    Args:
+        snap: the sync's snapshot.
+        folded: the status the Job has after step 3.
+        plan: the sync's plan.
+        removed: the uids whose finalizer removal was requested, this sync's included (JOB-38).
+        released_unmatched: the Pods JOB-26 released in this sync.
+
+    Returns:
+        ``(True, None)`` once the Job has finished or is gone and no Pod holds the finalizer;
+        else ``False`` and the wait: the plan's, and at most a second while this sync acted or
+        the Job is finishing, so that the work it started is followed through promptly.
+    """
+    holding = any(p.has_finalizer and p.uid not in removed and p.name not in released_unmatched
+                  for p in [*snap.pods, *snap.unmatched])
+    finished = finished_condition(folded.conditions) is not None
+    if (snap.gone or finished) and not holding and not snap.rest.holding:
+        return True, None
+    requeue = plan.requeue_after
+    if snap.gone or finished or plan.create or plan.release or plan.record:
+        requeue = min(requeue or FOLLOW_THROUGH, FOLLOW_THROUGH)
+    return False, requeue
 
 
 def plan_sync(

@@ -18,6 +18,7 @@ from pydantic_core import to_json
 
 from workflows.jobsync import (
     MAX_BACKOFF,
+    after_sync,
     backoff_remaining,
     decided_end,
     fold,
@@ -707,6 +708,27 @@ def test_fold_finishes_only_when_nothing_is_pending(interim: str, update: dict[s
         assert c and (c.reason, c.message, c.last_transition_time) == ("R", "M", NOW)  # JOB-75, JOB-79
         assert out.completion_time == (NOW if final == "Complete" else None)  # JOB-77
         check_write(status, out, JobSpecView())
+
+
+@pytest.mark.parametrize(
+    ("snap", "conditions", "removed", "plan", "expect"),
+    [
+        (make_snapshot(pod("a", "Succeeded", fin=False)), [("Complete", "True")], set(), {}, (True, None)),
+        (make_snapshot(gone=True), [], set(), {}, (True, None)),  # JOB-5: gone, nothing holds
+        (make_snapshot(pod("a", "Succeeded")), [("Complete", "True")], set(), {}, (False, S)),  # JOB-3
+        (make_snapshot(pod("a", "Succeeded")), [("Complete", "True")], {"u-a"}, {}, (True, None)),  # JOB-38
+        (make_snapshot(pod("a")), [], set(), {"requeue_after": 30 * S}, (False, 30 * S)),
+        (make_snapshot(pod("a")), [], set(), {}, (False, None)),  # nothing to wait for but a poke
+        (make_snapshot(pod("a")), [], set(), {"requeue_after": 30 * S, "release": ["a"]}, (False, S)),
+    ],
+    ids=["finished, all released", "gone", "finished, one holds", "finished, its removal asked",
+         "the plan's wait", "no wait", "acted: follow through"],
+)
+def test_after_sync_ends_once_nothing_holds_and_follows_through_what_it_started(
+        snap: JobSnapshot, conditions: list[tuple[str, str]], removed: set[str], plan: dict[str, Any],
+        expect: tuple[bool, timedelta | None]) -> None:  # JOB-5
+    folded = snap.status.model_copy(update={"conditions": [Condition(type=t, status=v) for t, v in conditions]})
+    assert after_sync(snap, folded, SyncPlan(**plan), removed, set()) == expect
 
 
 # --- index strings (JOB-48, JOB-49) ---------------------------------------------------------------

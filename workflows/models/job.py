@@ -570,7 +570,8 @@ class PodsResult(K8sModel):
 
 @declare_activity
 def observe_job(inp: ObserveJobInput) -> JobSnapshot:
-    """GET the Job and LIST the Pods its selector matches, claiming them as upstream (JOB-25), as one snapshot."""
+    """GET the Job and read its Pods (the worker's watch, JOB-93, or a LIST), claimed as upstream claims them
+    (JOB-25), as one snapshot bounded by one sync's work (JOB-92)."""
     raise NotImplementedError
 
 
