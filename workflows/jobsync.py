@@ -436,12 +436,7 @@ class _Sync:
                                     or self.spec.pod_failure_policy is not None)
         self.per_index = self.indexed and self.spec.backoff_limit_per_index is not None  # I
         st = snap.status
-        by_uid = {p.uid: p for p in snap.pods}
-        # JOB-34: step 3 runs at the start of every sync (crash between steps 2 and 3).
-        self.uncounted_s = [u for u in st.uncounted_succeeded if not _released(u, by_uid, self.removed)]
-        self.uncounted_f = [u for u in st.uncounted_failed if not _released(u, by_uid, self.removed)]
-        self.succeeded_total = st.succeeded + len(st.uncounted_succeeded) - len(self.uncounted_s)
-        self.failed_total = st.failed + len(st.uncounted_failed) - len(self.uncounted_f)
+        self._fold_first()
         self.conditions = list(st.conditions)
         self.start_time = st.start_time
         self.prev_indexes = parse_indexes(st.completed_indexes, self.limit) if self.indexed else set()
@@ -468,6 +463,14 @@ class _Sync:
         self.policy_actions: list[str] = []  # POL-18: actions matched by Pods recorded in this sync
         self.action = "reconciling"  # POL-50: unless manageJob runs
         self.creation_reason = "new"  # POL-56
+
+    def _fold_first(self) -> None:
+        """JOB-34: step 3 runs at the start of every sync (a crash between steps 2 and 3)."""
+        st, by_uid = self.snap.status, {p.uid: p for p in self.snap.pods}
+        self.uncounted_s = [u for u in st.uncounted_succeeded if not _released(u, by_uid, self.removed)]
+        self.uncounted_f = [u for u in st.uncounted_failed if not _released(u, by_uid, self.removed)]
+        self.succeeded_total = st.succeeded + len(st.uncounted_succeeded) - len(self.uncounted_s)
+        self.failed_total = st.failed + len(st.uncounted_failed) - len(self.uncounted_f)
 
     # -- the steps of syncJob --
 

@@ -443,13 +443,7 @@ def _tally(snap: JobSnapshot, window: list[PodInfo], rest: list[PodInfo], remove
     failed_ix: list[int] = []
     for p in rest:
         valid = not indexed or (p.index is not None and 0 <= p.index < limit)
-        if is_active_pod(p):
-            n["active"] += 1
-            n["ready"] += p.ready
-        elif p.deleting and not p.finished:
-            n["terminating"] += 1
-        if p.phase in ("Pending", "Running"):
-            n["restarts"] += p.restart_count
+        _count_state(n, p)
         tracked = p.has_finalizer and p.uid not in removed
         n["holding"] += tracked
         if per_index and p.has_finalizer and valid and is_index_failed(spec, p, rfo):
@@ -473,6 +467,18 @@ def _tally(snap: JobSnapshot, window: list[PodInfo], rest: list[PodInfo], remove
         failed_indexes=format_indexes(failed_ix), fail_job_message=get_fail_job_message(spec, rest),
         pending_indexes=format_indexes(_pending(snap, removed, rfo, known | succeeded_ix, waiting)) if indexed else "",
     )
+
+
+def _count_state(n: dict[str, int], p: PodInfo) -> None:
+    """A Pod outside the window in the counts of active, ready and terminating Pods (JOB-41 to
+    JOB-43) and of the restarts of those still running (JOB-66)."""
+    if is_active_pod(p):
+        n["active"] += 1
+        n["ready"] += p.ready
+    elif p.deleting and not p.finished:
+        n["terminating"] += 1
+    if p.phase in ("Pending", "Running"):
+        n["restarts"] += p.restart_count
 
 
 def _pending(snap: JobSnapshot, removed: set[str], rfo: bool, succeeded: set[int], waiting: list[int]) -> list[int]:
