@@ -30,6 +30,7 @@ from kube.errors import AlreadyExists, Forbidden, Invalid, KubeError, namespace_
 from workflows.models import cronjob as contract
 from workflows.models.common import JobStatus, ObjectRef, controller_of, finished_condition
 from workflows.models.cronjob import (
+    CRONJOB_COMPONENT,
     MANUAL_INSTANTIATE_ANNOTATION,
     SCHEDULED_TIMESTAMP_ANNOTATION,
     SUSPEND_REASON_ANNOTATION,
@@ -47,7 +48,6 @@ from workflows.models.job import JOB_MANAGED_BY
 from workflows.times import rfc3339
 
 T = TypeVar("T")
-COMPONENT = "batchd-cronjob-controller"
 #: Threads for armed creations: when many CronJobs share a schedule time, this many create at once.
 CREATORS = 16
 #: How long an armed creation that is done waits for the others due at the same instant.
@@ -220,7 +220,7 @@ class CronJobActivities:
     def _event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
         try:
             self.kube.record_event(ObjectRef(kind="CronJob", namespace=namespace, name=name, uid=uid),
-                                   type=type_, reason=reason, message=message, component=COMPONENT,
+                                   type=type_, reason=reason, message=message, component=CRONJOB_COMPONENT,
                                    now=self.clock.now())
         except KubeError as err:  # an Event is never worth failing the step that caused it
             activity.logger.warning("could not record %s Event on CronJob %s/%s: %s", reason, namespace, name, err)

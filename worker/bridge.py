@@ -2,7 +2,7 @@
 
 Layer: worker. Started by worker/app.py beside the Temporal worker. The bridge wires the generic
 informers (worker/informer.py: list+watch+resync, the cache, the view they keep) to one router
-per controller (worker/routes.py: TTL, CronJob, Job), which decide whether a change needs a
+per controller (worker/routers.py: TTL, CronJob, Job), which decide whether a change needs a
 workflow started or signalled. It is level-triggered and idempotent: a replayed event, a relist
 after ``410 Gone``, a periodic resync or a second bridge in another replica sends the same
 observation to the same workflow ID, which changes nothing. Nothing here decides *when* to act;
@@ -34,7 +34,7 @@ from activities.job import JobPodIndex
 from kube.client import Clock, Kube, SystemClock
 from worker.informer import Informer, bridge_view
 from worker.lease import Elector
-from worker.routes import CronJobRouter, JobRouter, TTLRouter, Workflows
+from worker.routers import CronJobRouter, JobRouter, TTLRouter, Workflows
 from workflows.identity import TASK_QUEUE
 from workflows.models.common import Job, ObjectRef, controller_of
 from workflows.models.cronjob import CRONJOB_MANAGED_LABEL

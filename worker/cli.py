@@ -103,14 +103,14 @@ def _temporal_settings(temporal: dict[str, Any]) -> TemporalSettings:
 def _run_ops(temporal: dict[str, Any], command: Callable[[Client], Awaitable[str]], *,
              timeout: float | None = None) -> NoReturn:
     """Run one operator command against Temporal, print its output and exit with its code."""
-    from worker import ops
+    from worker import commands
     from worker.temporal import connect
 
     settings = _temporal_settings(temporal)
     try:
-        code, out, err = asyncio.run(ops.main(lambda: connect(settings), command, timeout=timeout))
+        code, out, err = asyncio.run(commands.main(lambda: connect(settings), command, timeout=timeout))
     except Exception as exc:  # a bug or an unexpected SDK error: still one line and the clean exit path
-        code, out, err = ops.EXIT_FAILURE, "", f"{type(exc).__name__}: {exc}"
+        code, out, err = commands.EXIT_FAILURE, "", f"{type(exc).__name__}: {exc}"
     if out:
         click.echo(out)
     if err:
@@ -119,10 +119,10 @@ def _run_ops(temporal: dict[str, Any], command: Callable[[Client], Awaitable[str
 
 
 def _ref(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, str]:
-    from worker import ops
+    from worker import commands
 
     try:
-        return ops.parse_ref(value)
+        return commands.parse_ref(value)
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
 
@@ -140,18 +140,18 @@ def _rfc3339(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 
 
 def _k8s_namespace(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    from worker import ops
+    from worker import commands
 
-    if value is not None and not ops.is_namespace(value):
+    if value is not None and not commands.is_namespace(value):
         raise click.BadParameter(f"not a Kubernetes namespace name: {value!r}")
     return value
 
 
 def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
-    from worker import ops
+    from worker import commands
 
     try:
-        return ops.parse_duration(value)
+        return commands.parse_duration(value)
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
 
@@ -274,7 +274,7 @@ def dev(state_dir: Path, temporal_port: int, ui_port: int, kube_port: int, examp
                                  kube_port=kube_port, examples=examples)))
 
 
-# -- operator commands (logic in worker/ops.py) --------------------------------------------
+# -- operator commands (logic in worker/commands.py) --------------------------------------------
 
 
 @main.group()
@@ -295,23 +295,23 @@ def ttl_list(output: str, k8s_namespace: str | None, limit: int | None, **tempor
     Columns: KIND NAMESPACE NAME UID EXPIRES (UTC) IN WORKFLOW-ID.
     Example: batchd ttl list -n team-a --limit 20
     """
-    from worker import ops
+    from worker import commands
 
-    _run_ops(temporal, lambda c: ops.ttl_list(c, namespace=k8s_namespace, limit=limit, output=output))
+    _run_ops(temporal, lambda c: commands.ttl_list(c, namespace=k8s_namespace, limit=limit, output=output))
 
 
 def _run_kube(kubeconfig: Path | None, command: Callable[[Kube], str]) -> NoReturn:
     """Run one command against Kubernetes, print its output and exit with its code."""
     from kube.client import Kube
     from kube.config import load_access
-    from worker import ops
+    from worker import commands
 
     try:
         kube = Kube(load_access(kubeconfig))
     except Exception as exc:  # no kubeconfig, a broken one: one line, exit 1
-        code, out, err = ops.EXIT_FAILURE, "", f"cannot configure the Kubernetes client: {exc}"
+        code, out, err = commands.EXIT_FAILURE, "", f"cannot configure the Kubernetes client: {exc}"
     else:
-        code, out, err = ops.kube_main(lambda: command(kube))
+        code, out, err = commands.kube_main(lambda: command(kube))
     if out:
         click.echo(out)
     if err:
@@ -339,9 +339,9 @@ def ttl_hold(kind: str, kubeconfig: Path | None, reason: str, ref: tuple[str, st
     Example: batchd ttl hold team-a/etl-42 --reason "debugging INC-1234"
     Exit code 3 if the object does not exist.
     """
-    from worker import ops
+    from worker import commands
 
-    _run_kube(kubeconfig, lambda kube: ops.ttl_hold(kube, kind, *ref, reason))
+    _run_kube(kubeconfig, lambda kube: commands.ttl_hold(kube, kind, *ref, reason))
 
 
 @ttl.command("release")
@@ -353,9 +353,9 @@ def ttl_release(kind: str, kubeconfig: Path | None, ref: tuple[str, str]) -> Non
     \b
     Example: batchd ttl release team-a/etl-42
     """
-    from worker import ops
+    from worker import commands
 
-    _run_kube(kubeconfig, lambda kube: ops.ttl_release(kube, kind, *ref))
+    _run_kube(kubeconfig, lambda kube: commands.ttl_release(kube, kind, *ref))
 
 
 @ttl.command("extend")
@@ -369,9 +369,9 @@ def ttl_extend(kind: str, kubeconfig: Path | None, seconds: int, ref: tuple[str,
     \b
     Example: batchd ttl extend team-a/etl-42 --by 2h
     """
-    from worker import ops
+    from worker import commands
 
-    _run_kube(kubeconfig, lambda kube: ops.ttl_extend(kube, kind, *ref, seconds))
+    _run_kube(kubeconfig, lambda kube: commands.ttl_extend(kube, kind, *ref, seconds))
 
 
 @main.group()
@@ -390,9 +390,9 @@ def describe_job(output: str, ref: tuple[str, str], **temporal: Any) -> None:
     Example: batchd describe job team-a/etl-42
     Exit code 3 if the Job has no workflow.
     """
-    from worker import ops
+    from worker import commands
 
-    _run_ops(temporal, lambda c: ops.describe_object(c, "Job", *ref, output=output))
+    _run_ops(temporal, lambda c: commands.describe_object(c, "Job", *ref, output=output))
 
 
 @describe.command("cronjob")
@@ -406,9 +406,9 @@ def describe_cronjob(output: str, ref: tuple[str, str], **temporal: Any) -> None
     Example: batchd describe cronjob team-a/nightly
     Exit code 3 if the CronJob has no workflow.
     """
-    from worker import ops
+    from worker import commands
 
-    _run_ops(temporal, lambda c: ops.describe_object(c, "CronJob", *ref, output=output))
+    _run_ops(temporal, lambda c: commands.describe_object(c, "CronJob", *ref, output=output))
 
 
 @main.group()
@@ -429,10 +429,10 @@ def _cronjob_update_command(update: str, help_text: str, *options: Callable[[cli
                   help="Seconds to wait for a worker to run the update.")
     @click.argument("ref", metavar="NS/NAME", callback=_ref)
     def command(output: str, timeout: float, ref: tuple[str, str], **options: Any) -> None:
-        from worker import ops
+        from worker import commands
 
         arg = {field: options.pop(k) for k, field in _UPDATE_FIELDS.items() if k in options}
-        _run_ops(options, lambda c: ops.cronjob_update(c, *ref, update, output=output, arg=arg), timeout=timeout)
+        _run_ops(options, lambda c: commands.cronjob_update(c, *ref, update, output=output, arg=arg), timeout=timeout)
 
     for option in options:
         option(command)
@@ -462,9 +462,9 @@ def _cronjob_query_command(query: str, help_text: str) -> None:
     @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for the query.")
     @click.argument("ref", metavar="NS/NAME", callback=_ref)
     def command(output: str, timeout: float, ref: tuple[str, str], **temporal: Any) -> None:
-        from worker import ops
+        from worker import commands
 
-        render = ops.cronjob_describe if query == "describe" else ops.cronjob_history
+        render = commands.cronjob_describe if query == "describe" else commands.cronjob_history
         _run_ops(temporal, lambda c: render(c, *ref, output=output), timeout=timeout)
 
 

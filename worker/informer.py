@@ -1,7 +1,7 @@
 """The generic informer: list+watch one kind, resync, a cache of what it saw, and the view it keeps.
 
 Layer: worker. The bridge (worker/bridge.py) runs one :class:`Informer` per kind, namespace and
-label selector and hands every event to the routers (worker/routes.py); nothing here knows
+label selector and hands every event to the routers (worker/routers.py); nothing here knows
 about workflows or controllers. Like client-go's shared informer, it resumes a watch from the
 last resourceVersion, relists on ``410 Gone`` or a watch error (reporting objects deleted
 meanwhile as ``DELETED``), hands every cached object to its handler again every
@@ -204,7 +204,7 @@ def _unpack(packed: bytes) -> dict[str, Any]:
     return marshal.loads(zlib.decompress(packed))
 
 
-# What the routers (worker/routes.py) read of each kind: the fields of the subset models (workflows/models/
+# What the routers (worker/routers.py) read of each kind: the fields of the subset models (workflows/models/
 # ObjectMeta, Job, Pod, CronJob) plus the raw Job status times JobSummary.of takes, and of a Pod what
 # the Job controller reads (workflows/models/job.py pod_info), since its syncs read Pods from this
 # cache (JOB-93). A field a router or pod_info starts to read must be added here;

@@ -34,6 +34,7 @@ from workflows import cron
 from workflows.models.common import EventInput, ObjectRef
 from workflows.models.cronjob import (
     BACKFILL_LIMIT,
+    CRONJOB_COMPONENT,
     FAILED_RUNS_ANNOTATION,
     FAILURES_SINCE_SUCCESS_ANNOTATION,
     LAST_FAILED_JOB_ANNOTATION,
@@ -59,7 +60,6 @@ from workflows.models.cronjob import (
 from workflows.times import plus_seconds
 from workflows.times import rfc3339 as iso
 
-COMPONENT = "batchd-cronjob-controller"
 RECENT_RUNS = 10
 REMEMBERED = 200  # counted Job uids and reported warnings kept for de-duplication
 
@@ -134,7 +134,7 @@ class _Edit:
     def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         o = self.obs
         self.events.append(EventInput(ref=ObjectRef(kind="CronJob", namespace=o.namespace, name=o.name, uid=o.uid),
-                                      type=type_, reason=reason, message=message, component=COMPONENT))
+                                      type=type_, reason=reason, message=message, component=CRONJOB_COMPONENT))
 
     def warn_once(self, key: str, reason: str, message: str, *,
                   type_: Literal["Normal", "Warning"] = "Warning") -> None:

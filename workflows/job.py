@@ -1,6 +1,6 @@
 """The Job controller as one durable workflow per Job (finalizer-based Pod tracking, KEP-3939).
 
-Layer: workflows (deterministic). Started and poked by the bridge's Job router (worker/routes.py) on
+Layer: workflows (deterministic). Started and poked by the bridge's Job router (worker/routers.py) on
 ``job/{ns}/{name}/{uid}`` for Jobs whose ``spec.managedBy`` is ``batchd.io/job-controller``.
 Its activities are declared in workflows/models/job.py; the decisions are pure (workflows/jobsync.py).
 

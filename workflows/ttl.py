@@ -1,7 +1,7 @@
 """TTL-after-finished (KEP-592) as one durable workflow per finished Job or Pod.
 
 Layer: workflows (deterministic). Started and signalled by the bridge's TTL router
-(worker/routes.py) with signal-with-start on ``job-ttl/{ns}/{name}/{uid}`` or
+(worker/routers.py) with signal-with-start on ``job-ttl/{ns}/{name}/{uid}`` or
 ``pod-ttl/{ns}/{name}/{uid}``; calls the activities ``read_ttl_object`` and ``delete_expired``,
 declared in workflows/models/ttl.py.
 

@@ -22,8 +22,8 @@ from kube.client import Kube
 from tests.conftest import eventually, running, save_history, workflow_exists
 from tests.integration.test_cronjob import cronjob_manifest, describe, events_of, jobs_of, started
 from tests.k8s import create_job, finish_job, pod_manifest
-from worker import ops
-from worker.routes import search_attributes
+from worker import commands
+from worker.routers import search_attributes
 from worker.watchdog import REASON, Watchdog
 from workflows.identity import cronjob_workflow_id, job_workflow_id, ttl_workflow_id
 from workflows.models.common import ObjectRef
@@ -97,9 +97,9 @@ async def test_a_ttl_beyond_year_9999_is_never_and_deletion_still_ends_the_workf
         wid = ttl_workflow_id("Pod", namespace, "forever", pod["metadata"]["uid"])
         state = await eventually(lambda: _ttl_state(client, wid), what="the TTL workflow decided")
         assert state["expireAt"] == "never"
-        rows = await ops.ttl_list(client, namespace=namespace, limit=None, output="json")
+        rows = await commands.ttl_list(client, namespace=namespace, limit=None, output="json")
         assert '"expiresAt": "never"' in rows and '"inSeconds": null' in rows
-        table = await ops.ttl_list(client, namespace=namespace, limit=None, output="table")
+        table = await commands.ttl_list(client, namespace=namespace, limit=None, output="table")
         assert "never" in table.splitlines()[1]
         job = create_job(kube, namespace, "late", ttl=2**31 - 1)  # int32 max, from a finish in year 9990
         finish_job(kube, namespace, "late", datetime(9990, 1, 1, tzinfo=UTC))

@@ -16,7 +16,7 @@ from bench.harness import BILLABLE
 from kube.client import Kube
 from tests.conftest import eventually, routed, running, save_history, utcnow, workflow_exists
 from tests.k8s import create_job, finish_job, pod_manifest, second
-from worker import ops
+from worker import commands
 from worker.bridge import Bridge, BridgeSettings
 from workflows.identity import EXPIRES_AT, OBSERVED_KEY_MEMO, TTL_HOLD_MEMO, ttl_workflow_id
 from workflows.models.common import Job
@@ -342,7 +342,7 @@ async def _timer_summaries(client: Client, wid: str) -> list[str]:
 async def test_a_held_job_outlives_its_ttl_and_goes_at_once_when_released(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
         job = create_job(kube, namespace, "keep-me", ttl=5)  # time for its timer to start before it expires
-        assert ops.ttl_hold(kube, "Job", namespace, "keep-me", "INC-1: debugging") == (
+        assert commands.ttl_hold(kube, "Job", namespace, "keep-me", "INC-1: debugging") == (
             f"Job {namespace}/keep-me held: INC-1: debugging")
         finished = second(utcnow())
         finish_job(kube, namespace, "keep-me", finished)
@@ -354,15 +354,15 @@ async def test_a_held_job_outlives_its_ttl_and_goes_at_once_when_released(client
         summaries = await _timer_summaries(client, wid)
         assert summaries[0].endswith(f"; held ({HOLD}): INC-1: debugging"), summaries
 
-        async def listed() -> list[ops.PendingExpiry]:
-            return [r for r in await ops.pending_expiries(client, namespace=namespace) if r.hold is not None]
+        async def listed() -> list[commands.PendingExpiry]:
+            return [r for r in await commands.pending_expiries(client, namespace=namespace) if r.hold is not None]
 
         rows = await eventually(listed, what="the hold in ttl list")
         assert [(r.name, r.hold) for r in rows] == [("keep-me", "INC-1: debugging")]
         assert (await client.get_workflow_handle(wid).describe()).status == WorkflowExecutionStatus.RUNNING
 
         released = second(utcnow())
-        assert ops.ttl_release(kube, "Job", namespace, "keep-me").endswith("released")
+        assert commands.ttl_release(kube, "Job", namespace, "keep-me").endswith("released")
         res = await result_of(client, wid)
         await save_history(client.get_workflow_handle(wid), "ttl-held-then-released")
     assert res.outcome == "deleted"
@@ -391,7 +391,7 @@ async def _memo_held(client: Client, wid: str) -> bool:
 async def test_ttl_extend_raises_the_ttl_of_a_sleeping_workflow(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
         wid, finished = await finished_and_asleep(client, kube, namespace, "longer", ttl=2)
-        out = ops.ttl_extend(kube, "Job", namespace, "longer", 3)
+        out = commands.ttl_extend(kube, "Job", namespace, "longer", 3)
         assert out.endswith("spec.ttlSecondsAfterFinished 2 -> 5")
         res = await result_of(client, wid)
     assert res.outcome == "deleted" and res.expire_at == finished + timedelta(seconds=5)
@@ -401,27 +401,27 @@ def test_ttl_extend_raises_every_ttl_an_object_carries_and_refuses_what_it_canno
     create_job(kube, namespace, "both", ttl=60)
     kube.patch("Job", namespace, "both", {"metadata": {"annotations": {
         "batchd.io/ttl-seconds-after-success": "10", "batchd.io/ttl-seconds-after-failure": "600"}}})
-    ops.ttl_extend(kube, "Job", namespace, "both", 90)
+    commands.ttl_extend(kube, "Job", namespace, "both", 90)
     job = kube.get("Job", namespace, "both")
     assert job["spec"]["ttlSecondsAfterFinished"] == 150
     assert job["metadata"]["annotations"]["batchd.io/ttl-seconds-after-success"] == "100"
     assert job["metadata"]["annotations"]["batchd.io/ttl-seconds-after-failure"] == "690"
 
     kube.create("Pod", namespace, pod_manifest("lone", ttl_label="30"))
-    ops.ttl_extend(kube, "Pod", namespace, "lone", 7200)
+    commands.ttl_extend(kube, "Pod", namespace, "lone", 7200)
     assert kube.get("Pod", namespace, "lone")["metadata"]["labels"]["batchd.io/ttl-seconds-after-finished"] == "7230"
 
     create_job(kube, namespace, "no-ttl")
-    with pytest.raises(ops.OpError, match="has no TTL to extend"):
-        ops.ttl_extend(kube, "Job", namespace, "no-ttl", 60)
+    with pytest.raises(commands.OpError, match="has no TTL to extend"):
+        commands.ttl_extend(kube, "Job", namespace, "no-ttl", 60)
     create_job(kube, namespace, "near-max", ttl=2**31 - 10)
-    with pytest.raises(ops.OpError, match="more than the field holds"):
-        ops.ttl_extend(kube, "Job", namespace, "near-max", 60)
+    with pytest.raises(commands.OpError, match="more than the field holds"):
+        commands.ttl_extend(kube, "Job", namespace, "near-max", 60)
     assert kube.get("Job", namespace, "near-max")["spec"]["ttlSecondsAfterFinished"] == 2**31 - 10
-    with pytest.raises(ops.NotFoundError):
-        ops.ttl_extend(kube, "Job", namespace, "absent", 60)
-    with pytest.raises(ops.NotFoundError):
-        ops.ttl_hold(kube, "Pod", namespace, "absent", "why")
+    with pytest.raises(commands.NotFoundError):
+        commands.ttl_extend(kube, "Job", namespace, "absent", 60)
+    with pytest.raises(commands.NotFoundError):
+        commands.ttl_hold(kube, "Pod", namespace, "absent", "why")
 
 
 async def test_ttl_by_outcome_overrides_the_spec_and_a_bad_value_deletes_nothing(client, kube, namespace, task_queue):

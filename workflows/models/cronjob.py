@@ -20,6 +20,8 @@ from workflows.models.common import (
     finished_condition,
 )
 
+#: The component of the CronJob controller's Events (``source.component``, ``reportingComponent``).
+CRONJOB_COMPONENT = "batchd-cronjob-controller"
 CRONJOB_MANAGED_LABEL = "batchd.io/managed"
 NEXT_SCHEDULE_ANNOTATION = "batchd.io/next-schedule-time"
 JITTER_ANNOTATION = "batchd.io/jitter-percent"

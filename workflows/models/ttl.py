@@ -5,7 +5,7 @@ considers (``ttl_in_scope``, ``pod_ttl_in_scope``, TTL-1, TTL-17), whether one q
 Warning that says why not (``TTLObservation.problem``, ``not_applied``, TTL-19, TTL-OUTCOME),
 whether cleanup applies (``needs_cleanup``) and when it expires (``time_left``, ``still_waiting``).
 All are pure over an observation plus ``now``, so the workflow, the delete activity's fresh
-re-check and the bridge's TTL router (worker/routes.py) ask the same questions and only act on
+re-check and the bridge's TTL router (worker/routers.py) ask the same questions and only act on
 the answers.
 """
 

@@ -1,4 +1,4 @@
-"""Tier 1: the bridge's routers (worker/routes.py) and the pure answers they act on.
+"""Tier 1: the bridge's routers (worker/routers.py) and the pure answers they act on.
 
 Each controller's router turns observed changes into workflow starts and signals; what an object
 is for the controller (in scope, finished, still waiting, its problem) comes from the pure models.
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from worker.routes import CronJobRouter, JobRouter, TTLRouter, Workflows
+from worker.routers import CronJobRouter, JobRouter, TTLRouter, Workflows
 from workflows.models.common import Condition, Job, Pod, finished_condition
 from workflows.models.job import job_in_scope
 from workflows.models.ttl import (

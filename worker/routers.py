@@ -31,7 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from kube.client import Clock, Kube
 from kube.errors import KubeError
-from worker.ops import ttl_query
+from worker.commands import ttl_query
 from workflows.cronjob import CronJobWorkflow
 from workflows.identity import (
     EXPIRES_AT,
