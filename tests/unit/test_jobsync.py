@@ -172,6 +172,9 @@ class Sim:
             return plan
         if plan.record is not None:
             self.write(plan.record)  # step 1
+        # as the workflow keeps it: the failures just recorded, before step 2 releases their Pods
+        self.memory = self.memory.model_copy(update={"backoff": plan.backoff,
+                                                     "counted_backoff": plan.counted_backoff})
         if crash_after == "record":
             return plan
         uids = {p.name: p.uid for p in [*snap.pods, *snap.unmatched]}
@@ -187,8 +190,6 @@ class Sim:
                       held_elsewhere=snap.rest.holding)
         if folded != base:
             self.write(folded)  # step 3
-        self.memory = self.memory.model_copy(update={"backoff": plan.backoff,
-                                                     "counted_backoff": plan.counted_backoff})
         self.events += [e.reason for e in plan.events]
         return plan
 
