@@ -36,14 +36,14 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from workflows import cronplan
     from workflows.cronplan import Run
     from workflows.identity import NEXT_SCHEDULE_TIME, timed_task_queue
-    from workflows.models.common import EventInput, record_event
+    from workflows.models.common import EventInput
     from workflows.models.cronjob import (
         BackfillInput,
         BackfillResult,
@@ -66,7 +66,7 @@ with workflow.unsafe.imports_passed_through():
         set_cronjob_suspend,
         sync_cronjob,
     )
-    from workflows.policies import K8S_BEST_EFFORT_RETRY, K8S_CALL_TIMEOUT, K8S_RETRY
+    from workflows.policies import K8S_CALL_TIMEOUT, K8S_RETRY, record_event_best_effort
     from workflows.times import rfc3339 as iso
 
 #: ``workflow.patched`` id: a schedule time in the minute of one already considered is not acted
@@ -434,12 +434,7 @@ class CronJobWorkflow:
             if ev.type == "Warning":
                 workflow.logger.warning("CronJob %s/%s: %s: %s", self.obs.namespace, self.obs.name, ev.reason,
                                         ev.message)
-            try:
-                await workflow.execute_local_activity(
-                    record_event, ev, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_BEST_EFFORT_RETRY,
-                    summary=f"event {ev.reason}")
-            except ActivityError:  # best effort: an Event is never worth stalling the schedule
-                workflow.logger.warning("could not record Event %s on CronJob %s", ev.reason, ev.ref.key())
+            await record_event_best_effort(ev)
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -48,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
         EventType,
         ObjectRef,
         finished_condition,
-        record_event,
     )
     from workflows.models.job import (
         CreatePodsInput,
@@ -70,7 +69,7 @@ with workflow.unsafe.imports_passed_through():
         release_unmatched_job_pods,
         write_job_status,
     )
-    from workflows.policies import K8S_BEST_EFFORT_RETRY, K8S_CALL_TIMEOUT, K8S_RETRY, Backoff
+    from workflows.policies import K8S_CALL_TIMEOUT, K8S_RETRY, Backoff, record_event_best_effort
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -80,6 +79,8 @@ BULK_TIMEOUT = timedelta(minutes=5)  # activities that touch up to 500 Pods
 #: Bulk activities heartbeat per Pod; a worker killed mid-batch is noticed in seconds, not minutes.
 BULK_HEARTBEAT = timedelta(seconds=10)
 CREATE_BACKOFF_MAX = timedelta(minutes=5)
+#: the Events (reason and message) a Job's workflow remembers having recorded
+REPORTED = 50
 #: the API server's alphabet for generated names (no vowels, no look-alike digits)
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 #: JOB-26 release: a new activity, only ever scheduled for Pods that stopped matching their selector
@@ -145,7 +146,6 @@ class JobWorkflow:
         self.ns, self.name, self.uid = inp.namespace, inp.name, inp.uid
         self.memory: JobMemory = inp.memory
         self._poked = False
-        self._reported: set[str] = set()
         self._create_backoff = Backoff(timedelta(seconds=10), CREATE_BACKOFF_MAX)
         self._failure_backoff = Backoff(timedelta(seconds=10), CREATE_BACKOFF_MAX)
         self._last: JobSnapshot | None = None
@@ -394,18 +394,14 @@ class JobWorkflow:
             self.memory = self.memory.model_copy(update={"finalizers_removed": keep})
 
     async def _event(self, type_: EventType, reason: str, message: str) -> None:
+        """Record an Event once per reason and message (kept across continue-as-new, as the CronJob's)."""
         key = f"{reason}:{message}"
-        if key in self._reported:
+        if key in self.memory.reported:
             return
-        self._reported.add(key)
-        try:
-            await workflow.execute_local_activity(
-                record_event,
-                EventInput(ref=ObjectRef(kind="Job", namespace=self.ns, name=self.name, uid=self.uid),
-                           type=type_, reason=reason, message=message, component=COMPONENT),
-                start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_BEST_EFFORT_RETRY, summary=f"event {reason}")
-        except ActivityError:  # best effort: an Event is never worth stalling the Job
-            workflow.logger.warning("could not record Event %s on Job %s/%s", reason, self.ns, self.name)
+        self.memory = self.memory.model_copy(update={"reported": [*self.memory.reported, key][-REPORTED:]})
+        await record_event_best_effort(EventInput(
+            ref=ObjectRef(kind="Job", namespace=self.ns, name=self.name, uid=self.uid),
+            type=type_, reason=reason, message=message, component=COMPONENT))
 
     async def _call(self, activity: Callable[[In], Out], arg: In, *, local: bool = False) -> Out:
         """Run a declared activity: ``local`` for one object's read or write, else the batched,

@@ -306,6 +306,7 @@ class JobMemory(K8sModel):
     #: JOB-93: the Pods' resourceVersion the next sync's read must have reached: the newest this
     #: workflow read or wrote (0: none known, as for a run started before it was kept)
     pods_rv: int = 0
+    reported: list[str] = Field(default_factory=list)  # the latest Events recorded, as reason:message
 
 
 class PodToCreate(K8sModel):
