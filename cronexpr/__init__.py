@@ -3,7 +3,7 @@
 Layer: its own top-level package, pure (standard library only, no wall clock, no randomness) and
 importing nothing from batchd or kubesim. Callers: ``workflows/cron.py``, the CronJob controller's
 schedule maths, which workflow code imports passed through Temporal's sandbox; and
-``kubesim/strategy.py``, the API server's CronJob validation. With one parser the emulated API
+``kubesim/strategy/cronjob.py``, the API server's CronJob validation. With one parser the emulated API
 server refuses exactly the schedules batchd cannot evaluate, in the words the real one uses
 (docs/cronjob.md CJ-3 to CJ-7, docs/kubesim.md API-51).
 

@@ -32,6 +32,8 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 
+from kubesim.store import micro_timestamp, timestamp
+
 __all__ = ["MAGIC", "MEDIA_TYPE", "ProtobufError", "decode", "encode", "message_for"]
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
@@ -414,9 +416,7 @@ def _time(msg: Any, micro: bool) -> str | None:
     if seconds == 0 and nanos == 0:
         return None  # Go's zero time, which the JSON form writes as null
     t = datetime.fromtimestamp(seconds, UTC).replace(microsecond=nanos // 1000)
-    if micro:
-        return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return micro_timestamp(t) if micro else timestamp(t)
 
 
 def _special_to_json(mtype: str, msg: Any) -> Any:

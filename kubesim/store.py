@@ -48,12 +48,15 @@ class RealClock:
 
 def timestamp(t: datetime) -> str:
     """RFC 3339 at second precision with ``Z``, as metav1.Time marshals."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    u = t.astimezone(UTC)
+    # Go writes four year digits ("0001"); strftime's %Y leaves years below 1000 unpadded.
+    return f"{u.year:04d}-{u:%m-%dT%H:%M:%S}Z"
 
 
 def micro_timestamp(t: datetime) -> str:
     """RFC 3339 with microseconds, as metav1.MicroTime marshals (events' eventTime)."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    u = t.astimezone(UTC)
+    return f"{u.year:04d}-{u:%m-%dT%H:%M:%S.%f}Z"
 
 
 def parse_timestamp(value: str) -> datetime:

@@ -3,11 +3,13 @@ checked field by field against their JSON form, and kubesim's handling of protob
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from kubesim import protobuf
+from kubesim.store import micro_timestamp, timestamp
 from tests.kubesim.conftest import Http, eventually, job_body
 
 PB = protobuf.MEDIA_TYPE
@@ -184,6 +186,18 @@ def test_a_zero_value_of_a_pointer_field_survives_and_an_omitempty_zero_does_not
     assert got["spec"]["template"]["spec"]["containers"] == [{"name": "c"}]
     assert got["status"] == {}
 
+
+@pytest.mark.parametrize("year", [1, 999])
+def test_a_time_before_year_1000_is_written_with_four_year_digits(year: int) -> None:
+    # Go's RFC 3339 layout pads the year ("0001"); strftime's %Y leaves it unpadded ("1").
+    at = datetime(year, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
+    time, micro = f"{year:04d}-01-02T03:04:05Z", f"{year:04d}-01-02T03:04:05.000006Z"
+    assert (timestamp(at), micro_timestamp(at)) == (time, micro)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "creationTimestamp": time}}
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"},
+             "spec": {"renewTime": micro}}
+    assert protobuf.decode(protobuf.encode(job)).obj["metadata"]["creationTimestamp"] == time
+    assert protobuf.decode(protobuf.encode(lease)).obj["spec"]["renewTime"] == micro
 
 def test_the_envelope_is_magic_then_runtime_unknown() -> None:
     body = protobuf.encode(OBJECTS["Namespace"])

@@ -1144,6 +1144,181 @@ def test_completed_indexes_format(indexes: str, valid: bool) -> None:
         )
 
 
+def indexed_job(**spec: Any) -> dict[str, Any]:
+    return create(
+        "batch", "jobs", job(completionMode="Indexed", completions=5, parallelism=5, **spec)
+    )
+
+
+INDEXED_STATUS_INVALID = [
+    # (id, extra spec, old status, new status, field, message fragment)
+    (
+        "failedIndexes must be well-formed",
+        {"backoffLimitPerIndex": 1},
+        {},
+        {"failedIndexes": "3,1"},
+        "status.failedIndexes",
+        "error parsing failedIndexes: non-increasing order, previous: 3, current: 1",
+    ),  # API-37
+    (
+        "failedIndexes and completedIndexes are disjoint",
+        {"backoffLimitPerIndex": 1},
+        {},
+        {"completedIndexes": "0-2", "failedIndexes": "2,4", "succeeded": 3},
+        "status.failedIndexes",
+        "failedIndexes and completedIndexes overlap at index: 2",
+    ),  # API-37
+    (
+        "SuccessCriteriaMet excludes Failed",
+        {},
+        {"startTime": START, "conditions": [cond("FailureTarget")]},
+        {
+            "startTime": START,
+            "conditions": [cond("FailureTarget"), cond("Failed"), cond("SuccessCriteriaMet")],
+        },
+        "status.conditions",
+        "cannot set SuccessCriteriaMet=True and Failed=true conditions",
+    ),  # API-29
+    (
+        "a successPolicy Job completes only after SuccessCriteriaMet",
+        {"successPolicy": {"rules": [{"succeededCount": 1}]}},
+        {"startTime": START},
+        {"startTime": START, "completionTime": LATER, "conditions": [cond("Complete")]},
+        "status.conditions",
+        "cannot set Complete=True for Job with SuccessPolicy unless SuccessCriteriaMet=True",
+    ),  # API-29
+    (
+        "SuccessCriteriaMet is not added to a Job already Complete",
+        {},
+        {"startTime": START, "completionTime": LATER, "conditions": [cond("Complete")]},
+        {
+            "startTime": START,
+            "completionTime": LATER,
+            "conditions": [cond("Complete"), cond("SuccessCriteriaMet")],
+        },
+        "status.conditions",
+        "cannot set SuccessCriteriaMet=True for Job already has Complete=true conditions",
+    ),  # API-29
+]
+
+
+@pytest.mark.parametrize(
+    "spec,old_status,new_status,field,fragment",
+    [c[1:] for c in INDEXED_STATUS_INVALID],
+    ids=[c[0] for c in INDEXED_STATUS_INVALID],
+)
+def test_indexed_job_status_validation(
+    spec: dict[str, Any],
+    old_status: dict[str, Any],
+    new_status: dict[str, Any],
+    field: str,
+    fragment: str,
+) -> None:
+    stored = indexed_job(**spec)
+    old = with_status(stored, **old_status)
+    causes = update_rejected("batch", "jobs", old, with_status(stored, **new_status), "status")
+    assert any(c[0] == field and fragment in c[2] for c in causes), causes
+
+
+def test_an_elastic_indexed_job_may_lower_succeeded() -> None:
+    # API-33: completions == parallelism, as after a scale-down
+    stored = indexed_job()
+    old = with_status(stored, succeeded=4, completedIndexes="0-3")
+    new = with_status(stored, succeeded=2, completedIndexes="0-1")
+    assert update("batch", "jobs", old, new, "status")["status"]["succeeded"] == 2
+
+
+STATUS_MANY_INVALID = [
+    # (id, Indexed?, old status, new status, every cause in order): the order in which
+    # validateJobStatus and then the update's transition checks append their errors.
+    (
+        "an Indexed Job's counters, uncounted pods, conditions and indexes",
+        True,
+        {
+            "startTime": START,
+            "completionTime": START,
+            "succeeded": 3,
+            "failed": 2,
+            "conditions": [cond("SuccessCriteriaMet"), cond("Complete")],
+        },
+        {
+            "startTime": LATER,
+            "completionTime": LATER,
+            "active": 2,
+            "ready": 3,
+            "terminating": 1,
+            "succeeded": 1,
+            "failed": -1,
+            "completedIndexes": "0-2",
+            "failedIndexes": "1",
+            "uncountedTerminatedPods": {"succeeded": ["a"], "failed": ["a", ""]},
+            "conditions": [cond("FailureTarget"), cond("Failed"), cond("Complete")],
+        },
+        [
+            ("status.failed", "FieldValueInvalid", "Invalid value: -1: must be greater than or equal to 0"),
+            ("status.uncountedTerminatedPods.failed[0]", "FieldValueDuplicate", 'Duplicate value: "a"'),
+            ("status.uncountedTerminatedPods.failed[1]", "FieldValueInvalid", 'Invalid value: "": must not be empty'),
+            ("status.conditions", "FieldValueInvalid", "Invalid value: cannot set Complete=True and Failed=true conditions"),
+            ("status.conditions", "FieldValueInvalid", "Invalid value: cannot set Complete=True and FailureTarget=true conditions"),
+            ("status.conditions", "FieldValueInvalid", "Invalid value: cannot set Complete=True condition without the SuccessCriteriaMet=true condition"),
+            ("status.active", "FieldValueInvalid", "Invalid value: 2: active>0 is invalid for finished job"),
+            ("status.uncountedTerminatedPods", "FieldValueInvalid", 'Invalid value: {"failed":["a",""],"succeeded":["a"]}: uncountedTerminatedPods needs to be empty for finished job'),
+            ("status.failedIndexes", "FieldValueInvalid", 'Invalid value: "1": failedIndexes and completedIndexes overlap at index: 1'),
+            ("status.terminating", "FieldValueInvalid", "Invalid value: 1: terminating>0 is invalid for finished job"),
+            ("status.ready", "FieldValueInvalid", "Invalid value: 3: cannot set more ready pods than active"),
+            ("status.failed", "FieldValueInvalid", "Invalid value: -1: cannot decrease the failed counter"),
+            ("status.completionTime", "FieldValueInvalid", 'Invalid value: "2026-01-01T00:05:00Z": completionTime cannot be mutated'),
+            ("status.startTime", "FieldValueRequired", "Required value: startTime cannot be removed for unsuspended job"),
+            ("status.conditions", "FieldValueInvalid", "Invalid value: cannot disable the SuccessCriteriaMet=True condition"),
+        ],
+    ),
+    (
+        "a NonIndexed Job's times, conditions and indexes",
+        False,
+        {"startTime": START, "succeeded": 2, "conditions": [cond("FailureTarget")]},
+        {
+            "startTime": LATER,
+            "completionTime": START,
+            "succeeded": 1,
+            "completedIndexes": "0",
+            "failedIndexes": "",
+            "conditions": [cond("Failed"), cond("SuccessCriteriaMet")],
+        },
+        [
+            ("status.completionTime", "FieldValueInvalid", 'Invalid value: "2026-01-01T00:00:00Z": cannot set completionTime when there is no Complete=True condition'),
+            ("status.completionTime", "FieldValueInvalid", 'Invalid value: "2026-01-01T00:00:00Z": completionTime cannot be set before startTime'),
+            ("status.conditions", "FieldValueInvalid", "Invalid value: cannot set Failed=True condition without the FailureTarget=true condition"),
+            ("status.completedIndexes", "FieldValueInvalid", 'Invalid value: "0": cannot set non-empty completedIndexes when non-indexed completion mode'),
+            ("status.failedIndexes", "FieldValueInvalid", 'Invalid value: "": cannot set non-null failedIndexes when backoffLimitPerIndex is null'),
+            ("status.conditions", "FieldValueInvalid", "Invalid value: cannot set SuccessCriteriaMet=True and Failed=true conditions"),
+            ("status.conditions", "FieldValueInvalid", "Invalid value: cannot disable the terminal FailureTarget=True condition"),
+            ("status.succeeded", "FieldValueInvalid", "Invalid value: 1: cannot decrease the succeeded counter"),
+            ("status.startTime", "FieldValueRequired", "Required value: startTime cannot be removed for unsuspended job"),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "indexed,old_status,new_status,expected",
+    [c[1:] for c in STATUS_MANY_INVALID],
+    ids=[c[0] for c in STATUS_MANY_INVALID],
+)
+def test_a_status_write_breaking_many_rules_reports_each_once_in_order(
+    indexed: bool,
+    old_status: dict[str, Any],
+    new_status: dict[str, Any],
+    expected: list[tuple[str, str, str]],
+) -> None:
+    stored = (
+        indexed_job(backoffLimitPerIndex=1)
+        if indexed
+        else create("batch", "jobs", job(ttlSecondsAfterFinished=100))
+    )
+    old, new = with_status(stored, **old_status), with_status(stored, **new_status)
+    assert update_rejected("batch", "jobs", old, new, "status") == expected
+
+
 # --------------------------------------------------------------------------------------------
 # CronJob: defaults, schedule grammar, time zones, validation
 # --------------------------------------------------------------------------------------------
