@@ -77,7 +77,8 @@ def build_job(cronjob: dict[str, Any], inp: CreateJobInput) -> dict[str, Any]:
     """The Job a CronJob creates for one run (CJ-32 to CJ-35), handed to batchd's Job controller.
 
     The Job's spec shares the template's nested objects with ``cronjob`` (each caller's copy is
-    its own, and nothing mutates them): a deep copy was a tenth of the worker's work per creation.
+    its own, and nothing mutates them), so a creation in a burst does not pay for a deep copy of
+    the template (docs/benchmarks.md).
     """
     template = cronjob["spec"].get("jobTemplate") or {}
     tmeta = template.get("metadata") or {}
@@ -108,9 +109,9 @@ def build_job(cronjob: dict[str, Any], inp: CreateJobInput) -> dict[str, Any]:
 def _heartbeats() -> asyncio.Task[None] | None:
     """Heartbeat this activity three times per heartbeat timeout until cancelled (None: none asked).
 
-    Workflows no longer ask (workflows/cronjob.py, ``ARMED_SLACK``); an armed creation scheduled
-    before that still carries a heartbeat timeout, and without beats it would time out and retry
-    every timeout until its time.
+    Workflows do not ask for heartbeats (workflows/cronjob.py, ``ARMED_SLACK``), but an armed
+    creation scheduled by earlier workflow code, still in a recorded history, carries a heartbeat
+    timeout, and without beats it would time out and retry every timeout until its time.
     """
     timeout = activity.info().heartbeat_timeout
     if not timeout:
@@ -155,14 +156,14 @@ class _Burst:
 class _BurstHold:
     """While any burst of creations runs, the worker's other work waits for it.
 
-    Python's cyclic garbage collector: a full collection of a worker with a thousand cached
-    workflows takes about 0.3 s with the GIL held, and landing in a burst it delayed every
-    creation still to come by that much. Memory freed by reference counting is unaffected, and
-    the collection runs once the burst is done. The bridge's dispatch of watch events
-    (:func:`after_creations`): at 2,000 CronJobs on one minute the worker holds the GIL through
-    the whole burst, and a tenth of that went to dispatching the ADDED events of the Jobs just
-    created, which no decision waits for. The forwarding of the Temporal SDK's metrics
-    (:func:`in_burst`, worker/telemetry.py), which converts every buffered update in one go.
+    Python's cyclic garbage collector: a full collection of a worker with many cached workflows
+    holds the GIL long enough that, landing in a burst, it would delay every creation still to
+    come by that much. Memory freed by reference counting is unaffected, and the collection runs
+    once the burst is done. The bridge's dispatch of watch events (:func:`after_creations`): in a
+    large burst the worker holds the GIL throughout, and dispatching the ADDED events of the Jobs
+    just created, which no decision waits for, would take a share of it. The forwarding of the
+    Temporal SDK's metrics (:func:`in_burst`, worker/telemetry.py), which converts every buffered
+    update in one go (docs/design.md).
     """
 
     def __init__(self) -> None:
@@ -206,8 +207,9 @@ class CronJobActivities:
 
     With ``cached`` (the bridge's informer, in the same process) a creation builds the Job from
     the cached CronJob, as upstream builds it from its lister, when that copy is the instance and
-    generation the workflow planned for; otherwise it GETs the CronJob. At a burst of creations
-    due in the same second, that GET was 40 % of the worker's work (docs/design.md, bench/cronjob.py).
+    generation the workflow planned for; otherwise it GETs the CronJob. In a burst of creations
+    due in the same second, a GET per creation would be a large part of the worker's work
+    (docs/design.md).
     """
 
     def __init__(self, kube: Kube, clock: Clock | None = None, cached: CronJobCache | None = None) -> None:
@@ -309,8 +311,8 @@ class CronJobActivities:
         wakes its workflow) wait until all of them are created, so that burst has the CPU first;
         the cyclic garbage collector and the bridge's dispatch wait too (``_BurstHold``). Then the
         completions are handed back one after another, not all at once: each is a call to the
-        Temporal server that the SDK's core holds until answered, and 2,000 of them at once were
-        a transient 75 MiB of the worker's memory (docs/benchmarks.md).
+        Temporal server that the SDK's core holds until answered, and a whole burst of them at
+        once would swell the worker's memory until they are answered (docs/benchmarks.md).
         """
         due = inp.not_before or inp.scheduled
         burst = self._bursts.setdefault(due, _Burst())
@@ -350,9 +352,10 @@ class CronJobActivities:
         """Queue a creation whose time has come for the creator threads; its result, and when it was made.
 
         A creator takes creations from the burst's queue until it is empty and then hands back all
-        it made in one call to the event loop. A hand-off per creation instead (an executor's
-        submit, its future, a wake-up of the loop), with the metric and log line made inside it,
-        made a burst twice as long (docs/benchmarks.md).
+        it made in one call to the event loop, and each creation's metric and log line follow the
+        burst (``_report``): a hand-off per creation (an executor's submit, its future, a wake-up
+        of the loop, the GIL passed between threads) would lengthen a burst markedly
+        (docs/benchmarks.md).
         """
         loop = asyncio.get_running_loop()
         creation = _Creation(inp, contextvars.copy_context(), loop.create_future())

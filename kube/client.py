@@ -43,9 +43,9 @@ _tracer = trace.get_tracer("batchd.kube")
 def prestarted_pool(size: int, name: str) -> ThreadPoolExecutor:
     """A thread pool whose threads all exist before any activity runs.
 
-    Activities then only hand work to idle threads and never start a thread themselves: a full
-    test run once hung in ``Thread.start`` called from an activity thread, with the executor's
-    global lock held, stalling every later ``asyncio.to_thread``.
+    Activities then only hand work to idle threads and never start a thread themselves: a
+    ``Thread.start`` called from an activity thread can hang with the executor's global lock held,
+    stalling every later ``asyncio.to_thread``.
     """
     pool = ThreadPoolExecutor(size, thread_name_prefix=name)
     barrier = threading.Barrier(size + 1)
@@ -111,10 +111,10 @@ _MAX_HEADERS = 100
 class _Response(http.client.HTTPResponse):
     """http.client's response, with the head read without the ``email`` package.
 
-    http.client parses the header lines with the email package's feed parser: at a burst of Job
-    creations that was a third of the client's CPU per request (0.097 against 0.065 ms, 1,500
-    creations against kubesim). The lines are plain ``name: value`` (RFC 9112 forbids folding;
-    a folded line is still joined to the one before), read into the same :class:`HTTPMessage`.
+    http.client parses the header lines with the email package's feed parser, a large share of
+    the client's CPU per request, and a burst of Job creations is bound by the worker's CPU
+    (docs/benchmarks.md). The lines are plain ``name: value`` (RFC 9112 forbids folding; a folded
+    line is still joined to the one before), read into the same :class:`HTTPMessage`.
     """
 
     def begin(self) -> None:
@@ -398,7 +398,7 @@ class Kube:
         """One request on a kept connection; the body of a 2xx response, else the classified error.
 
         A span records it when a tracer provider is installed; without one the span would be a no-op
-        that still costs about 30 µs, a tenth of the request's own CPU (docs/benchmarks.md).
+        that still costs a noticeable share of the request's own CPU (docs/benchmarks.md).
         """
         if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
             status, data, headers = self._exchange(method, path, query, body, content_type, timeout)

@@ -161,10 +161,11 @@ class WorkerSettings:
 class HealthServer:
     """``/healthz`` (alive), ``/readyz`` (see :class:`Readiness`) and ``/metrics``, over HTTP/1.1.
 
-    Written on asyncio streams because importing aiohttp alone costs the worker about 10 MiB of
-    resident memory. One request per connection (``Connection: close``), which kubelet probes and
-    Prometheus both accept; a client gets ``timeout`` seconds for the whole exchange, so one that
-    sends nothing, dribbles, or does not read its answer cannot hold a connection.
+    Written on asyncio streams because importing aiohttp for three plain endpoints would add its
+    modules to every worker's resident memory (docs/benchmarks.md). One request per connection
+    (``Connection: close``), which kubelet probes and Prometheus both accept; a client gets
+    ``timeout`` seconds for the whole exchange, so one that sends nothing, dribbles, or does not
+    read its answer cannot hold a connection.
     """
 
     MAX_HEAD = 16 * 1024  # bytes; a longer request head is answered 400

@@ -13,7 +13,7 @@ Threads: each informer runs list+watch in a thread with the synchronous
 Memory: an informer keeps, and hands on, only :func:`bridge_view` of each object (the fields the
 subset models of workflows/models/ read), never the decoded API object. A burst of watch events
 queues faster than workflows are started, and with full objects that backlog, not the workflow
-cache, was most of the worker's memory with 10,000 TTL timers (docs/benchmarks.md, bench/ttl.py).
+cache, would be most of the worker's memory (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -193,9 +193,9 @@ class Informer:
 def _pack(obj: dict[str, Any]) -> bytes:
     """An object as the cache keeps it: marshalled, then deflated at the fastest level.
 
-    With 40,000 finished Jobs the marshalled cache was a tenth of the worker's memory. A Job's view
-    takes 0.9 KB marshalled (its dict 3.3 KB) and 0.47 KB deflated, which cost 14 µs per change and
-    4 µs per read; the worker's RSS fell by 32 MiB (docs/benchmarks.md).
+    The cache holds every object the bridge watches, and with tens of thousands of finished Jobs
+    it is a large part of the worker's memory. Marshalled, a view takes far less than its dict;
+    deflated, less again, for a small cost in CPU per change and per read (docs/benchmarks.md).
     """
     return zlib.compress(marshal.dumps(obj), 1)
 
@@ -223,9 +223,10 @@ _TERMINATED = ("exitCode", "finishedAt")
 def bridge_view(obj: dict[str, Any]) -> dict[str, Any]:
     """The part of a decoded Job, Pod or CronJob that the bridge keeps and hands to its handlers.
 
-    A Job from the API is about 9 KB once decoded (its Pod template, selector, defaults); its
-    view is about a third of that. CronJobs keep their whole spec and status: there are few,
-    and their spec is what their workflows are told. Other kinds pass unchanged.
+    A decoded Job from the API carries its Pod template, selector and defaults, which no router
+    reads; its view is a small part of it (docs/design.md). CronJobs keep their whole spec and
+    status: there are few, and their spec is what their workflows are told. Other kinds pass
+    unchanged.
     """
     kind = obj.get("kind")
     if kind not in ("Job", "Pod", "CronJob"):

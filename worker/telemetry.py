@@ -82,9 +82,9 @@ class Telemetry:
 
 
 #: The SDK's metric updates buffered between two drains; beyond it they are dropped (the SDK logs
-#: an error). The buffer is allocated whole, about 100 bytes an update. The largest drains
-#: measured: 6,366 and 6,763 updates at 2,000 CronJobs on one minute, whose burst holds a drain
-#: up to 5 s; 214 for a 20,000-Pod Job (docs/benchmarks.md).
+#: an error). The buffer is allocated whole, so it is sized with room to spare above the largest
+#: drains measured, a CronJob burst's, which holds a drain for up to ``BURST_WAIT``
+#: (activities/cronjob.py), and no larger (docs/benchmarks.md).
 METRIC_UPDATES = 30_000
 
 
@@ -112,18 +112,18 @@ class _MetricsExporter(MetricsExporter):
     The SDK caches converted attribute sets by ``id()`` of the buffer's attribute object without
     keeping that object alive. An attribute set made for one ``add`` (as ``workflow.metric_meter()``
     makes them) is freed after its update, and the next set allocated at the same address is
-    then exported with the old labels: an Indexed Job's finished Pods were counted under another
-    series, and some samples under no labels at all.
+    then exported with the old labels: an Indexed Job's finished Pods would be counted under
+    another series, and some samples under no labels at all.
     """
 
     def _get_or_create_attributes(self, attributes: Any) -> Any:
         return dict(attributes)
 
     def _drain_once(self) -> None:
-        """Each drain converts every update buffered since the last one, with the GIL held: at
-        2,000 CronJobs on one minute it was 15 % of the worker's Python time in the seconds
-        around a burst of creations. So a drain waits while a burst runs (at most 5 s; the
-        buffer holds METRIC_UPDATES)."""
+        """Each drain converts every update buffered since the last one, with the GIL held, and
+        in the seconds around a burst of creations that takes a large share of the worker's
+        Python time (docs/benchmarks.md). So a drain waits while a burst runs (at most
+        ``BURST_WAIT``; the buffer holds METRIC_UPDATES)."""
         if not in_burst():
             super()._drain_once()
 

@@ -57,12 +57,12 @@ class _SharedPayloadConverter(PydanticPayloadConverter):
     """The SDK's pydantic payload converter, its encodings built once for the process.
 
     The SDK builds a payload converter for every workflow instance it creates, and the pydantic
-    one keeps its own cache of pydantic ``TypeAdapter``s: each cached workflow held its own
-    adapters (with their validators and serializers) for the types it had decoded, and built them
-    again after every continue-as-new. Shared, the worker's ``malloc`` in use at 2,000 CronJobs
-    fell from 249 to 195 MiB (docs/benchmarks.md). The encodings hold no state of a workflow's
-    (serialization context reaches them through ``with_context``, which the pydantic one does not
-    take), so every instance can share them.
+    one keeps its own cache of pydantic ``TypeAdapter``s: unshared, each cached workflow would hold
+    its own adapters (with their validators and serializers, in ``malloc``) for the types it has
+    decoded, and build them again after every continue-as-new, which with thousands of cached
+    workflows is a large part of the worker's memory (docs/benchmarks.md). The encodings hold no
+    state of a workflow's (serialization context reaches them through ``with_context``, which the
+    pydantic one does not take), so every instance can share them.
     """
 
     _encodings = tuple(PydanticPayloadConverter().converters.values())
@@ -87,10 +87,10 @@ def _compile_sandbox_calls_once() -> None:
 
     The SDK (1.35) enters a sandboxed workflow by ``exec`` of a source string: for each activation
     and, when it encodes a task's result, three times for each payload in it, so it compiles the
-    same handful of strings again and again (32 µs each; ``exec`` of the compiled code takes
-    0.8 µs). With 2,000 CronJobs that compiling was a quarter of the time the worker held the
-    interpreter (py-spy, docs/benchmarks.md). ``exec`` takes a code object as well as a string, so
-    the same call runs. An SDK without this method is left alone (the unit test then fails).
+    same handful of strings again and again. Compiling costs many times what running the compiled
+    code does, and with thousands of cached workflows it is a large share of the time the worker
+    holds the interpreter (docs/benchmarks.md). ``exec`` takes a code object as well as a string,
+    so the same call runs. An SDK without this method is left alone (the unit test then fails).
     """
     # its annotation says str only
     run_code: Callable[..., None] | None = getattr(getattr(sandbox_runner, "_Instance", None), "_run_code", None)
@@ -156,8 +156,8 @@ def _release_first_activations() -> None:
     whole arena. The SDK (1.35) keeps the start job's headers, memo, last result and failure for
     the life of the instance (in its info, its details and its input), and with them the whole
     first activation: the workflow's argument too, which for a CronJob after continue-as-new is
-    its state with a ledger of up to 100 runs (about 20 KiB, and 22 KiB kept per instance,
-    docs/benchmarks.md). The instance is given copies of those parts instead; it decodes the
+    its state with a ledger of up to 100 runs, kept beside the state the workflow works on
+    (docs/benchmarks.md). The instance is given copies of those parts instead; it decodes the
     argument from the activation itself, once. An SDK without these methods is left alone (the
     unit test then fails).
     """
@@ -187,11 +187,11 @@ class _SeededOnFirstUse:
     """The workflow instance's ``_random``: a ``random.Random`` made from the current seed when
     first asked for, not when the instance is made.
 
-    The SDK (1.35) gives every workflow instance its own generator, 2.5 KiB of Mersenne Twister
-    state (4.9 MiB for 2,000 cached CronJob workflows, docs/benchmarks.md), though only the Job
-    workflow draws from it. Until then the generator is fully described by ``_current_seed``,
-    which the SDK keeps beside it and sets again at every seed update, so one made then from that
-    seed draws what the SDK's own would have.
+    The SDK (1.35) gives every workflow instance its own generator, a Mersenne Twister whose state
+    every cached workflow then holds (docs/benchmarks.md), though only the Job workflow draws from
+    it. Until then the generator is fully described by ``_current_seed``, which the SDK keeps
+    beside it and sets again at every seed update, so one made then from that seed draws what the
+    SDK's own would have.
     """
 
     def __get__(self, instance: Any, owner: type | None = None) -> random.Random:
@@ -217,8 +217,8 @@ def _seed_random_on_first_use() -> None:
 
 #: glibc's ``mallopt`` parameter number of M_MMAP_THRESHOLD (malloc.h).
 M_MMAP_THRESHOLD = -3
-#: Blocks of this size and more are mapped for themselves and given back when freed. At 1 MiB
-#: the peak was as high as with glibc's default; 128 KiB and 256 KiB both removed it.
+#: Blocks of this size and more are mapped for themselves and given back when freed: low enough
+#: to catch the blocks that the wake-ups after a burst allocate and free (docs/benchmarks.md).
 MMAP_THRESHOLD = 256 * 1024
 
 
@@ -227,11 +227,10 @@ def return_large_blocks_at_once() -> bool:
 
     By default glibc raises the threshold each time a mapped block is freed (up to 32 MiB), and
     with it the free space it keeps at the top of each thread's heap (up to 64 MiB). The wake-ups
-    after a burst of armed creations allocate and free such blocks in many threads: at 2,000
-    CronJobs on one minute the worker's RSS then rose by 45–70 MiB for about three seconds (two
-    replicas: 90–175 MiB each) while its bytes in use stayed level, and that spike was its peak.
-    Fixed, the peak fell from 485–490 to 422–432 MiB (docs/benchmarks.md). False where the C
-    library has no ``mallopt`` (not glibc); nothing is changed then.
+    after a burst of armed creations allocate and free such blocks in many threads, so with the
+    threshold left to glibc the worker's RSS rises for a few seconds after each burst while its
+    bytes in use stay level, and that spike is the worker's peak (docs/benchmarks.md). False
+    where the C library has no ``mallopt`` (not glibc); nothing is changed then.
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt
@@ -246,15 +245,17 @@ _release_first_activations()
 _seed_random_on_first_use()
 
 #: Workflow tasks in progress at once. Workflow code shares one interpreter, so more at once only
-#: makes each take longer: with the SDK's 100, a burst of wake-ups (500 CronJobs at one minute)
-#: held tasks past the server's 10 s task timeout, and the timed-out ones were done twice.
+#: makes each take longer: with the SDK's default, a burst of wake-ups (CronJobs sharing a
+#: schedule time) holds tasks past the server's task timeout, and a timed-out task is done twice
+#: (docs/benchmarks.md).
 MAX_WORKFLOW_TASKS = 20
 #: How long a workflow task waits on this worker's sticky queue before the server hands it to any
 #: worker, which replays the run from its history (``--sticky-wait``). The SDK's 10 s, kept as the
-#: default: a task already sent to a worker that is then killed waits this long, and at 60 s the
-#: restart tests' workflows stalled for most of a minute. Where one minute's tasks take longer than
-#: this to drain (2,000 CronJobs: up to 40 s) most of them time out and are replayed, each costing
-#: the worker far more than the cached task it replaced; 60 s removed that (docs/benchmarks.md).
+#: default: a task already sent to a worker that is then killed waits this long, so a longer wait
+#: stalls that worker's workflows after a crash. Where one minute's tasks take longer than this to
+#: drain (thousands of CronJobs on one schedule) most of them time out and are replayed, each
+#: costing the worker far more than the cached task it replaced; a wait longer than the drain
+#: avoids that, so such a deployment raises it (docs/benchmarks.md).
 STICKY_WAIT = timedelta(seconds=10)
 
 #: Armed CronJob creations one worker holds at once: each is a sleeping coroutine until its time.

@@ -37,10 +37,10 @@ class K8sModel(BaseModel):
 
     Every instance shares its set of fields set (pydantic's ``model_fields_set``) with every other
     model whose set holds the same names. pydantic gives each instance a set of its own, which for a
-    model of a dozen fields takes more memory than the model's values (1.2 KiB for a CronJob
-    observation's 16): with 2,000 CronJob workflows cached, 40,000 sets took 21 MiB of the worker
-    (docs/benchmarks.md). The models are frozen, so nothing adds to a set after validation; a copy
-    with changes gets a set of its own from pydantic, which is then swapped for the shared one.
+    model of a dozen fields takes more memory than the model's values, and a worker caches thousands
+    of workflows that each hold several models (docs/benchmarks.md). The models are frozen, so
+    nothing adds to a set after validation; a copy with changes gets a set of its own from pydantic,
+    which is then swapped for the shared one.
     """
 
     model_config = ConfigDict(frozen=True, **WIRE)

@@ -173,8 +173,8 @@ LEDGER_SIZE = 100
 class LedgerEntry:
     """What happened at one schedule time, trigger or backfill (CJ-LEDGER): query ``history``.
 
-    A slotted dataclass, not a model: a workflow holds a hundred of these, and a frozen model's
-    ``__dict__`` and set of fields set cost about 1 KiB each, a slotted entry about 0.1 KiB
+    A slotted dataclass, not a model: a workflow holds up to a hundred of these, and a frozen
+    model's ``__dict__`` and set of fields set would make each entry far larger than its values
     (docs/benchmarks.md). The wire format is the models' own.
     """
 
