@@ -22,6 +22,7 @@ import os
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -29,7 +30,7 @@ from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Gauge, ProcessCollector
 from temporalio.contrib.opentelemetry import MetricsExporter, TracingInterceptor
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
@@ -88,12 +89,32 @@ class Telemetry:
 METRIC_UPDATES = 30_000
 
 
+#: Where a container's memory limit is read: cgroup v2, then v1.
+CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+
+
+def memory_limit(paths: tuple[Path, ...] = CGROUP_MEMORY_LIMITS) -> int | None:
+    """The worker's cgroup memory limit in bytes; None without one (v2's ``max``, v1's 2**63 rounded
+    to a page), so that the alert on memory near the limit has nothing to compare with."""
+    for path in paths:
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        return int(text) if text.isdigit() and int(text) < 2**60 else None
+    return None
+
+
 def install(service: str = "batchd") -> Telemetry:
     """Install the global meter (and tracer) provider and build a Temporal runtime feeding it.
 
     Call once per process, before any client is created.
     """
     registry = CollectorRegistry()
+    ProcessCollector(registry=registry)  # process_resident_memory_bytes and friends
+    if (limit := memory_limit()) is not None:
+        Gauge("batchd_memory_limit_bytes", "The memory limit of the worker's cgroup (its container's).",
+              registry=registry).set(limit)
     resource = Resource.create({"service.name": service})
     reader = PrometheusMetricReader(registry=registry, scope_info_enabled=False)
     provider = MeterProvider(resource=resource, metric_readers=[reader], views=job_controller_views())

@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 import opentelemetry.exporter.prometheus as otel_prometheus
+import prometheus_client.process_collector as process_collector
 import temporalio.bridge
 
 from workflows.jobmetrics import METRICS
@@ -34,6 +35,9 @@ def batchd_instruments() -> dict[str, str]:
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Gauge" \
+                        and node.args and isinstance(node.args[0], ast.Constant):
+                    found[str(node.args[0].value)] = "gauge"  # a prometheus_client gauge (worker/telemetry.py)
                 if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                     continue
                 kind = node.func.attr
@@ -79,9 +83,16 @@ def exporter_exports(name: str) -> bool:
     return name == "target_info" and name in Path(otel_prometheus.__file__).read_text()
 
 
+def process_exports(name: str) -> bool:
+    """``process_*``: prometheus_client's ProcessCollector, which the worker registers, names them
+    ``process_`` and a suffix written in its source."""
+    return name.startswith("process_") and f"'{name.removeprefix('process_')}'" in \
+        Path(process_collector.__file__).read_text()
+
+
 def exported(name: str) -> bool:
     """Whether the worker's /metrics can carry a sample named ``name``."""
-    return name in batchd_families() or sdk_exports(name) or exporter_exports(name)
+    return name in batchd_families() or sdk_exports(name) or exporter_exports(name) or process_exports(name)
 
 
 def metric_names(expr: str) -> set[str]:

@@ -27,8 +27,9 @@ def test_every_panel_queries_only_metrics_the_worker_exports() -> None:
 
 def test_the_check_catches_a_metric_the_worker_does_not_export() -> None:
     assert not exported("batchd_cronjob_missed_schedules_total")
-    assert not exported("process_resident_memory_bytes")
+    assert not exported("process_open_sockets") and not exported("batchd_memory_used_bytes")
     assert exported("batchd_ttl_deletions_total") and exported("temporal_worker_task_slots_available")
+    assert exported("process_resident_memory_bytes") and exported("batchd_memory_limit_bytes")
 
 
 def test_the_panels_an_operator_opens_first_are_there() -> None:
@@ -37,7 +38,8 @@ def test_the_panels_an_operator_opens_first_are_there() -> None:
                  "job_controller_jobs_finished_total", "batchd_ttl_pending_timers", "batchd_ttl_deletions_total",
                  "job_controller_job_syncs_total", "job_controller_job_pods_creation_total",
                  "temporal_workflow_task_execution_latency_milliseconds_bucket",
-                 "temporal_workflow_task_execution_failed_total", "temporal_worker_task_slots_available"):
+                 "temporal_workflow_task_execution_failed_total", "temporal_worker_task_slots_available",
+                 "process_resident_memory_bytes"):
         assert name in queried
 
 

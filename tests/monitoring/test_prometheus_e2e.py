@@ -94,7 +94,7 @@ async def test_prometheus_fires_batchd_worker_absent_when_the_worker_is_killed(
 
             await eventually(lambda: _ok(scraped_and_quiet), timeout=60, what="the worker scraped, the alert quiet")
             names = {s.name for f in text_string_to_metric_families(http_get(health, "/metrics")[1]) for s in f.samples}
-            assert "target_info" in names and "temporal_worker_task_slots_available" in names
+            assert {"target_info", "temporal_worker_task_slots_available", "process_resident_memory_bytes"} <= names
             assert {n for n in names if not exported(n)} == set()
             proc.send_signal(signal.SIGKILL)
             proc.wait()

@@ -13,6 +13,7 @@ import inspect
 import random
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 from unittest import mock
@@ -207,3 +208,18 @@ def test_a_backoff_doubles_to_its_cap_and_starts_again_after_a_success() -> None
     assert seconds.next() == 0.5
     delta = Backoff(timedelta(seconds=10), timedelta(minutes=5))
     assert [delta.next().total_seconds() for _ in range(7)] == [10, 20, 40, 80, 160, 300, 300]
+
+
+def test_the_memory_limit_is_read_from_cgroup_v2_then_v1_and_none_is_no_limit(tmp_path: Path) -> None:
+    from worker.telemetry import memory_limit
+
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    assert memory_limit((v2, v1)) is None  # neither file: not in a cgroup we know
+    v1.write_text("671088640\n")
+    assert memory_limit((v2, v1)) == 671088640
+    v1.write_text("9223372036854771712\n")  # v1's "no limit", 2**63 rounded down to a page
+    assert memory_limit((v2, v1)) is None
+    v2.write_text("max\n")
+    assert memory_limit((v2, v1)) is None  # v2 without a limit; v1 is not read then
+    v2.write_text("536870912\n")
+    assert memory_limit((v2, v1)) == 536870912
