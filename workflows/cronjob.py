@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import zlib
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -42,6 +42,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from workflows import cronplan
     from workflows.cronplan import Run
+    from workflows.execute import Call, Emit, WorkflowSide, execute
     from workflows.identity import NEXT_SCHEDULE_TIME, timed_task_queue
     from workflows.models.common import EventInput
     from workflows.models.cronjob import (
@@ -52,21 +53,16 @@ with workflow.unsafe.imports_passed_through():
         CronJobInput,
         CronJobObservation,
         CronJobState,
-        DeleteJobsInput,
-        DeleteJobsResult,
         JobSummary,
-        ObjectReference,
         SuspendInput,
         SuspendResult,
         TriggerInput,
         TriggerResult,
-        create_cronjob_job,
         create_cronjob_job_at,
-        delete_cronjob_jobs,
         set_cronjob_suspend,
         sync_cronjob,
     )
-    from workflows.policies import K8S_CALL_TIMEOUT, K8S_RETRY, record_event_best_effort
+    from workflows.policies import K8S_RETRY
     from workflows.times import rfc3339 as iso
 
 #: ``workflow.patched`` id: a schedule time in the minute of one already considered is not acted
@@ -112,7 +108,7 @@ def _history_limit() -> int:
 
 
 @workflow.defn(name="CronJob")
-class CronJobWorkflow:
+class CronJobWorkflow(WorkflowSide):
     """Creates the Jobs of one CronJob on schedule, for as long as the CronJob exists."""
 
     @workflow.init
@@ -121,7 +117,7 @@ class CronJobWorkflow:
         self._lock = asyncio.Lock()  # the loop's pass and the updates' Kubernetes calls never interleave
         self._changed = False  # a pass is due
         self._interrupt = False  # a signal or an update asks an armed creation to stop waiting
-        self._events: list[EventInput] = []
+        self.events: list[EventInput] = []  # recorded at the end of the pass
         self.lead = timedelta(seconds=inp.lead_seconds)
         self.wake: datetime | None = None  # when the next pass runs, as the last pass planned it
         self.armed_for: datetime | None = None  # the schedule time of the creation now armed
@@ -142,7 +138,7 @@ class CronJobWorkflow:
             self._changed = self._interrupt = True
         seen = cronplan.observe(self.state, obs)
         if seen.adopted:
-            self._events = []
+            self.events = []
         self.state = seen.state
         self._changed |= seen.changed
         self._interrupt |= seen.replan
@@ -157,7 +153,7 @@ class CronJobWorkflow:
         then arms the same creation again (see ``_create_at``).
         """
         self.state, events, changed = cronplan.job_observed(self.state, job, workflow.now())
-        self._events += events
+        self.events += events
         self._changed |= changed
         if changed and self.armed_for is not None and workflow.patched(JOB_END_STOPS_ARMED_WAIT):
             self._interrupt = True
@@ -249,14 +245,14 @@ class CronJobWorkflow:
 
     @workflow.run
     async def run(self, inp: CronJobInput) -> str:
-        armed: datetime | None = None
+        as_of: datetime | None = None
         while not self.obs.gone:
             async with self._lock:
                 self._changed = self._interrupt = False
-                await self.sync(armed)
+                await self.sync(as_of)
             if self.obs.gone:
                 break
-            armed = await self._sleep()
+            as_of = await self._sleep()
             info = workflow.info()
             if info.is_continue_as_new_suggested() or info.get_current_history_length() > _history_limit():
                 await self._continue_as_new()
@@ -271,76 +267,35 @@ class CronJobWorkflow:
         new run's state already counts the Job, so it would never record it.
         """
         await workflow.wait_condition(workflow.all_handlers_finished)
-        while self._events:
+        while self.events:
             await self._flush_events()
             await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(CronJobInput(state=self.state, lead_seconds=self.lead.total_seconds()))
 
-    async def sync(self, armed: datetime | None = None) -> None:
-        """One pass: execute the planner's plan, then write the status if it changed.
+    async def sync(self, as_of: datetime | None = None) -> None:
+        """One pass: execute the planner's steps, then write the status if it changed.
 
-        ``armed``: the pass runs as of that (wake-up) time, up to ``lead`` ahead of the clock, and
+        ``as_of``: a schedule time up to ``lead`` ahead of the clock; the pass runs as of it and
         the Job due then is created on time by the worker (see the module docstring).
         """
         await self._flush_events()
         self.wake = None
         if not self.obs.deleting:
             now = workflow.now()
-            ahead = armed if armed is not None and armed > now and self._armable() else None
-            self.wake = await self._schedule(ahead or now, armed=ahead is not None)
+            armed = as_of is not None and as_of > now and self._armable()
+            end = await execute(cronplan.run_pass(self, as_of if armed and as_of else now, armed=armed,
+                                                  subminute=_subminute, clock=workflow.now), self)
+            self._changed |= end.interrupted  # plan again at once
+            self.wake = end.wake
             if self.state.backfill:
                 await self._advance_backfill(None)
         await self._flush_events()
         if cronplan.status_key(self.state, self.wake) != self._written:
-            res = await workflow.execute_local_activity(
-                sync_cronjob, cronplan.status(self.state, self.wake), start_to_close_timeout=K8S_CALL_TIMEOUT,
-                retry_policy=K8S_RETRY, summary="write status and annotations")
+            res = await self.perform(Call(sync_cronjob, cronplan.status(self.state, self.wake),
+                                          summary="write status and annotations"))
             if res.gone:
                 self.state = cronplan.gone(self.state)
             self._written = cronplan.status_key(self.state, self.wake)
-
-    async def _schedule(self, now: datetime, *, armed: bool) -> datetime | None:
-        """Delete beyond the history limits, create what is due; return when to look again."""
-        plan = cronplan.plan_pass(self.state, now, armed=armed, subminute=_subminute)
-        self.state = plan.state
-        self._events += plan.events
-        if plan.history:
-            res = await self._delete(plan.history, "history")
-            self.state = cronplan.history_deleted(self.state, res)
-        for due, source in plan.due:
-            if self.obs.gone:
-                break
-            start = cronplan.start(self.state, due, source, subminute=_subminute, catching_up=plan.catching_up)
-            self.state = start.state
-            self._events += start.events
-            if start.held:
-                break
-            if start.run is None:
-                continue
-            if not await self._start(start.run, at=now if armed else None):
-                self._changed = True  # an armed creation was interrupted: plan again at once
-                return now
-            if plan.catching_up and not cronplan.pass_goes_on(self.state):
-                break
-        return cronplan.wake_after(plan, self.state, now, _subminute)
-
-    async def _start(self, run: Run, *, at: datetime | None) -> bool:
-        """Replace the active Jobs if the run says so, then create its Job (armed: ``at`` that time).
-
-        False: the armed creation was interrupted or found the spec changed, and nothing was created.
-        """
-        if run.replace:
-            self.state = cronplan.replaced(self.state, await self._delete(list(run.replace), "replace"))
-            if self.state.active:
-                return True  # could not replace; try again at the next wake
-        if at is None:
-            await self._create(run)
-            return True
-        res = await self._create_at(run, at)
-        if res is None or res.outcome == "stale":
-            return False
-        self._created(run, res)
-        return True
 
     async def _advance_backfill(self, result: BackfillResult | None) -> BackfillResult:
         """CJ-BACKFILL one at a time: create the queue's next Job once the one before it has ended."""
@@ -359,19 +314,15 @@ class CronJobWorkflow:
         res = None if cronplan.ran(self.state, due) else await self._create(run)
         return cronplan.backfilled(result, run, res), res
 
-    # -- executing: each call, then the planner folds its result in ---------------------------
+    # -- executing: the planner's steps, and this workflow's own --------------------------------
+
+    async def perform(self, step: Any) -> Any:
+        if isinstance(step, cronplan.CreateAt):
+            return await self._create_at(step.run, step.at)
+        return await super().perform(step)
 
     async def _create(self, run: Run) -> CreateJobResult:
-        res = await workflow.execute_local_activity(
-            create_cronjob_job, cronplan.create_input(self.state, run), start_to_close_timeout=K8S_CALL_TIMEOUT,
-            retry_policy=K8S_RETRY, summary=f"create Job {self.obs.namespace}/{run.name}")
-        self._created(run, res)
-        return res
-
-    def _created(self, run: Run, res: CreateJobResult) -> None:
-        self.state, problem = cronplan.created(self.state, run, res, workflow.now())
-        if problem:
-            workflow.logger.warning("CronJob %s/%s: %s", self.obs.namespace, self.obs.name, problem)
+        return await execute(cronplan.create(self, run, workflow.now), self)
 
     async def _create_at(self, run: Run, at: datetime) -> CreateJobResult | None:
         """Hand the creation to the worker until ``at``; None if a signal or update interrupts."""
@@ -404,23 +355,13 @@ class CronJobWorkflow:
                                               timeout=STALE_WAIT, timeout_summary="wait for the CronJob's new spec")
         return res
 
-    async def _delete(self, refs: list[ObjectReference], purpose: Literal["replace", "history"]) -> DeleteJobsResult:
-        return await workflow.execute_local_activity(
-            delete_cronjob_jobs,
-            DeleteJobsInput(namespace=self.obs.namespace, cronjob_name=self.obs.name, cronjob_uid=self.obs.uid,
-                            jobs=refs, purpose=purpose),
-            start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
-            summary=f"delete {len(refs)} Job(s) ({purpose})")
-
     async def _set_suspend(self, value: bool, reason: str | None) -> SuspendResult:
         self._interrupt = True  # the lock may be held by an armed creation's wait
         async with self._lock:
             patch = cronplan.suspend_change(self.state, value, reason, workflow.now())
             if patch is None:
                 return SuspendResult(suspended=value, changed=False)
-            res = await workflow.execute_local_activity(
-                set_cronjob_suspend, patch, start_to_close_timeout=K8S_CALL_TIMEOUT,
-                retry_policy=K8S_RETRY, summary=f"set spec.suspend={str(value).lower()}")
+            res = await self.perform(Call(set_cronjob_suspend, patch, summary=f"set spec.suspend={str(value).lower()}"))
             if res.gone:
                 self.state = cronplan.gone(self.state)
                 raise ApplicationError("the CronJob no longer exists", type="CronJobGone")
@@ -429,12 +370,12 @@ class CronJobWorkflow:
             return SuspendResult(suspended=value, changed=True)
 
     async def _flush_events(self) -> None:
-        events, self._events = self._events, []
+        events, self.events = self.events, []
         for ev in events:
             if ev.type == "Warning":
                 workflow.logger.warning("CronJob %s/%s: %s: %s", self.obs.namespace, self.obs.name, ev.reason,
                                         ev.message)
-            await record_event_best_effort(ev)
+            await self.perform(Emit(ev))
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -446,7 +387,7 @@ class CronJobWorkflow:
         return self.lead > timedelta(0) and self.obs.spec.concurrency_policy == "Allow" and not self.obs.spec.suspend
 
     async def _sleep(self) -> datetime | None:
-        """Wait for the next wake-up or a change; return the wake-up time if its creation is to be armed now."""
+        """Wait for the next wake-up or a change; return the wake-up time if the next pass runs as of it (armed)."""
         now = workflow.now()
         if self._advertised != self.wake:
             self._advertised = self.wake

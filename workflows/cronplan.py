@@ -28,9 +28,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from workflows import cron
+from workflows.execute import Call, Log, Steps
 from workflows.models.common import EventInput, ObjectRef
 from workflows.models.cronjob import (
     BACKFILL_LIMIT,
@@ -49,6 +50,7 @@ from workflows.models.cronjob import (
     CronJobObservation,
     CronJobRun,
     CronJobState,
+    DeleteJobsInput,
     DeleteJobsResult,
     JobSummary,
     LedgerEntry,
@@ -56,6 +58,8 @@ from workflows.models.cronjob import (
     RunSource,
     SetSuspendInput,
     SyncCronJobInput,
+    create_cronjob_job,
+    delete_cronjob_jobs,
 )
 from workflows.times import plus_seconds
 from workflows.times import rfc3339 as iso
@@ -64,6 +68,15 @@ RECENT_RUNS = 10
 REMEMBERED = 200  # counted Job uids and reported warnings kept for de-duplication
 
 Subminute = Callable[[], bool]
+Clock = Callable[[], datetime]
+
+
+class Books(Protocol):
+    """What a pass reads and writes as it goes: the workflow's state (which a signal may replace
+    while a step runs) and the Events to record at the end of the pass."""
+
+    state: CronJobState
+    events: list[EventInput]
 
 
 class BackfillRefused(ValueError):
@@ -115,6 +128,24 @@ class Start:
     run: Run | None = None  # None: nothing to create for this time
     #: Forbid held this time back behind an active Job: the pass creates nothing more
     held: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreateAt:
+    """A step: CJ-52, hand ``run``'s creation to the worker until ``at``. Sent back its
+    :class:`CreateJobResult`, or None if a signal or an update interrupted the wait."""
+
+    run: Run
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PassEnd:
+    """How a pass ended: when to look again, or ``interrupted`` (an armed creation was, so plan
+    again at once, ``wake`` being the pass's own instant)."""
+
+    wake: datetime | None
+    interrupted: bool = False
 
 
 class _Edit:
@@ -239,6 +270,76 @@ def _count(e: _Edit, job: JobSummary, now: datetime) -> None:
 
 
 # -- one pass ----------------------------------------------------------------------------------
+
+def run_pass(b: Books, now: datetime, *, armed: bool, subminute: Subminute, clock: Clock) -> Steps[PassEnd]:
+    """One pass as steps: delete beyond the history limits, then create what is due, in order.
+
+    ``armed``: the pass runs as of ``now``, ahead of the clock, and the Job due then is created by
+    the worker at that time (:class:`CreateAt`).
+    """
+    plan = plan_pass(b.state, now, armed=armed, subminute=subminute)
+    b.state = plan.state
+    b.events += plan.events
+    if plan.history:
+        b.state = history_deleted(b.state, (yield _delete(b.state, plan.history, "history")))
+    for due, source in plan.due:
+        if b.state.observation.gone:
+            break
+        begun = start(b.state, due, source, subminute=subminute, catching_up=plan.catching_up)
+        b.state = begun.state
+        b.events += begun.events
+        if begun.held:
+            break
+        if begun.run is None:
+            continue
+        if not (yield from _start(b, begun.run, at=now if armed else None, clock=clock)):
+            return PassEnd(now, interrupted=True)
+        if plan.catching_up and not pass_goes_on(b.state):
+            break
+    return PassEnd(wake_after(plan, b.state, now, subminute))
+
+
+def _start(b: Books, run: Run, *, at: datetime | None, clock: Clock) -> Steps[bool]:
+    """Replace the active Jobs if the run says so, then create its Job (armed: at ``at``).
+
+    False: the armed creation was interrupted or found the spec changed, and nothing was created.
+    """
+    if run.replace:
+        b.state = replaced(b.state, (yield _delete(b.state, list(run.replace), "replace")))
+        if b.state.active:
+            return True  # could not replace; try again at the next wake
+    if at is None:
+        yield from create(b, run, clock)
+        return True
+    res = yield CreateAt(run, at)
+    if res is None or res.outcome == "stale":
+        return False
+    yield from _fold_created(b, run, res, clock)
+    return True
+
+
+def create(b: Books, run: Run, clock: Clock) -> Steps[CreateJobResult]:
+    """Create ``run``'s Job now and fold the result in (a pass, a trigger, a backfill)."""
+    res: CreateJobResult = yield Call(create_cronjob_job, create_input(b.state, run),
+                                      summary=f"create Job {b.state.observation.namespace}/{run.name}")
+    yield from _fold_created(b, run, res, clock)
+    return res
+
+
+def _fold_created(b: Books, run: Run, res: CreateJobResult, clock: Clock) -> Steps[None]:
+    b.state, problem = created(b.state, run, res, clock())
+    if problem:
+        o = b.state.observation
+        yield Log("warning", f"CronJob {o.namespace}/{o.name}: {problem}")
+
+
+def _delete(state: CronJobState, refs: list[ObjectReference], purpose: Literal["replace", "history"]) -> Call[Any]:
+    o = state.observation
+    return Call(delete_cronjob_jobs,
+                DeleteJobsInput(namespace=o.namespace, cronjob_name=o.name, cronjob_uid=o.uid, jobs=refs,
+                                purpose=purpose),
+                summary=f"delete {len(refs)} Job(s) ({purpose})")
+
 
 def plan_pass(state: CronJobState, now: datetime, *, armed: bool, subminute: Subminute) -> Pass:
     """Upstream's ``syncCronJob`` up to the creations: history limits, the schedule, what is due.

@@ -42,6 +42,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import jobmetrics, jobsync
+    from workflows.execute import record_event_best_effort
     from workflows.models.common import (
         Condition,
         EventInput,
@@ -69,15 +70,18 @@ with workflow.unsafe.imports_passed_through():
         release_unmatched_job_pods,
         write_job_status,
     )
-    from workflows.policies import K8S_CALL_TIMEOUT, K8S_RETRY, Backoff, record_event_best_effort
+    from workflows.policies import (
+        BULK_HEARTBEAT,
+        BULK_TIMEOUT,
+        K8S_CALL_TIMEOUT,
+        K8S_RETRY,
+        Backoff,
+    )
 
 In = TypeVar("In")
 Out = TypeVar("Out")
 
 COMPONENT = "batchd-job-controller"
-BULK_TIMEOUT = timedelta(minutes=5)  # activities that touch up to 500 Pods
-#: Bulk activities heartbeat per Pod; a worker killed mid-batch is noticed in seconds, not minutes.
-BULK_HEARTBEAT = timedelta(seconds=10)
 CREATE_BACKOFF_MAX = timedelta(minutes=5)
 #: the Events (reason and message) a Job's workflow remembers having recorded
 REPORTED = 50

@@ -1,9 +1,8 @@
-"""Timeouts and retry policies of every Kubernetes activity, the one doubling backoff, and how a
-workflow records an Event, named once.
+"""Timeouts and retry policies of every Kubernetes activity, and the one doubling backoff, named once.
 
-Layer: workflows (the worker uses :class:`Backoff` too). Every ``execute_activity`` passes one of
-these; nothing relies on the SDK defaults. Transient failures (429, 5xx, timeouts, conflicts) retry forever with capped
-backoff, so an outage of the API server delays work but never loses it; permanent failures
+Layer: workflows (pure; the worker uses :class:`Backoff` too; workflows/execute.py applies the
+policies). Every activity runs under one of these; nothing relies on the SDK defaults.
+Transient failures (429, 5xx, timeouts, conflicts) retry forever with capped backoff, so an outage of the API server delays work but never loses it; permanent failures
 (400, 403, 422) are raised by the activities as non-retryable ``ApplicationError``.
 """
 
@@ -12,17 +11,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Generic, TypeVar
 
-from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
-
-with workflow.unsafe.imports_passed_through():
-    from workflows.models.common import EventInput, record_event
 
 T = TypeVar("T", float, timedelta)
 
 #: A single Kubernetes request (plus a GET before it); the client's own read timeout is shorter.
 K8S_CALL_TIMEOUT = timedelta(seconds=30)
+
+#: Activities that touch up to 500 Pods (the Job's bulk calls).
+BULK_TIMEOUT = timedelta(minutes=5)
+#: Bulk activities heartbeat per Pod; a worker killed mid-batch is noticed in seconds, not minutes.
+BULK_HEARTBEAT = timedelta(seconds=10)
 
 #: Unlimited attempts: 1 s doubling to one minute. A ``Retry-After`` from the server overrides
 #: the next delay (the activity raises with ``next_retry_delay``).
@@ -63,14 +62,3 @@ class Backoff(Generic[T]):
 
     def reset(self) -> None:
         self._next = self.first
-
-
-async def record_event_best_effort(ev: EventInput) -> None:
-    """Record a Kubernetes Event from a workflow: a few tries, then a warning in the log, never a
-    failure, since an Event is never worth stalling the object it is about."""
-    try:
-        await workflow.execute_local_activity(
-            record_event, ev, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_BEST_EFFORT_RETRY,
-            summary=f"event {ev.reason}")
-    except ActivityError:
-        workflow.logger.warning("could not record Event %s on %s %s", ev.reason, ev.ref.kind, ev.ref.key())

@@ -9,6 +9,7 @@ against a cluster in which every call succeeds.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,6 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from workflows import cronplan
 from workflows.cron import job_name
 from workflows.cronjob import CronJobWorkflow
+from workflows.execute import Call, Log, execute
 from workflows.models.cronjob import (
     BackfillInput,
     BackfillResult,
@@ -31,6 +33,8 @@ from workflows.models.cronjob import (
     JobSummary,
     LedgerEntry,
     ObjectReference,
+    create_cronjob_job,
+    delete_cronjob_jobs,
 )
 
 T = datetime(2026, 5, 19, 10, 0, tzinfo=UTC)  # the top of the hour
@@ -72,34 +76,38 @@ class Synced:
     status_write: bool
 
 
+class Cluster:
+    """The fake side a pass runs against: every call succeeds, and each is written down."""
+
+    def __init__(self, s: CronJobState) -> None:
+        self.state, self.events = s, []  # the Books the pass reads and writes
+        self.created: list[str] = []
+        self.deleted: list[str] = []
+        self.logged: list[str] = []
+
+    async def perform(self, step: Any) -> Any:
+        if isinstance(step, Log):
+            self.logged.append(step.message)
+            return None
+        assert isinstance(step, Call), step
+        if step.activity is delete_cronjob_jobs:
+            names = [r.name for r in step.arg.jobs]
+            self.deleted += names
+            return DeleteJobsResult(deleted=names)
+        assert step.activity is create_cronjob_job, step
+        self.created.append(step.arg.job_name)
+        job = ObjectReference(name=step.arg.job_name, namespace="ns", uid=f"uid-{step.arg.job_name}")
+        return CreateJobResult(outcome="created", job=job)
+
+
 def sync(s: CronJobState, now: datetime, *, subminute: Any = always) -> Synced:
-    """One pass as the workflow runs it, every call succeeding."""
+    """One pass as the workflow runs it (the same steps, the same executor), every call succeeding."""
     before = cronplan.status_key(s, None)
-    created: list[str] = []
-    deleted: list[str] = []
-    plan = cronplan.plan_pass(s, now, armed=False, subminute=subminute)
-    s, events = plan.state, list(plan.events)
-    if plan.history:
-        deleted += [r.name for r in plan.history]
-        s = cronplan.history_deleted(s, DeleteJobsResult(deleted=[r.name for r in plan.history]))
-    for due, source in plan.due:
-        start = cronplan.start(s, due, source, subminute=subminute, catching_up=plan.catching_up)
-        s, events = start.state, events + start.events
-        if start.held:
-            break
-        if start.run is None:
-            continue
-        if start.run.replace:
-            deleted += [r.name for r in start.run.replace]
-            s = cronplan.replaced(s, DeleteJobsResult(deleted=[r.name for r in start.run.replace]))
-        job = ObjectReference(name=start.run.name, namespace="ns", uid=f"uid-{start.run.name}")
-        s, _ = cronplan.created(s, start.run, CreateJobResult(outcome="created", job=job), now)
-        created.append(start.run.name)
-        if plan.catching_up and not cronplan.pass_goes_on(s):
-            break
-    wake = cronplan.wake_after(plan, s, now, subminute)
-    return Synced(s, created, deleted, [ev.reason for ev in events], wake,
-                  cronplan.status_key(s, wake) != before)
+    cluster = Cluster(s)
+    end = asyncio.run(execute(cronplan.run_pass(cluster, now, armed=False, subminute=subminute,
+                                                clock=lambda: now), cluster))
+    return Synced(cluster.state, cluster.created, cluster.deleted, [ev.reason for ev in cluster.events], end.wake,
+                  cronplan.status_key(cluster.state, end.wake) != before)
 
 
 # name, state, now, created (schedule times), deleted, events, wake, status write
