@@ -35,22 +35,49 @@ total over what the API server accepts: an instant beyond what ``datetime`` hold
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from workflows.models.common import COMPLETE, FAILED, Condition, finished_condition
+from workflows.execute import Call, Emit, Log, Patched, Steps
+from workflows.jobmetrics import POD_FAILURES_HANDLED, PODS_CREATION, completion_mode
+from workflows.models.common import (
+    COMPLETE,
+    FAILED,
+    Condition,
+    EventInput,
+    EventType,
+    ObjectRef,
+    finished_condition,
+)
 from workflows.models.job import (
+    JOB_COMPONENT,
     BackoffRecord,
+    CreatePodsInput,
+    CreatePodsResult,
+    DeletePodsInput,
     JobEvent,
     JobMemory,
     JobSnapshot,
     JobSpecView,
     JobStatusView,
+    ObserveJobInput,
     PodInfo,
+    PodsResult,
     PodToCreate,
+    ReleaseInput,
+    ReleaseUnmatchedInput,
     SuccessPolicy,
     SyncPlan,
+    WriteStatusInput,
+    create_job_pods,
+    delete_job_pods,
+    observe_job,
+    release_job_pods,
+    release_unmatched_job_pods,
+    write_job_status,
 )
 from workflows.models.jobpods import (
     active_pods_order,
@@ -66,6 +93,7 @@ from workflows.models.jobpods import (
     pod_counts_as_failed,
     pod_failed,
 )
+from workflows.policies import Backoff
 from workflows.times import plus_seconds
 
 #: JOB-37: step 1 stops recording once new indexes + uncounted uids reach this many.
@@ -910,3 +938,237 @@ def _ensure(
     out.append(Condition(type=type_, status=status, reason=reason, message=message,
                          last_transition_time=now))
     return out, True
+
+
+# --- one sync as steps (workflows/execute.py) ----------------------------------------------------
+
+#: the Events (reason and message) a Job's workflow remembers having recorded
+REPORTED = 50
+#: JOB-26 release: a new activity, only ever scheduled for Pods that stopped matching their selector
+RELEASE_UNMATCHED_PATCH = "release-unmatched-pods"
+#: the longest wait after Pod creations refused as a quota refuses them (403)
+CREATE_BACKOFF_MAX = timedelta(minutes=5)
+
+
+@dataclass(frozen=True, slots=True)
+class CountMetric:
+    """A step: add ``value`` to the ``job_controller_*`` counter ``name`` (POL-48 to POL-56)."""
+
+    name: str
+    value: int
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class StatusWritten:
+    """A step: a status write succeeded; its rises are counted (POL-51, POL-52, POL-55)."""
+
+    before: JobStatusView
+    after: JobStatusView
+    spec: JobSpecView
+
+
+@dataclass(eq=False)
+class Books:
+    """What one Job's syncs keep between steps and between syncs; the workflow holds one, and so
+    does a table test. ``memory`` is the durable part, carried across continue-as-new."""
+
+    ns: str
+    name: str
+    uid: str
+    memory: JobMemory
+    #: names for the Pods this sync creates: random and replayed identically in a workflow
+    suffix: Callable[[], str]
+    expect: list[str] = field(default_factory=list)  # JOB-26: Pods the next LIST should show
+    last: JobSnapshot | None = None
+    plan: SyncPlan | None = None
+    #: how the Job ends, as decided by a status read or written: still its result (JOB-5) if the
+    #: Job is deleted (its TTL, say) before the last finalizer is released
+    finished: str | None = None
+    syncs: int = 0
+    sample: tuple[str, str] | None = None  # POL-49: (completion_mode, action) of this sync
+    errored: bool = False  # POL-49: this sync met an error (result="error")
+    again: bool = False  # the sync changed the Job in a way that asks for another sync at once
+    create_backoff: Backoff[timedelta] = field(
+        default_factory=lambda: Backoff(timedelta(seconds=10), CREATE_BACKOFF_MAX))
+
+    def reached(self, rv: int) -> None:
+        """JOB-93: the next sync's read of the Pods must have reached ``rv``, which this one read or wrote."""
+        if rv > self.memory.pods_rv:
+            self.memory = self.memory.model_copy(update={"pods_rv": rv})
+
+    def note_end(self, status: JobStatusView) -> None:
+        """Remember how a status the Job is known to carry (read, or written) decides its end (JOB-5).
+
+        A sync writes SuccessCriteriaMet (step 1) and Complete only once the Pods are counted
+        (step 3); a Job deleted in between still ends its workflow with Complete.
+        """
+        if (end := decided_end(status.conditions)) is not None:
+            self.finished = end
+
+
+def sync(b: Books, clock: Callable[[], datetime]) -> Steps[tuple[str | None, timedelta | None]]:
+    """One sync (upstream ``syncJob``): observe, act, the tracking protocol, the Events.
+
+    Returns the final outcome (the workflow ends) or None, and when to look again.
+    """
+    b.syncs += 1
+    snap = yield from _observe(b)
+    plan = b.plan = plan_sync(snap, b.memory, clock())
+    b.sample = None if snap.gone or plan.finished else (completion_mode(snap.spec), plan.action)
+    b.expect = _expected_pods(b, snap, plan)
+    released_unmatched = yield from _release_unmatched(b, snap, plan)  # JOB-26, before all else
+    if plan.delete:
+        yield from _delete(b, plan.delete, release=False)
+    if plan.release_and_delete:
+        yield from _delete(b, plan.release_and_delete, release=True)
+    create_backoff = None
+    if plan.create and not snap.gone:
+        create_backoff = yield from _create(b, plan.create, plan.creation_reason, clock)
+    folded = yield from _track(b, snap, plan, clock)
+    if folded is None:
+        return None, timedelta(0)  # the Job moved on since the snapshot: look again
+    for ev in plan.events:
+        yield from report(b, ev.type, ev.reason, ev.message)
+    done, requeue = after_sync(snap, folded, plan, set(b.memory.finalizers_removed), released_unmatched)
+    if done:
+        yield Log("info", f"Job {b.ns}/{b.name} {'is gone' if snap.gone else 'finished'}; "
+                          "no Pod holds the tracking finalizer")
+        return b.finished or "gone", None  # not gone: just set from the finished condition
+    return None, requeue if create_backoff is None else create_backoff  # refused: wait, whatever else is due
+
+
+def report(b: Books, type_: EventType, reason: str, message: str) -> Steps[None]:
+    """Record an Event once per reason and message (kept across continue-as-new, as the CronJob's)."""
+    key = f"{reason}:{message}"
+    if key in b.memory.reported:
+        return
+    b.memory = b.memory.model_copy(update={"reported": [*b.memory.reported, key][-REPORTED:]})
+    yield Emit(EventInput(ref=ObjectRef(kind="Job", namespace=b.ns, name=b.name, uid=b.uid),
+                          type=type_, reason=reason, message=message, component=JOB_COMPONENT))
+
+
+def _observe(b: Books) -> Steps[JobSnapshot]:
+    """Read the Job and its Pods, and keep what the read says in the durable memory."""
+    last = b.last
+    b.errored = False
+    b.sample = (None if last is None or last.gone or finished_condition(last.status.conditions) is not None
+                else (completion_mode(last.spec), "reconciling"))  # if the read fails
+    snap: JobSnapshot = yield Call(observe_job, ObserveJobInput(namespace=b.ns, name=b.name, uid=b.uid,
+                                                                expect=b.expect, memory=b.memory))
+    b.last = snap
+    b.reached(snap.pods_rv)
+    if not snap.gone:
+        b.note_end(snap.status)
+    keep = prune_finalizers_removed(snap, b.memory.finalizers_removed)  # bounded memory
+    if keep != b.memory.finalizers_removed:
+        b.memory = b.memory.model_copy(update={"finalizers_removed": keep})
+    return snap
+
+
+def _expected_pods(b: Books, snap: JobSnapshot, plan: SyncPlan) -> list[str]:
+    """JOB-26: the Pods the next sync's LIST must show, unless relabeled (those holding the finalizer
+    whose removal is not requested; the Pods this sync creates are added as they are made)."""
+    removed = set(b.memory.finalizers_removed)
+    dropped = {*plan.release, *plan.release_and_delete}
+    return sorted(p.name for p in snap.pods if p.has_finalizer and p.uid not in removed and p.name not in dropped)
+
+
+def _release_unmatched(b: Books, snap: JobSnapshot, plan: SyncPlan) -> Steps[set[str]]:
+    """JOB-26: take the Job's ownerReference and finalizer off the Pods that stopped matching; their names."""
+    if not plan.release_unmatched or not (yield Patched(RELEASE_UNMATCHED_PATCH)):
+        return set()
+    uids = {p.name: p.uid for p in snap.unmatched}
+    done: PodsResult = yield Call(release_unmatched_job_pods, ReleaseUnmatchedInput(
+        namespace=b.ns, job_uid=b.uid, pods={n: uids[n] for n in plan.release_unmatched}), bulk=True)
+    return set(done.names)
+
+
+def _delete(b: Books, pods: list[str], *, release: bool) -> Steps[None]:
+    res: PodsResult = yield Call(delete_job_pods, DeletePodsInput(namespace=b.ns, pods=pods, release=release),
+                                 bulk=True)
+    b.reached(res.pods_rv)
+
+
+def _create(b: Books, pods: list[PodToCreate], reason: str, clock: Callable[[], datetime]) -> Steps[timedelta | None]:
+    """Create Pods; a rejected template fails the Job, a quota-like refusal backs off (the wait)."""
+    pods = [p.model_copy(update={"suffix": b.suffix()}) for p in pods]
+    res: CreatePodsResult = yield Call(create_job_pods, CreatePodsInput(
+        namespace=b.ns, name=b.name, uid=b.uid, indexes=[p.index for p in pods], pods=pods), bulk=True)
+    b.expect += res.created
+    b.reached(res.pods_rv)
+    # POL-56: each attempt once; creates refused because the namespace is terminating are in neither
+    yield CountMetric(PODS_CREATION, len(res.created), {"reason": reason, "status": "succeeded"})
+    if res.failed + res.refused:
+        b.errored = True
+        yield CountMetric(PODS_CREATION, res.failed + res.refused, {"reason": reason, "status": "failed"})
+    if res.invalid:
+        yield from report(b, "Warning", "FailedCreate", f"Error creating: {res.invalid}")
+        yield from _fail(b, "PodCreationFailed", f"Pod creation was rejected: {res.invalid}", clock())
+        return None
+    if res.forbidden:
+        yield from report(b, "Warning", "FailedCreate", f"Error creating: {res.forbidden}")
+        return b.create_backoff.next()
+    b.create_backoff.reset()
+    return None
+
+
+def _fail(b: Books, reason: str, message: str, now: datetime) -> Steps[None]:
+    """Mark the Job failing (FailureTarget); the next syncs finish it as upstream would (JOB-75)."""
+    snap = b.last
+    if snap is None or snap.gone or finished_condition(snap.status.conditions) is not None:
+        return
+    conditions = [c for c in snap.status.conditions if c.type != FAILURE_TARGET] + [
+        Condition(type=FAILURE_TARGET, status="True", reason=reason, message=message, last_transition_time=now)]
+    status = snap.status.model_copy(update={"conditions": conditions, "start_time": snap.status.start_time or now})
+    yield from _write(b, status, snap.status, snap, snap.resource_version)
+    b.again = True
+
+
+def _track(b: Books, snap: JobSnapshot, plan: SyncPlan, clock: Callable[[], datetime]) -> Steps[JobStatusView | None]:
+    """The tracking protocol (JOB-30 to JOB-34): record, release, fold. The status the Job now
+    has, or None if a write found the Job changed since the snapshot."""
+    status, rv = snap.status, snap.resource_version
+    if plan.record is not None and not snap.gone:  # step 1
+        written = yield from _write(b, plan.record, snap.status, snap, rv)
+        if written is None:
+            return None
+        status, rv = plan.record, written
+        b.note_end(status)
+    # The plan's backoff record counts the failures just recorded: kept now, because once step 2
+    # labels their Pods released the next snapshot will not show them again (JOB-91).
+    b.memory = b.memory.model_copy(update={"backoff": plan.backoff, "counted_backoff": plan.counted_backoff})
+    for action, n in sorted(Counter(plan.policy_actions).items()):  # POL-53, POL-18: once step 1 is written
+        yield CountMetric(POD_FAILURES_HANDLED, n, {"action": action})
+    if plan.release:  # step 2
+        yield from _release(b, snap, plan.release)
+    folded = fold(status, snap.pods, set(b.memory.finalizers_removed), snap.spec, clock(),
+                  held_elsewhere=snap.rest.holding)
+    if folded != status and not snap.gone:  # step 3
+        if (yield from _write(b, folded, status, snap, rv)) is None:
+            return None
+        b.note_end(folded)
+    return folded
+
+
+def _release(b: Books, snap: JobSnapshot, names: list[str]) -> Steps[None]:
+    """Step 2: remove the Pods' finalizers; their uids join the durable memory (JOB-38)."""
+    uids = {p.name: p.uid for p in [*snap.pods, *snap.unmatched]}
+    ended = {p.name for p in snap.pods if p.finished}
+    res: PodsResult = yield Call(release_job_pods, ReleaseInput(
+        namespace=b.ns, pods=names, finished=[n for n in names if n in ended]), bulk=True)
+    b.reached(res.pods_rv)
+    b.memory = b.memory.model_copy(update={"finalizers_removed": [
+        *b.memory.finalizers_removed, *(uids[n] for n in res.names if n in uids)]})
+
+
+def _write(b: Books, status: JobStatusView, before: JobStatusView, snap: JobSnapshot, rv: str) -> Steps[str | None]:
+    """Write ``status`` over ``before`` if the Job is still at ``rv``; the new resourceVersion, or None if stale/gone."""
+    res: PodsResult = yield Call(write_job_status, WriteStatusInput(
+        namespace=b.ns, name=b.name, uid=b.uid, resource_version=rv, status=status,
+        indexed=snap.spec.completion_mode == "Indexed"))
+    if res.gone or res.stale:
+        b.errored = True  # upstream's status update fails the sync (POL-49 result="error")
+        return None
+    yield StatusWritten(before, status, snap.spec)
+    return res.resource_version

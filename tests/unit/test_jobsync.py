@@ -9,6 +9,8 @@ a fixed instant; the real clock is never read.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,8 +18,10 @@ from typing import Any
 import pytest
 from pydantic_core import to_json
 
+from workflows.execute import Call, Emit, Patched, execute
 from workflows.jobsync import (
     MAX_BACKOFF,
+    Books,
     after_sync,
     backoff_remaining,
     decided_end,
@@ -25,16 +29,25 @@ from workflows.jobsync import (
     new_backoff_record,
     plan_sync,
     prune_finalizers_removed,
+    sync,
 )
 from workflows.models.common import Condition
 from workflows.models.job import (
     BackoffRecord,
+    CreatePodsResult,
     JobMemory,
     JobSnapshot,
     JobSpecView,
     JobStatusView,
     PodInfo,
+    PodsResult,
     SyncPlan,
+    create_job_pods,
+    delete_job_pods,
+    observe_job,
+    release_job_pods,
+    release_unmatched_job_pods,
+    write_job_status,
 )
 from workflows.models.jobpods import (
     SNAPSHOT_BUDGET,
@@ -112,8 +125,17 @@ def check_write(old: JobStatusView, new: JobStatusView, spec: JobSpecView) -> No
         assert format_indexes(parse_indexes(new.completed_indexes, spec.completions)) == new.completed_indexes
 
 
+class Crash(Exception):
+    """The workflow stops where ``Sim.sync`` was asked to crash."""
+
+
+#: the order of a sync's stages, as ``Sim.sync(crash_after=…)`` names them
+STAGES = ("observe", "create", "record", "release", "fold", "events")
+
+
 class Sim:
-    """A Job, its Pods and the workflow's memory; ``sync`` applies a plan like the workflow.
+    """A Job, its Pods and the workflow's books; ``sync`` runs the workflow's own sync
+    (``jobsync.sync`` on the executor) with this Sim as the fake side that plays the cluster.
 
     ``window`` (JOB-92): the most Pods a snapshot holds one by one; None holds them all.
     """
@@ -124,7 +146,7 @@ class Sim:
         self.spec = JobSpecView(**spec)
         self.status = JobStatusView()
         self.pods: dict[str, PodInfo] = {}
-        self.memory = JobMemory()
+        self.books = Books("ns", "job", "job-uid", JobMemory(), suffix=lambda: "")
         self.now = NOW
         self.created = 0
         self.events: list[str] = []
@@ -134,6 +156,17 @@ class Sim:
         self.deleting = self.gone = False
         self.relabeled: set[str] = set()  # JOB-26: Pods whose labels no longer match the selector
         self.released: dict[str, PodInfo] = {}  # JOB-26: Pods no longer the Job's
+        self._stage = 0
+        self._crash_after: int | None = None
+        self._writes = 0
+
+    @property
+    def memory(self) -> JobMemory:
+        return self.books.memory
+
+    @memory.setter
+    def memory(self, memory: JobMemory) -> None:
+        self.books.memory = memory
 
     def snapshot(self) -> JobSnapshot:
         snap = JobSnapshot(namespace="ns", name="job", uid="job-uid", spec=self.spec,
@@ -151,47 +184,65 @@ class Sim:
             self.pods[name] = self.pods[name].model_copy(update=update)
 
     def sync(self, crash_after: str | None = None) -> SyncPlan:
-        """One sync; ``crash_after`` in create/record/release stops the workflow there."""
-        snap = self.snapshot()
-        self.memory = self.memory.model_copy(update={  # as the workflow trims it (JOB-38)
-            "finalizers_removed": prune_finalizers_removed(snap, self.memory.finalizers_removed)})
-        plan = plan_sync(snap, self.memory, self.now)
-        for name in plan.release_unmatched:  # JOB-26: ownerReference and finalizer removed in one patch
-            self.released[name] = self.pods.pop(name).model_copy(update={"has_finalizer": False})
-        for name in plan.delete:
-            self.set(name, deleting=True)  # JOB-74: finalizer kept
-        for name in plan.release_and_delete:
-            self.set(name, has_finalizer=False, deleting=True)  # JOB-17
-        for want in plan.create:
+        """One sync as the workflow runs it; ``crash_after`` (a stage of :data:`STAGES`) stops it there."""
+        self._stage, self._writes = 0, 0
+        self._crash_after = None if crash_after is None else STAGES.index(crash_after)
+        with contextlib.suppress(Crash):
+            asyncio.run(execute(sync(self.books, lambda: self.now), self))
+        assert self.books.plan is not None
+        return self.books.plan
+
+    async def perform(self, step: Any) -> Any:
+        """The fake cluster's answer to one step of the sync."""
+        if isinstance(step, Emit):
+            self._enter(STAGES.index("events") if self._stage >= STAGES.index("record") else self._stage)
+            self.events.append(step.event.reason)
+            return None
+        if isinstance(step, Patched):
+            return True
+        if not isinstance(step, Call):
+            return None  # a log line or a metric
+        return self._call(step.activity, step.arg)
+
+    def _enter(self, stage: int) -> None:
+        if self._crash_after is not None and stage > self._crash_after:
+            raise Crash
+        self._stage = max(self._stage, stage)
+
+    def _call(self, activity: Any, arg: Any) -> Any:
+        if activity is observe_job:
+            return self.snapshot()
+        if activity is write_job_status:
+            step_one = self._writes == 0 and self.books.plan is not None and self.books.plan.record is not None
+            self._enter(STAGES.index("record" if step_one else "fold"))
+            self._writes += 1
+            self.write(arg.status)
+            return PodsResult(resource_version=str(self._writes))
+        if activity is release_job_pods:
+            self._enter(STAGES.index("release"))
+            for name in arg.pods:  # step 2
+                self.set(name, has_finalizer=False)
+            self.gc()
+            return PodsResult(names=arg.pods)
+        self._enter(STAGES.index("create"))
+        if activity is release_unmatched_job_pods:  # JOB-26: ownerReference and finalizer removed in one patch
+            for name in arg.pods:
+                self.released[name] = self.pods.pop(name).model_copy(update={"has_finalizer": False})
+            return PodsResult(names=list(arg.pods))
+        if activity is delete_job_pods:
+            for name in arg.pods:  # JOB-74: finalizer kept; JOB-17: released and deleted
+                self.set(name, deleting=True, **({"has_finalizer": False} if arg.release else {}))
+            return PodsResult(names=arg.pods)
+        assert activity is create_job_pods, activity
+        names = []
+        for want in arg.pods:
             self.created += 1
             name = f"job-{self.created}" if want.index is None else f"job-{want.index}-{self.created}"
             self.pods[name] = pod(name, "Pending", index=want.index, created=self.now).model_copy(update={
                 "failure_count": want.failure_count or 0, "ignored_failure_count": want.ignored_failure_count})
+            names.append(name)
         self.gc()
-        if crash_after == "create":
-            return plan
-        if plan.record is not None:
-            self.write(plan.record)  # step 1
-        # as the workflow keeps it: the failures just recorded, before step 2 releases their Pods
-        self.memory = self.memory.model_copy(update={"backoff": plan.backoff,
-                                                     "counted_backoff": plan.counted_backoff})
-        if crash_after == "record":
-            return plan
-        uids = {p.name: p.uid for p in [*snap.pods, *snap.unmatched]}
-        for name in plan.release:  # step 2
-            self.set(name, has_finalizer=False)
-        self.memory = self.memory.model_copy(update={
-            "finalizers_removed": [*self.memory.finalizers_removed, *(uids[n] for n in plan.release)]})
-        self.gc()
-        if crash_after == "release" or snap.gone:
-            return plan
-        base = plan.record or snap.status
-        folded = fold(base, snap.pods, set(self.memory.finalizers_removed), self.spec, self.now,
-                      held_elsewhere=snap.rest.holding)
-        if folded != base:
-            self.write(folded)  # step 3
-        self.events += [e.reason for e in plan.events]
-        return plan
+        return CreatePodsResult(created=names)
 
     def gc(self) -> None:
         for name, p in list(self.pods.items()):

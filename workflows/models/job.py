@@ -44,6 +44,8 @@ INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
 INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-ignored-failure-count"
 #: JOB-91: set to ``released`` on a finished Pod by the patch that removes its tracking finalizer
 TRACKING_LABEL = "batchd.io/job-tracking"
+#: the component of the Events batchd's Job controller records
+JOB_COMPONENT = "batchd-job-controller"
 MAX_INT32 = 2**31 - 1
 _GO_INT = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts
 
