@@ -300,7 +300,7 @@ def claim_pod(pod: dict[str, Any], *, job_uid: str, job_deleting: bool, matches:
 
     Returns:
         ``"claimed"`` (the Job's own Pod), ``"unmatched"`` (the Job's, but its labels no longer
-        match: to be released, decided by :func:`workflows.jobsync.release_unmatched_pods`),
+        match: to be released, decided by :func:`workflows.decisions.job.release_unmatched_pods`),
         ``"adopt"`` (an orphan that matches, not being deleted, while the Job is not) or
         ``"ignore"`` (another controller's Pod, or an orphan that cannot be adopted).
     """

@@ -6,7 +6,7 @@ Layer: workflows (deterministic). Started and signalled by the bridge (worker/br
 workflow update execute …``, the SDK). Its activities are declared in workflows/models/cronjob.py
 and implemented in activities/cronjob.py.
 
-Every decision is made by the pure planner, ``workflows/cronplan.py``; this class executes its
+Every decision is made by the pure planner, ``workflows/decisions/cronjob.py``; this class executes its
 plans. One pass of upstream's ``syncCronJob`` is :meth:`sync`, and its workqueue ``AddAfter`` a
 durable timer to the next schedule time:
 
@@ -40,8 +40,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import cronplan
-    from workflows.cronplan import Run
+    from workflows.decisions import cronjob as decide
+    from workflows.decisions.cronjob import Run
     from workflows.execute import Call, Emit, WorkflowSide, execute
     from workflows.identity import NEXT_SCHEDULE_TIME, timed_task_queue
     from workflows.models.common import EventInput
@@ -121,7 +121,7 @@ class CronJobWorkflow(WorkflowSide):
         self.lead = timedelta(seconds=inp.lead_seconds)
         self.wake: datetime | None = None  # when the next pass runs, as the last pass planned it
         self.armed_for: datetime | None = None  # the schedule time of the creation now armed
-        self._written: Any = None  # what the last status write sent (cronplan.status_key)
+        self._written: Any = None  # what the last status write sent (decide.status_key)
         self._advertised: Any = ()  # the NextScheduleTime search attribute as last upserted
 
     @property
@@ -136,7 +136,7 @@ class CronJobWorkflow(WorkflowSide):
         if obs.lead_seconds is not None and obs.lead_seconds != self.lead.total_seconds():
             self.lead = timedelta(seconds=obs.lead_seconds)
             self._changed = self._interrupt = True
-        seen = cronplan.observe(self.state, obs)
+        seen = decide.observe(self.state, obs)
         if seen.adopted:
             self.events = []
         self.state = seen.state
@@ -152,7 +152,7 @@ class CronJobWorkflow(WorkflowSide):
         ``*/1`` schedule) the workflow waits on an armed creation nearly all the time. The pass
         then arms the same creation again (see ``_create_at``).
         """
-        self.state, events, changed = cronplan.job_observed(self.state, job, workflow.now())
+        self.state, events, changed = decide.job_observed(self.state, job, workflow.now())
         self.events += events
         self._changed |= changed
         if changed and self.armed_for is not None and workflow.patched(JOB_END_STOPS_ARMED_WAIT):
@@ -165,7 +165,7 @@ class CronJobWorkflow(WorkflowSide):
         """Create a Job now, as ``kubectl create job --from=cronjob/NAME`` does, under a distinct name."""
         self._interrupt = True  # the lock may be held by an armed creation's wait
         async with self._lock:
-            run = cronplan.trigger(self.state, workflow.now())
+            run = decide.trigger(self.state, workflow.now())
             res = await self._create(run)
             if res.outcome not in ("created", "exists") or res.job is None:
                 raise ApplicationError(f"could not create Job {run.name}: {res.outcome} {res.message}".strip(),
@@ -227,19 +227,19 @@ class CronJobWorkflow(WorkflowSide):
 
     def _backfill_times(self, inp: BackfillInput) -> list[datetime]:
         try:
-            return cronplan.backfill_times(self.state, inp, workflow.now())
-        except cronplan.BackfillRefused as err:
+            return decide.backfill_times(self.state, inp, workflow.now())
+        except decide.BackfillRefused as err:
             raise ApplicationError(f"backfill refused: {err}", type="InvalidBackfill", non_retryable=True) from None
 
     @workflow.query(name="describe")
     def describe(self) -> dict[str, Any]:
         """Schedule, next times, active Jobs, counters and recent results."""
-        return cronplan.describe(self.state, workflow.now(), wake=self.wake, armed_for=self.armed_for)
+        return decide.describe(self.state, workflow.now(), wake=self.wake, armed_for=self.armed_for)
 
     @workflow.query(name="history")
     def history(self) -> list[dict[str, Any]]:
         """The run ledger (CJ-LEDGER): the last 100 schedule times, triggers and backfills, oldest first."""
-        return cronplan.history(self.state)
+        return decide.history(self.state)
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -283,51 +283,51 @@ class CronJobWorkflow(WorkflowSide):
         if not self.obs.deleting:
             now = workflow.now()
             armed = as_of is not None and as_of > now and self._armable()
-            end = await execute(cronplan.run_pass(self, as_of if armed and as_of else now, armed=armed,
+            end = await execute(decide.run_pass(self, as_of if armed and as_of else now, armed=armed,
                                                   subminute=_subminute, clock=workflow.now), self)
             self._changed |= end.interrupted  # plan again at once
             self.wake = end.wake
             if self.state.backfill:
                 await self._advance_backfill(None)
         await self._flush_events()
-        if cronplan.status_key(self.state, self.wake) != self._written:
-            res = await self.perform(Call(sync_cronjob, cronplan.status(self.state, self.wake),
+        if decide.status_key(self.state, self.wake) != self._written:
+            res = await self.perform(Call(sync_cronjob, decide.status(self.state, self.wake),
                                           summary="write status and annotations"))
             if res.gone:
-                self.state = cronplan.gone(self.state)
-            self._written = cronplan.status_key(self.state, self.wake)
+                self.state = decide.gone(self.state)
+            self._written = decide.status_key(self.state, self.wake)
 
     async def _advance_backfill(self, result: BackfillResult | None) -> BackfillResult:
         """CJ-BACKFILL one at a time: create the queue's next Job once the one before it has ended."""
         result = result or BackfillResult(times=len(self.state.backfill))
         while True:
-            self.state, due = cronplan.next_backfill(self.state)
+            self.state, due = decide.next_backfill(self.state)
             if due is None:
-                return result.model_copy(update={"queued": cronplan.backfill_queued(self.state)})
+                return result.model_copy(update={"queued": decide.backfill_queued(self.state)})
             result, res = await self._backfill_one(result, due)
-            self.state = cronplan.backfill_started(self.state, res)
+            self.state = decide.backfill_started(self.state, res)
 
     async def _backfill_one(self, result: BackfillResult,
                             due: datetime) -> tuple[BackfillResult, CreateJobResult | None]:
         """Create the Job of one backfilled time; None when the ledger shows it created already."""
-        run = cronplan.backfill_run(self.state, due)
-        res = None if cronplan.ran(self.state, due) else await self._create(run)
-        return cronplan.backfilled(result, run, res), res
+        run = decide.backfill_run(self.state, due)
+        res = None if decide.ran(self.state, due) else await self._create(run)
+        return decide.backfilled(result, run, res), res
 
     # -- executing: the planner's steps, and this workflow's own --------------------------------
 
     async def perform(self, step: Any) -> Any:
-        if isinstance(step, cronplan.CreateAt):
+        if isinstance(step, decide.CreateAt):
             return await self._create_at(step.run, step.at)
         return await super().perform(step)
 
     async def _create(self, run: Run) -> CreateJobResult:
-        return await execute(cronplan.create(self, run, workflow.now), self)
+        return await execute(decide.create(self, run, workflow.now), self)
 
     async def _create_at(self, run: Run, at: datetime) -> CreateJobResult | None:
         """Hand the creation to the worker until ``at``; None if a signal or update interrupts."""
         wait = max(timedelta(0), at - workflow.now())
-        inp: CreateJobInput = cronplan.armed_input(self.state, run, at=at, wait_seconds=wait.total_seconds())
+        inp: CreateJobInput = decide.armed_input(self.state, run, at=at, wait_seconds=wait.total_seconds())
         if self._interrupt:
             return None
         self.armed_for = run.due
@@ -358,14 +358,14 @@ class CronJobWorkflow(WorkflowSide):
     async def _set_suspend(self, value: bool, reason: str | None) -> SuspendResult:
         self._interrupt = True  # the lock may be held by an armed creation's wait
         async with self._lock:
-            patch = cronplan.suspend_change(self.state, value, reason, workflow.now())
+            patch = decide.suspend_change(self.state, value, reason, workflow.now())
             if patch is None:
                 return SuspendResult(suspended=value, changed=False)
             res = await self.perform(Call(set_cronjob_suspend, patch, summary=f"set spec.suspend={str(value).lower()}"))
             if res.gone:
-                self.state = cronplan.gone(self.state)
+                self.state = decide.gone(self.state)
                 raise ApplicationError("the CronJob no longer exists", type="CronJobGone")
-            self.state = cronplan.suspended(self.state, patch)
+            self.state = decide.suspended(self.state, patch)
             self._changed = True
             return SuspendResult(suspended=value, changed=True)
 

@@ -5,7 +5,7 @@ Layer: workflows. A decision that needs the world's answer between two steps (a 
 result decides the ledger, a status write's new resourceVersion the next write) is a generator:
 it yields a step, is sent the step's result, and returns its outcome. It reads and writes no
 Temporal API, so a table test drives the very same generator with a fake :class:`Side` and runs
-the loop production runs (tests/unit/test_cronplan.py, tests/unit/test_jobsync.py).
+the loop production runs (tests/unit/test_cronjob_decisions.py, tests/unit/test_job_decisions.py).
 
 :func:`execute` drives such a generator; :class:`WorkflowSide` performs each step inside a
 workflow: a :class:`Call` as an activity under the policies of workflows/policies.py, an

@@ -2,13 +2,13 @@
 
 Layer: workflows (deterministic). Started and poked by the bridge's Job router (worker/routers.py) on
 ``job/{ns}/{name}/{uid}`` for Jobs whose ``spec.managedBy`` is ``batchd.io/job-controller``.
-Its activities are declared in workflows/models/job.py; the decisions are pure (workflows/jobsync.py).
+Its activities are declared in workflows/models/job.py; the decisions are pure (workflows/decisions/job.py).
 
 Each *sync* mirrors upstream's ``syncJob``:
 
 1. ``observe_job``: a fresh snapshot — the Job and every Pod it owns (orphans adopted, Pods
    that stopped matching its selector set apart);
-2. ``jobsync.plan_sync``: what to release, delete, create, record, and when to look again;
+2. ``decide.plan_sync``: what to release, delete, create, record, and when to look again;
 3. act: release the Pods that stopped matching (JOB-26), delete and create Pods (batched), then
    the tracking protocol — step 1 write the new uncounted uids (and interim conditions), step 2
    remove those Pods' finalizers, step 3 fold the uids into ``succeeded``/``failed`` — each an
@@ -39,7 +39,8 @@ from temporalio.common import MetricCounter, MetricHistogramFloat
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import jobmetrics, jobsync
+    from workflows import jobmetrics
+    from workflows.decisions import job as decide
     from workflows.execute import WorkflowSide, execute
     from workflows.models.job import JobInput, JobSpecView, JobStatusView
     from workflows.policies import Backoff
@@ -105,10 +106,10 @@ class JobWorkflow(WorkflowSide):
     @workflow.init
     def __init__(self, inp: JobInput) -> None:
         self.ns, self.name, self.uid = inp.namespace, inp.name, inp.uid
-        self.books = jobsync.Books(inp.namespace, inp.name, inp.uid, inp.memory, suffix=_suffix,
+        self.books = decide.Books(inp.namespace, inp.name, inp.uid, inp.memory, suffix=_suffix,
                                    expect=list(inp.expect))
         self._poked = False
-        self._failure_backoff = Backoff(timedelta(seconds=10), jobsync.CREATE_BACKOFF_MAX)
+        self._failure_backoff = Backoff(timedelta(seconds=10), decide.CREATE_BACKOFF_MAX)
         self.metrics = JobMetrics()
 
     @workflow.signal(name="poke")
@@ -134,13 +135,13 @@ class JobWorkflow(WorkflowSide):
             self._poked = False
             started = workflow.now()
             try:
-                outcome, requeue = await execute(jobsync.sync(b, workflow.now), self)
+                outcome, requeue = await execute(decide.sync(b, workflow.now), self)
             except ActivityError as err:
                 # A permanent Kubernetes refusal (400/403/422) of a step: report it, keep the Job's
                 # state, and try again later rather than failing (and forgetting) the workflow.
                 b.errored = True
                 workflow.logger.error("Job %s/%s: sync failed: %s", self.ns, self.name, err.cause or err)
-                await execute(jobsync.report(b, "Warning", "SyncFailed", str(err.cause or err)[:500]), self)
+                await execute(decide.report(b, "Warning", "SyncFailed", str(err.cause or err)[:500]), self)
                 outcome, requeue = None, self._failure_backoff.next()
             else:
                 self._failure_backoff.reset()
@@ -156,9 +157,9 @@ class JobWorkflow(WorkflowSide):
 
     async def perform(self, step: Any) -> Any:
         """The sync's steps; its metrics go to upstream's instruments."""
-        if isinstance(step, jobsync.CountMetric):
+        if isinstance(step, decide.CountMetric):
             return self.metrics.add(step.name, step.value, **step.labels)
-        if isinstance(step, jobsync.StatusWritten):
+        if isinstance(step, decide.StatusWritten):
             return self.metrics.written(step.before, step.after, step.spec)
         return await super().perform(step)
 

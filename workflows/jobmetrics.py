@@ -10,7 +10,7 @@ attributes dropped) and, for the histogram, upstream's buckets.
 
 Names and help texts are upstream's (``pkg/controller/job/metrics/metrics.go``). The decisions
 that need a sync's decision counts (the ``action`` of POL-50, the creation ``reason`` of POL-56) are made
-by :func:`workflows.jobsync.plan_sync`; this module computes what rose between two statuses.
+by :func:`workflows.decisions.job.plan_sync`; this module computes what rose between two statuses.
 """
 
 from __future__ import annotations

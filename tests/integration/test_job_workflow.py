@@ -13,8 +13,8 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from workflows.decisions.job import SUCCESS_CRITERIA_MET
 from workflows.job import JobWorkflow
-from workflows.jobsync import SUCCESS_CRITERIA_MET
 from workflows.models.common import COMPLETE, EventInput
 from workflows.models.job import (
     CreatePodsInput,

@@ -1,7 +1,7 @@
 """Tier-1 tables for the Job snapshot's claim of Pods (JOB-25, JOB-26; upstream ``ClaimObject``).
 
 ``claim_pod`` decides per Pod what the ``observe_job`` activity makes of it; what becomes of the
-Pods that stopped matching is :func:`workflows.jobsync.release_unmatched_pods` (tests/unit/test_jobsync.py).
+Pods that stopped matching is :func:`workflows.decisions.job.release_unmatched_pods` (tests/unit/test_job_decisions.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Tier-1 tables for the Job API's policies: podFailurePolicy, backoffLimitPerIndex,
-successPolicy and elastic Indexed Jobs, over the pure functions of workflows/jobsync.py.
+successPolicy and elastic Indexed Jobs, over the pure functions of workflows/decisions/job.py.
 
 Rule ids are the POL-n (and JOB-n) of docs/job.md; case names follow upstream's tables
 (``TestMatchPodFailurePolicy``, ``TestMatchSuccessPolicy``, ``TestSyncJobWithJobBackoffLimitPerIndex``).
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_jobsync import (
+from tests.unit.test_job_decisions import (
     CRASH_IDS,
     CRASHES,
     NOW,
@@ -26,7 +26,7 @@ from tests.unit.test_jobsync import (
     pod,
     sim_window,  # noqa: F401 - autouse: every simulated Job here runs whole and through windows of 2 Pods
 )
-from workflows.jobsync import (
+from workflows.decisions.job import (
     get_new_index_failure_counts,
     get_remaining_time_per_index,
     match_success_policy,

@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workflows.jobsync import (
+from workflows.decisions.job import (
     MAX_POD_CREATE_DELETE_PER_SYNC,
     MAX_REQUEUE,
     backoff_remaining,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_jobsync import NOW, cond
+from tests.unit.test_job_decisions import NOW, cond
 from workflows.jobmetrics import (
     METRICS,
     SYNC_DURATION_BUCKETS,

@@ -1,7 +1,7 @@
 """The Job controller (docs/job.md): snapshots, the sync plan, and the activity contract.
 
 Layer: workflows (pure). ``job_snapshot`` and ``pod_info`` turn raw API dicts into the models the
-pure planner (workflows/jobsync.py) reads.
+pure planner (workflows/decisions/job.py) reads.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What the Job controller reads of its Pods: the per-Pod rules and the window a snapshot holds.
 
-Layer: workflows, pure (models; imported by the decisions in workflows/jobsync.py and by the
+Layer: workflows, pure (models; imported by the decisions in workflows/decisions/job.py and by the
 ``observe_job`` activity). The rules that judge one Pod (active, failed, the podFailurePolicy
 match, a failed index, the Pod an index waits on) live here, with the index strings, so that the
 activity can tally the Pods a sync does not need one by one (:func:`bound_snapshot`, JOB-92) with

@@ -1,4 +1,4 @@
-"""Tier-1 tables for workflows/jobsync.py: the Job controller's pure sync decisions.
+"""Tier-1 tables for workflows/decisions/job.py: the Job controller's pure sync decisions.
 
 Rule ids are those of docs/job.md (JOB-n) and docs/kubesim.md (API-n). ``Sim`` applies a plan the way the Job
 workflow does (deletes, creates, step 1 record, step 2 release, step 3 fold) against a tiny
@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 from pydantic_core import to_json
 
-from workflows.execute import Call, Emit, Patched, execute
-from workflows.jobsync import (
+from workflows.decisions.job import (
     MAX_BACKOFF,
     Books,
     after_sync,
@@ -31,6 +30,7 @@ from workflows.jobsync import (
     prune_finalizers_removed,
     sync,
 )
+from workflows.execute import Call, Emit, Patched, execute
 from workflows.models.common import Condition
 from workflows.models.job import (
     BackoffRecord,
@@ -135,7 +135,7 @@ STAGES = ("observe", "create", "record", "release", "fold", "events")
 
 class Sim:
     """A Job, its Pods and the workflow's books; ``sync`` runs the workflow's own sync
-    (``jobsync.sync`` on the executor) with this Sim as the fake side that plays the cluster.
+    (``decisions.job.sync`` on the executor) with this Sim as the fake side that plays the cluster.
 
     ``window`` (JOB-92): the most Pods a snapshot holds one by one; None holds them all.
     """

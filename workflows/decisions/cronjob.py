@@ -5,7 +5,7 @@ Layer: workflows (pure; no Temporal API, no I/O, no clock). ``workflows/cronjob.
 plans: it calls the activities a plan names and hands each call's result back to the function
 here that folds it into the state. So every decision of upstream's ``syncCronJob`` (which time is
 due, the concurrency policy, which Events, whether the status needs a write, when to look again)
-is table-tested without a workflow (tests/unit/test_cronplan.py).
+is table-tested without a workflow (tests/unit/test_cronjob_decisions.py).
 
 One name per instant:
 

@@ -1,4 +1,4 @@
-"""Tables for the pure CronJob planner (workflows/cronplan.py), no workflow and no server.
+"""Tables for the pure CronJob planner (workflows/decisions/cronjob.py), no workflow and no server.
 
 The sync rows follow the shape of upstream's ``TestControllerV2SyncCronJob``: a CronJob on the
 hour, whether it ran before and whether that Job is still active, the policy, the deadline and
@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from workflows import cronplan
 from workflows.cron import job_name
 from workflows.cronjob import CronJobWorkflow
+from workflows.decisions import cronjob as decide
 from workflows.execute import Call, Log, execute
 from workflows.models.cronjob import (
     BackfillInput,
@@ -102,12 +102,12 @@ class Cluster:
 
 def sync(s: CronJobState, now: datetime, *, subminute: Any = always) -> Synced:
     """One pass as the workflow runs it (the same steps, the same executor), every call succeeding."""
-    before = cronplan.status_key(s, None)
+    before = decide.status_key(s, None)
     cluster = Cluster(s)
-    end = asyncio.run(execute(cronplan.run_pass(cluster, now, armed=False, subminute=subminute,
+    end = asyncio.run(execute(decide.run_pass(cluster, now, armed=False, subminute=subminute,
                                                 clock=lambda: now), cluster))
     return Synced(cluster.state, cluster.created, cluster.deleted, [ev.reason for ev in cluster.events], end.wake,
-                  cronplan.status_key(cluster.state, end.wake) != before)
+                  decide.status_key(cluster.state, end.wake) != before)
 
 
 # name, state, now, created (schedule times), deleted, events, wake, status write
@@ -181,7 +181,7 @@ def test_a_pass_is_idempotent() -> None:
     first = sync(state(), JUST_AFTER)
     again = sync(first.state, JUST_AFTER)
     assert again.created == [] and again.events == []
-    assert cronplan.status_key(again.state, again.wake) == cronplan.status_key(first.state, first.wake)
+    assert decide.status_key(again.state, again.wake) == decide.status_key(first.state, first.wake)
 
 
 def test_a_warning_is_sent_once_per_generation() -> None:
@@ -210,7 +210,7 @@ def test_sub_minute_schedule_acts_once_a_minute() -> None:
     first = sync(state(schedule="@every 20s", created=T), T + timedelta(seconds=21))
     assert first.created == [job_name("cj", T + timedelta(seconds=20))]
     assert first.wake == T + timedelta(minutes=1)  # not 40 s: that time names the same Job
-    ended, _, _ = cronplan.job_observed(
+    ended, _, _ = decide.job_observed(
         first.state, JobSummary(name=first.created[0], uid=f"uid-{first.created[0]}", outcome="Complete"), T)
     assert sync(ended, T + timedelta(seconds=41)).created == []
     legacy = sync(ended, T + timedelta(seconds=41), subminute=lambda: False)
@@ -233,39 +233,39 @@ def test_a_finished_job_leaves_active_and_is_counted_once() -> None:
     s = state(ran_previously=True, still_active=True)
     done = JobSummary(name=s.active[0].name, uid="old", owner_uid="cj-uid", outcome="Failed",
                       finished_at=T - timedelta(minutes=10))
-    s, events, changed = cronplan.job_observed(s, done, T)
+    s, events, changed = decide.job_observed(s, done, T)
     assert changed and [e.reason for e in events] == ["SawCompletedJob"]
     assert s.active == [] and s.counters.failed == 1 and s.counters.failures_since_last_success == 1
     assert (s.last_failure_time, s.last_failed_job) == (T - timedelta(minutes=10), done.name)
-    s, events, _ = cronplan.job_observed(s, done, T)  # a relist repeats it
+    s, events, _ = decide.job_observed(s, done, T)  # a relist repeats it
     assert events == [] and s.counters.failed == 1
     ok = JobSummary(name="j2", uid="u2", owner_uid="cj-uid", outcome="Complete", completion_time=T)
-    s, _, _ = cronplan.job_observed(s, ok, T)
+    s, _, _ = decide.job_observed(s, ok, T)
     assert (s.counters.succeeded, s.counters.failures_since_last_success, s.last_successful_time) == (1, 0, T)
 
 
 def test_an_active_job_that_disappears_is_missing() -> None:
     s = state(ran_previously=True, still_active=True)
-    s, events, changed = cronplan.job_observed(s, JobSummary(name=s.active[0].name, uid="old", gone=True), T)
+    s, events, changed = decide.job_observed(s, JobSummary(name=s.active[0].name, uid="old", gone=True), T)
     assert changed and [e.reason for e in events] == ["MissingJob"] and s.active == []
     assert s.recent[-1].outcome == "Missing"
 
 
 def test_another_cronjobs_job_is_ignored() -> None:
     s = state(ran_previously=True, still_active=True)
-    assert cronplan.job_observed(s, JobSummary(name="x", uid="old", owner_uid="other", outcome="Complete"), T) == (
+    assert decide.job_observed(s, JobSummary(name="x", uid="old", owner_uid="other", outcome="Complete"), T) == (
         s, [], False)
 
 
 def test_observe_adopts_a_recreated_namesake_and_ignores_repeats() -> None:
     s = state(ran_previously=True)
-    same = cronplan.observe(s, s.observation)
+    same = decide.observe(s, s.observation)
     assert same.changed and not same.replan
-    new = cronplan.observe(s, s.observation.model_copy(update={"uid": "new-uid"}))
+    new = decide.observe(s, s.observation.model_copy(update={"uid": "new-uid"}))
     assert new.adopted and new.replan and new.state.last_schedule_time is None
-    other_gone = cronplan.observe(s, CronJobObservation(namespace="ns", name="cj", uid="other", gone=True))
+    other_gone = decide.observe(s, CronJobObservation(namespace="ns", name="cj", uid="other", gone=True))
     assert not other_gone.changed and not other_gone.state.observation.gone
-    assert cronplan.observe(s, CronJobObservation(namespace="ns", name="cj", gone=True)).state.observation.gone
+    assert decide.observe(s, CronJobObservation(namespace="ns", name="cj", gone=True)).state.observation.gone
 
 
 # -- operator controls --------------------------------------------------------------------------
@@ -282,11 +282,11 @@ def test_suspend_change(suspended: bool, reason_then: str | None, suspend: bool,
     s = state(suspend=suspended)
     s = s.model_copy(update={"observation": s.observation.model_copy(update={
         "suspend_reason": reason_then, "suspended_at": "2026-05-19T09:00:00Z" if suspended else None})})
-    patch = cronplan.suspend_change(s, suspend, reason, T + timedelta(microseconds=5))
+    patch = decide.suspend_change(s, suspend, reason, T + timedelta(microseconds=5))
     assert (patch is not None) == changes
     if patch is not None:
         assert (patch.at == T) == stamps
-        after = cronplan.suspended(s, patch).observation
+        after = decide.suspended(s, patch).observation
         assert after.spec.suspend == suspend and after.suspend_reason == (reason if suspend else None)
 
 
@@ -297,36 +297,36 @@ def test_suspend_change(suspended: bool, reason_then: str | None, suspend: bool,
     (T.replace(tzinfo=None), T, False, "time zone offset"),
 ])
 def test_backfill_refusals(start: datetime, to: datetime, one: bool, refusal: str) -> None:
-    with pytest.raises(cronplan.BackfillRefused, match=refusal):
-        cronplan.backfill_times(state(), BackfillInput(start=start, to=to, one_at_a_time=one), T)
+    with pytest.raises(decide.BackfillRefused, match=refusal):
+        decide.backfill_times(state(), BackfillInput(start=start, to=to, one_at_a_time=one), T)
 
 
 def test_backfill_one_at_a_time_advances_as_each_job_ends() -> None:
-    times = cronplan.backfill_times(state(), BackfillInput(start=T - timedelta(hours=2), to=T), T)
+    times = decide.backfill_times(state(), BackfillInput(start=T - timedelta(hours=2), to=T), T)
     assert times == [T - timedelta(hours=2), T - timedelta(hours=1), T]
     s = state().model_copy(update={"backfill": times})
-    s, due = cronplan.next_backfill(s)
+    s, due = decide.next_backfill(s)
     assert due == times[0]
-    run = cronplan.backfill_run(s, due)
+    run = decide.backfill_run(s, due)
     res = CreateJobResult(outcome="created", job=ObjectReference(name=run.name, namespace="ns", uid="b0"))
-    s, _ = cronplan.created(s, run, res, T)
-    s = cronplan.backfill_started(s, res)
-    assert cronplan.next_backfill(s) == (s, None)  # its Job is active
-    assert cronplan.backfill_queued(s) == [job_name("cj", t) for t in times[1:]]
+    s, _ = decide.created(s, run, res, T)
+    s = decide.backfill_started(s, res)
+    assert decide.next_backfill(s) == (s, None)  # its Job is active
+    assert decide.backfill_queued(s) == [job_name("cj", t) for t in times[1:]]
     assert s.last_schedule_time is None  # a backfill is not the schedule's run
-    s, _, _ = cronplan.job_observed(s, JobSummary(name=run.name, uid="b0", outcome="Complete"), T)
-    s, due = cronplan.next_backfill(s)
+    s, _, _ = decide.job_observed(s, JobSummary(name=run.name, uid="b0", outcome="Complete"), T)
+    s, due = decide.next_backfill(s)
     assert due == times[1] and s.backfill == times[1:]
-    assert cronplan.ran(s, times[0]) and not cronplan.ran(s, times[1])
-    assert cronplan.backfilled(BackfillResult(times=3), run, None).existed == [run.name]
+    assert decide.ran(s, times[0]) and not decide.ran(s, times[1])
+    assert decide.backfilled(BackfillResult(times=3), run, None).existed == [run.name]
 
 
 def test_a_created_job_found_finished_is_not_active_again() -> None:
     """CJ-31: two runs in one minute name one Job; the finished namesake stays out of ``active``."""
     s = state()
-    run = cronplan.Run(job_name("cj", T), T)
+    run = decide.Run(job_name("cj", T), T)
     res = CreateJobResult(outcome="exists", finished=True, job=ObjectReference(name=run.name, namespace="ns", uid="u"))
-    s, _ = cronplan.created(s, run, res, T)
+    s, _ = decide.created(s, run, res, T)
     assert s.active == [] and s.last_schedule_time == T
     assert [e.outcome for e in s.ledger] == ["created"]
 
@@ -336,12 +336,12 @@ def test_a_ledger_entry_follows_its_job_and_keeps_its_wire_format() -> None:
     does not overwrite), and the state carried across continue-as-new encodes it as recorded
     histories do: camelCase, in field order. An entry is slotted (docs/benchmarks.md: 0.1 KiB where
     a model took 1.1 KiB, and a workflow holds a hundred)."""
-    run = cronplan.Run(job_name("cj", T), T)
+    run = decide.Run(job_name("cj", T), T)
     res = CreateJobResult(outcome="created", job=ObjectReference(name=run.name, namespace="ns", uid="u"))
-    s, _ = cronplan.created(state(), run, res, T + timedelta(seconds=1, microseconds=5))
+    s, _ = decide.created(state(), run, res, T + timedelta(seconds=1, microseconds=5))
     assert s.ledger[-1].result == "running"
-    s, _, _ = cronplan.job_observed(s, JobSummary(name=run.name, uid="u", owner_uid="cj-uid", outcome="Complete"), T)
-    s, _, _ = cronplan.job_observed(s, JobSummary(name=run.name, uid="u", owner_uid="cj-uid", gone=True), T)
+    s, _, _ = decide.job_observed(s, JobSummary(name=run.name, uid="u", owner_uid="cj-uid", outcome="Complete"), T)
+    s, _, _ = decide.job_observed(s, JobSummary(name=run.name, uid="u", owner_uid="cj-uid", gone=True), T)
     assert s.ledger[-1].result == "Complete"
     assert not hasattr(s.ledger[-1], "__dict__")
     wire = pydantic_data_converter.payload_converter.to_payloads([s])[0]
@@ -378,12 +378,12 @@ def test_the_workflow_takes_its_state_out_of_its_input() -> None:
 
 
 def test_outcomes_of_a_creation_in_the_ledger() -> None:
-    run = cronplan.Run(job_name("cj", T), T)
-    s, problem = cronplan.created(state(), run, CreateJobResult(outcome="too_late"), T)
+    run = decide.Run(job_name("cj", T), T)
+    s, problem = decide.created(state(), run, CreateJobResult(outcome="too_late"), T)
     assert (s.ledger[-1].outcome, s.last_schedule_time, problem) == ("missed-deadline", None, None)
-    s, problem = cronplan.created(state(), run, CreateJobResult(outcome="not_ours", message="owned by x"), T)
+    s, problem = decide.created(state(), run, CreateJobResult(outcome="not_ours", message="owned by x"), T)
     assert (s.ledger[-1].outcome, problem) == ("create-failed", "owned by x")
-    s, _ = cronplan.created(state(), run, CreateJobResult(outcome="cronjob_gone"), T)
+    s, _ = decide.created(state(), run, CreateJobResult(outcome="cronjob_gone"), T)
     assert s.observation.gone
     held = state(ledger=[LedgerEntry(scheduled_time=T, outcome="created", job=run.name, job_uid="u")])
-    assert cronplan.ran(held, T + timedelta(seconds=30))  # the same minute's Job
+    assert decide.ran(held, T + timedelta(seconds=30))  # the same minute's Job
