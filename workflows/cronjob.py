@@ -42,7 +42,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from workflows.decisions import cronjob as decide
     from workflows.decisions.cronjob import Run
-    from workflows.execute import Call, Emit, WorkflowSide, execute
+    from workflows.execute import Call, Emit, Wait, WorkflowSide, execute
     from workflows.identity import NEXT_SCHEDULE_TIME, timed_task_queue
     from workflows.models.common import EventInput
     from workflows.models.cronjob import (
@@ -379,6 +379,9 @@ class CronJobWorkflow(WorkflowSide):
 
     # -- helpers --------------------------------------------------------------------------
 
+    def woken(self) -> bool:
+        return self._changed or self.obs.gone
+
     def _require_live(self) -> None:
         if self.obs.gone or self.obs.deleting:
             raise ValueError(f"CronJob {self.obs.namespace}/{self.obs.name} is being deleted or gone")
@@ -398,23 +401,16 @@ class CronJobWorkflow(WorkflowSide):
         workflow.set_current_details(f"CronJob {self.obs.namespace}/{self.obs.name} (`{self.obs.spec.schedule}`) "
                                      f"{when}{queue}")
         if self.wake is None:
-            await workflow.wait_condition(lambda: self._changed or self.obs.gone)
+            await self.perform(Wait())
             return None
         summary = f"CronJob {self.obs.namespace}/{self.obs.name} next schedule {iso(self.wake)}"
         if not self._armable():
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(lambda: self._changed or self.obs.gone,
-                                              timeout=max(timedelta(0), self.wake - now), timeout_summary=summary)
+            await self.perform(Wait(max(timedelta(0), self.wake - now), summary))
             return None
         if self._changed or self.obs.gone:
             return None  # a pass at the real time first: whatever is due now is not held back
         arm_at = self.wake - self.lead
-        if arm_at > now:
-            try:
-                await workflow.wait_condition(
-                    lambda: self._changed or self.obs.gone, timeout=arm_at - now,
-                    timeout_summary=f"{summary}; Job creation armed {self.lead.total_seconds():g}s before")
-                return None
-            except TimeoutError:
-                pass
+        if arm_at > now and await self.perform(
+                Wait(arm_at - now, f"{summary}; Job creation armed {self.lead.total_seconds():g}s before")):
+            return None
         return self.wake if self._armable() and not self.obs.gone else None

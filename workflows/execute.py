@@ -9,7 +9,8 @@ the loop production runs (tests/unit/test_cronjob_decisions.py, tests/unit/test_
 
 :func:`execute` drives such a generator; :class:`WorkflowSide` performs each step inside a
 workflow: a :class:`Call` as an activity under the policies of workflows/policies.py, an
-:class:`Emit` as a best-effort Event, a :class:`Patched` as ``workflow.patched``. A workflow with a
+:class:`Emit` as a best-effort Event, a :class:`Wait` as a durable timer that news cuts short, a
+:class:`Patched` as ``workflow.patched``. A workflow with a
 step of its own (the CronJob's armed creation) extends ``WorkflowSide.perform``.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
 from temporalio import workflow
@@ -66,6 +68,15 @@ class Patched:
 
 
 @dataclass(frozen=True, slots=True)
+class Wait:
+    """Wait until the workflow has news (a signal, an update) or ``timeout`` passes (None: no
+    timer); sent back True for news, False when the time is up. ``summary`` names the timer."""
+
+    timeout: timedelta | None = None
+    summary: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Log:
     """A line in the worker's log, at ``level`` ("info", "warning" or "error")."""
 
@@ -73,7 +84,7 @@ class Log:
     message: str
 
 
-Step = Call[Any] | Emit | Patched | Log
+Step = Call[Any] | Emit | Patched | Wait | Log
 #: A decision with steps: yields steps, is sent each one's result, returns its outcome.
 Steps = Generator[Any, Any, R]
 
@@ -105,6 +116,10 @@ async def execute(steps: Steps[R], side: Side) -> R:
 class WorkflowSide:
     """Performs steps inside a workflow (only call it from workflow code)."""
 
+    def woken(self) -> bool:
+        """Whether the workflow has news that ends a :class:`Wait`; each workflow says what counts."""
+        raise NotImplementedError
+
     async def perform(self, step: Any) -> Any:
         if isinstance(step, Call):
             if step.bulk:
@@ -116,6 +131,12 @@ class WorkflowSide:
                 summary=step.summary)
         if isinstance(step, Emit):
             return await record_event_best_effort(step.event)
+        if isinstance(step, Wait):
+            try:
+                await workflow.wait_condition(self.woken, timeout=step.timeout, timeout_summary=step.summary)
+            except TimeoutError:
+                return False
+            return True
         if isinstance(step, Patched):
             return workflow.patched(step.patch_id)
         if isinstance(step, Log):

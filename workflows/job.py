@@ -30,7 +30,6 @@ finalizer any more; the TTL workflow takes it from there.
 
 from __future__ import annotations
 
-import contextlib
 from datetime import timedelta
 from typing import Any
 
@@ -41,7 +40,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from workflows import jobmetrics
     from workflows.decisions import job as decide
-    from workflows.execute import WorkflowSide, execute
+    from workflows.execute import Wait, WorkflowSide, execute
     from workflows.models.job import JobInput, JobSpecView, JobStatusView
     from workflows.policies import Backoff
 
@@ -163,12 +162,12 @@ class JobWorkflow(WorkflowSide):
             return self.metrics.written(step.before, step.after, step.spec)
         return await super().perform(step)
 
+    def woken(self) -> bool:
+        return self._poked
+
     async def _wait(self, requeue: timedelta | None) -> None:
         """Until a poke, or ``requeue`` (None: no timer)."""
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(
-                lambda: self._poked, timeout=requeue,
-                timeout_summary=f"Job {self.ns}/{self.name}: look again" if requeue else None)
+        await self.perform(Wait(requeue, f"Job {self.ns}/{self.name}: look again" if requeue else None))
 
     async def _continue_as_new(self, requeue: timedelta | None) -> None:
         """JOB-94: start afresh with the durable memory, in a workflow task of its own.

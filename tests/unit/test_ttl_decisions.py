@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from workflows.decisions import ttl as decide
+from workflows.execute import Call, Wait, execute
 from workflows.models.common import Job, Pod
-from workflows.models.ttl import TTLObservation, time_left
+from workflows.models.ttl import DeleteExpiredResult, TTLObservation, delete_expired, time_left
+from workflows.times import NEVER
 
 NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 
@@ -193,3 +197,61 @@ def test_hold_is_read_from_the_annotation_on_jobs_and_pods(annotations: dict[str
     for obs in (job, pod):
         assert obs.hold == hold and obs.held is (hold is not None)
         assert obs.needs_cleanup()  # a hold keeps the workflow (and its timer), it only stops the delete
+
+
+class World:
+    """The fake side of a TTL pass: the object as the fresh read and the delete find it."""
+
+    def __init__(self, fresh: TTLObservation, *, deletable: bool = True) -> None:
+        self.fresh, self.deletable = fresh, deletable
+        self.steps: list[str] = []
+
+    async def perform(self, step: Any) -> Any:
+        if isinstance(step, Call) and step.activity is delete_expired:
+            self.steps.append("delete" if self.deletable else "delete refused")
+            if self.deletable:
+                return DeleteExpiredResult(deleted=True, observation=self.fresh, expire_at=NOW, deleted_at=NOW)
+            return DeleteExpiredResult(deleted=False, observation=self.fresh)
+        if isinstance(step, Call):
+            self.steps.append("read")
+            return self.fresh
+        if isinstance(step, Wait):
+            self.steps.append(f"wait {step.timeout.total_seconds():g}s" if step.timeout else "wait")
+            return True
+        if isinstance(step, decide.ShowExpiry):
+            self.steps.append("unshow" if step.expire_at is None else f"show {step.expire_at:%H:%M:%S}")
+        return None
+
+
+def finished(ttl: int | None, ago_s: float, **annotations: str) -> TTLObservation:
+    return TTLObservation.of_job(make_job(ttl=ttl, conditions=[cond("Complete", at=ago(ago_s))],
+                                          annotations=annotations))
+
+
+PASSES = [
+    # name, observation, the fresh read, (can delete), steps, outcome (None: decide again)
+    ("expiring: a timer to the expiry", finished(60, 10), None, True, ["show 10:00:50", "wait 50s"], None),
+    ("expired: deleted", finished(10, 20), None, True, ["show 09:59:50", "delete"], "deleted"),
+    ("expired, but the fresh copy's TTL was raised: decide again", finished(10, 20), finished(600, 20), False,
+     ["show 09:59:50", "delete refused"], None),
+    ("expired, the fresh copy has no TTL any more", finished(10, 20), finished(None, 20), False,
+     ["show 09:59:50", "delete refused"], "not_needed"),
+    ("expired and held: no timer, a wait for the hold to go", finished(10, 20, **{"batchd.io/ttl-hold": "audit"}),
+     None, True, ["show 09:59:50", "wait"], None),
+    ("a signal says no TTL: a fresh read confirms it", finished(None, 20), finished(None, 20), True,
+     ["read", "unshow"], "not_needed"),
+    ("a stale signal says no TTL: the fresh read still needs cleanup", finished(None, 20), finished(10, 20), True,
+     ["read"], None),
+]
+
+
+@pytest.mark.parametrize(("obs", "fresh", "deletable", "steps", "outcome"), [r[1:] for r in PASSES],
+                         ids=[r[0] for r in PASSES])
+def test_a_pass(obs: TTLObservation, fresh: TTLObservation | None, deletable: bool, steps: list[str],
+                outcome: str | None) -> None:
+    """One pass of the workflow's own ``process_ttl`` on the executor, against a fake side."""
+    world = World(fresh or obs, deletable=deletable)
+    books = decide.Books(obs, NEVER if "unshow" in steps else None)
+    result = asyncio.run(execute(decide.process_ttl(books, lambda: NOW), world))
+    assert world.steps == steps
+    assert (result.outcome if result else None) == outcome
