@@ -75,6 +75,7 @@ from workflows.models.job import (
     TRACKING_LABEL,
     JobInput,
     job_in_scope,
+    sync_key,
 )
 from workflows.models.ttl import (
     TTLInput,
@@ -252,7 +253,7 @@ class CronJobRouter:
     def __init__(self, workflows: Workflows, *, lead: float) -> None:
         self.workflows, self.lead = workflows, lead
         self._managed: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of the CronJobs batchd manages
-        self._sent: dict[str, Any] = {}  # CronJob uid -> plan key last sent
+        self._sent: dict[str, str] = {}  # CronJob uid -> decision key last sent
         self._reported: dict[str, str] = {}  # Job uid -> outcome last reported to its CronJob's workflow
 
     def forget(self) -> None:
@@ -277,7 +278,7 @@ class CronJobRouter:
             self._sent.pop(obs.uid, None)
             await self.workflows.signal(wid, obs.model_copy(update={"gone": True}))
             return
-        seen = obs.plan_key()
+        seen = obs.decision_key()
         if self._sent.get(obs.uid) == seen:
             return
         state = CronJobState(observation=obs, active=obs.status.active,
@@ -333,10 +334,10 @@ class JobRouter:
             return
         meta = job.metadata
         wid = job_workflow_id(meta.namespace, meta.name, meta.uid)
-        finished = finished_condition(job.status.conditions) is not None
-        seen = (meta.generation, meta.deletion_timestamp is not None, finished, etype == "DELETED")
-        if self._sent.get(meta.uid) == seen:
+        seen = sync_key(job)
+        if etype != "DELETED" and self._sent.get(meta.uid) == seen:
             return
+        finished = finished_condition(job.status.conditions) is not None
         if etype == "DELETED":
             await self.workflows.signal(wid, name="poke")  # a running workflow follows through; none is started
         elif finished:

@@ -17,6 +17,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from worker.routers import CronJobRouter, JobRouter, TTLRouter, Workflows
 from workflows.models.common import Condition, Job, Pod, finished_condition
+from workflows.models.cronjob import CronJobObservation, CronJobSpec, CronJobStatus
 from workflows.models.job import job_in_scope
 from workflows.models.ttl import (
     POD_TTL_LABEL,
@@ -319,6 +320,20 @@ def test_the_ttl_decision_key_reads_every_field_but_the_version() -> None:
     keys = {TTLObservation.of_job(Job.model_validate(raw)).decision_key() for raw in changed}
     assert base.decision_key() not in keys and len(keys) == len(changed)
     assert base.model_copy(update={"gone": True}).decision_key() != base.decision_key()
+
+
+def test_the_cronjob_decision_key_reads_every_field_but_its_own_writes() -> None:
+    """A field a decision reads is in the key by default: each field changed alone changes it, but
+    for the resourceVersion, the status (the workflow's write) and the bridge's lead."""
+    base = CronJobObservation(namespace="team-a", name="nightly", uid="cj1", generation=1)
+    samples: dict[str, Any] = {
+        "namespace": "b", "name": "other", "uid": "cj2", "resource_version": "9", "generation": 2,
+        "creation_timestamp": NOW, "deleting": True, "gone": True, "spec": CronJobSpec(schedule="* * * * *"),
+        "status": CronJobStatus(last_schedule_time=NOW), "jitter_percent": 5, "problem": "p", "lead_seconds": 1.0,
+        "suspend_reason": "r", "suspended_at": "t", "catch_up": "all"}
+    assert set(samples) == set(CronJobObservation.model_fields)  # a new field needs a sample here
+    unchanged = {f for f, v in samples.items() if base.model_copy(update={f: v}).decision_key() == base.decision_key()}
+    assert unchanged == set(CronJobObservation.NOT_DECIDED) == {"resource_version", "status", "lead_seconds"}
 
 
 def test_the_expiry_a_ttl_workflow_starts_with() -> None:

@@ -218,7 +218,7 @@ def observe(state: CronJobState, obs: CronJobObservation) -> Observed:
     if obs.uid != old.uid:
         return Observed(new_state(obs), changed=True, replan=True, adopted=True)
     return Observed(state.model_copy(update={"observation": obs}), changed=True,
-                    replan=obs.plan_key() != old.plan_key())
+                    replan=obs.decision_key() != old.decision_key())
 
 
 def job_observed(state: CronJobState, job: JobSummary, now: datetime) -> tuple[CronJobState, list[EventInput], bool]:

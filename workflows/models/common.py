@@ -12,9 +12,11 @@ Each activity is declared once, in its controller's contract module, with
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -52,6 +54,23 @@ class K8sModel(BaseModel):
         copied = super().model_copy(update=update, deep=deep)
         _share_fields_set(copied)
         return copied
+
+
+class Observation(K8sModel):
+    """What a controller's workflow is told of its object, and the key that suppresses repeats.
+
+    :meth:`decision_key` reads every field but those named in ``NOT_DECIDED``, so a field a new
+    feature adds is in the key by default: the bridge sends an observation only when the key
+    changed, and a field the key left out would never reach the workflow.
+    """
+
+    #: the fields no decision reads (a resourceVersion; what the workflow itself writes)
+    NOT_DECIDED: ClassVar[frozenset[str]] = frozenset({"resource_version"})
+
+    def decision_key(self) -> str:
+        """Every field a decision reads, as a short digest: equal keys lead to equal decisions."""
+        fields = self.model_dump(mode="json", exclude=set(self.NOT_DECIDED))
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
 #: One set object per distinct set of field names (see K8sModel); a handful per model class.

@@ -6,7 +6,7 @@ Layer: workflows (pure).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 from pydantic.dataclasses import dataclass
@@ -16,6 +16,7 @@ from workflows.models.common import (
     Job,
     K8sModel,
     ObjectMeta,
+    Observation,
     declare_activity,
     finished_condition,
 )
@@ -74,8 +75,12 @@ class CronJob(K8sModel):
     status: CronJobStatus = Field(default_factory=CronJobStatus)
 
 
-class CronJobObservation(K8sModel):
+class CronJobObservation(Observation):
     """What the CronJob workflow reads of its CronJob, as the bridge (or a fresh GET) saw it."""
+
+    #: its status is the workflow's own write; ``lead_seconds`` is the bridge's, which the
+    #: workflow takes apart from the key
+    NOT_DECIDED = frozenset({"resource_version", "status", "lead_seconds"})
 
     namespace: str
     name: str
@@ -95,12 +100,6 @@ class CronJobObservation(K8sModel):
     suspend_reason: str | None = None  # CJ-SUSPEND: the annotations, shown by ``describe``
     suspended_at: str | None = None
     catch_up: Literal["latest", "all"] = "latest"  # CJ-CATCH-UP
-
-    def plan_key(self) -> tuple[Any, ...]:
-        """What the workflow's plan (or its ``describe``) depends on: the bridge sends an observation
-        only when this changed, and the workflow interrupts an armed creation only when this changed."""
-        return (self.generation, self.deleting, self.jitter_percent, self.problem, self.suspend_reason,
-                self.suspended_at, self.catch_up)
 
     @classmethod
     def of(cls, cj: CronJob) -> CronJobObservation:

@@ -30,6 +30,7 @@ from workflows.models.common import (
     Job,
     K8sModel,
     declare_activity,
+    finished_condition,
 )
 
 JOB_MANAGED_BY = "batchd.io/job-controller"
@@ -467,6 +468,14 @@ def job_snapshot(job: dict[str, Any] | None, pods: Sequence[dict[str, Any] | Pod
 
 def _info(pod: dict[str, Any] | PodInfo) -> PodInfo:
     return pod if isinstance(pod, PodInfo) else pod_info(pod)
+
+
+def sync_key(job: Job) -> tuple[object, ...]:
+    """What of a Job's own object is news to its workflow: its spec (the generation), a deletion
+    under way, its end. A sync re-reads everything else, and its Pods' changes poke on their
+    own; its status is the workflow's own write, so a change there is not news."""
+    meta = job.metadata
+    return meta.generation, meta.deletion_timestamp is not None, finished_condition(job.status.conditions) is not None
 
 
 def job_in_scope(job: Job, scope: str) -> bool:

@@ -11,8 +11,6 @@ the answers.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Literal
@@ -26,6 +24,7 @@ from workflows.models.common import (
     Job,
     K8sModel,
     ObjectRef,
+    Observation,
     ObserveInput,
     Pod,
     declare_activity,
@@ -67,7 +66,7 @@ def pod_ttl_in_scope(labels: Mapping[str, str]) -> bool:
     return POD_TTL_LABEL in labels
 
 
-class TTLObservation(K8sModel):
+class TTLObservation(Observation):
     """The part of a Job or Pod the TTL decision reads, as seen at ``resource_version``.
 
     ``gone`` marks an object that no longer exists (404, or its name now has another uid).
@@ -181,15 +180,6 @@ class TTLObservation(K8sModel):
     def needs_cleanup(self) -> bool:
         """Whether TTL cleanup applies at all (TTL-4): a TTL, finished, not being deleted."""
         return not self.gone and not self.deleting and self.ttl_seconds is not None and self.finished
-
-    def decision_key(self) -> str:
-        """WATCH-3: every field the TTL decision reads (all but ``resource_version``), as a short digest.
-
-        Two observations with one key lead to the same decision, so the bridge sends a change
-        only when the key differs, and the workflow keeps the key it holds in its memo.
-        """
-        fields = self.model_dump(mode="json", exclude={"resource_version"})
-        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
     def shown_expiry(self) -> datetime | None:
         """The ``ExpiresAt`` its workflow shows: the expiry (:data:`NEVER` beyond range), None while
