@@ -25,10 +25,17 @@ from temporalio import activity
 
 from activities.contract import implements
 from activities.errors import temporal_errors
-from kube.client import Clock, Kube, SystemClock, prestarted_pool
+from kube.client import Clock, Kube, SystemClock, prestarted_pool, try_record_event
 from kube.errors import AlreadyExists, Forbidden, Invalid, KubeError, namespace_terminating
 from workflows.models import cronjob as contract
-from workflows.models.common import JobStatus, ObjectRef, controller_of, finished_condition
+from workflows.models.common import (
+    EventInput,
+    EventType,
+    JobStatus,
+    ObjectRef,
+    controller_of,
+    finished_condition,
+)
 from workflows.models.cronjob import (
     CRONJOB_COMPONENT,
     MANUAL_INSTANTIATE_ANNOTATION,
@@ -219,13 +226,10 @@ class CronJobActivities:
         self.pool = prestarted_pool(CREATORS, "cronjob-create")
         self._bursts: dict[datetime, _Burst] = {}  # armed creations by due instant (event loop only)
 
-    def _event(self, namespace: str, name: str, uid: str, type_: str, reason: str, message: str) -> None:
-        try:
-            self.kube.record_event(ObjectRef(kind="CronJob", namespace=namespace, name=name, uid=uid),
-                                   type=type_, reason=reason, message=message, component=CRONJOB_COMPONENT,
-                                   now=self.clock.now())
-        except KubeError as err:  # an Event is never worth failing the step that caused it
-            activity.logger.warning("could not record %s Event on CronJob %s/%s: %s", reason, namespace, name, err)
+    def _event(self, namespace: str, name: str, uid: str, type_: EventType, reason: str, message: str) -> None:
+        try_record_event(self.kube, EventInput(ref=ObjectRef(kind="CronJob", namespace=namespace, name=name, uid=uid),
+                                               type=type_, reason=reason, message=message, component=CRONJOB_COMPONENT),
+                         now=self.clock.now(), log=activity.logger)
 
     @implements(contract.create_cronjob_job)
     @temporal_errors

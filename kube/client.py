@@ -18,6 +18,7 @@ import collections
 import hashlib
 import http.client
 import ipaddress
+import logging
 import select
 import ssl
 import threading
@@ -34,7 +35,7 @@ from opentelemetry import trace
 
 from kube.config import Access, KubeConfigError
 from kube.errors import KubeError, NotFound, Unreachable, from_response
-from workflows.models.common import ObjectRef
+from workflows.models.common import EventInput, ObjectRef
 from workflows.times import rfc3339
 
 _tracer = trace.get_tracer("batchd.kube")
@@ -544,3 +545,17 @@ class Kube:
                 raise
         existing = self.get("Event", ref.namespace, name) or {}
         self.patch("Event", ref.namespace, name, {"count": int(existing.get("count") or 1) + 1, "lastTimestamp": stamp})
+
+
+def try_record_event(kube: Kube, ev: EventInput, *, now: datetime, log: logging.Logger | logging.LoggerAdapter[Any]) -> bool:
+    """Record ``ev`` outside a workflow (the bridge, an activity, the watchdog), once, best effort.
+
+    A failure is a warning in ``log``, never an error: an Event is never worth failing what caused
+    it. Whether it was recorded. (A workflow records through the retried ``record_event`` activity.)
+    """
+    try:
+        kube.record_event(ev.ref, type=ev.type, reason=ev.reason, message=ev.message, component=ev.component, now=now)
+    except KubeError as err:
+        log.warning("could not record %s Event on %s %s: %s", ev.reason, ev.ref.kind, ev.ref.key(), err)
+        return False
+    return True

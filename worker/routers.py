@@ -29,8 +29,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from kube.client import Clock, Kube
-from kube.errors import KubeError
+from kube.client import Clock, Kube, try_record_event
 from worker.commands import ttl_query
 from workflows.cronjob import CronJobWorkflow
 from workflows.identity import (
@@ -240,11 +239,7 @@ class TTLRouter:
 
     async def _record(self, event: EventInput) -> None:
         log.warning("%s %s: %s", event.ref.kind, event.ref.key(), event.message)
-        try:
-            await asyncio.to_thread(self.kube.record_event, event.ref, type=event.type, reason=event.reason,
-                                    message=event.message, component=event.component, now=self.clock.now())
-        except KubeError as err:
-            log.warning("could not record Event on %s %s: %s", event.ref.kind, event.ref.key(), err)
+        await asyncio.to_thread(try_record_event, self.kube, event, now=self.clock.now(), log=log)
 
 
 class CronJobRouter:

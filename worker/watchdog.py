@@ -28,10 +28,10 @@ from datetime import UTC, datetime
 from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError, RPCStatusCode
 
-from kube.client import Kube
+from kube.client import Kube, try_record_event
 from kube.errors import KubeError
 from workflows.identity import K8S_KIND, K8S_NAME, K8S_NAMESPACE, K8S_UID
-from workflows.models.common import ObjectRef
+from workflows.models.common import EventInput, ObjectRef
 
 log = logging.getLogger("batchd.watchdog")
 
@@ -78,11 +78,8 @@ class Watchdog:
             return
         message = (f"batchd's workflow {ex.id} keeps failing its tasks ({problems}); its decisions for this "
                    f"{ref.kind} wait until that is fixed. See the batchd worker's log.")
-        try:
-            await asyncio.to_thread(self.kube.record_event, ref, type="Warning", reason=REASON, message=message,
-                                    component=COMPONENT, now=datetime.now(UTC))
-        except KubeError as err:
-            log.warning("watchdog: could not record an Event on %s %s: %s", ref.kind, ref.key(), err)
+        event = EventInput(ref=ref, type="Warning", reason=REASON, message=message, component=COMPONENT)
+        await asyncio.to_thread(try_record_event, self.kube, event, now=datetime.now(UTC), log=log)
 
     async def _end_if_gone(self, ex: WorkflowExecution, ref: ObjectRef) -> None:
         try:
