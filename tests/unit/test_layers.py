@@ -44,3 +44,26 @@ def test_the_worker_imports_neither_the_kubernetes_client_nor_aiohttp() -> None:
     probe = f"import sys, worker.cli, worker.app; print(*[m for m in {heavy!r} if m in sys.modules])"
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     assert loaded.stdout.split() == []
+
+
+def test_decisions_use_no_temporal_api() -> None:
+    """The decisions are pure: what they do with the world goes out as steps (workflows/execute.py)."""
+    offenders = {f: {n for n in names if n.startswith("temporalio")}
+                 for f, names in imported_modules("workflows/decisions").items()}
+    assert not {f: n for f, n in offenders.items() if n}
+
+
+def test_no_function_in_the_workflows_or_the_decisions_is_over_40_lines() -> None:
+    """A function a reader holds at once: at most 40 lines of code (its docstring not counted)."""
+    long: dict[str, int] = {}
+    for path in (ROOT / "workflows").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                body = node.body
+                documented = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str)
+                first = body[1].lineno if documented and len(body) > 1 else node.lineno
+                lines = (node.end_lineno or node.lineno) - first + 1 + (0 if first == node.lineno else 1)
+                if lines > 40:
+                    long[f"{path.relative_to(ROOT)}:{node.name}"] = lines
+    assert long == {}
