@@ -1,9 +1,9 @@
 """The CronJob controller's decisions, pure: state, the observed CronJob and its Jobs, and ``now`` in;
 a plan out.
 
-Layer: workflows (pure; no Temporal API, no I/O, no clock). ``workflows/cronjob.py`` executes the
-plans: it calls the activities a plan names and hands each call's result back to the function
-here that folds it into the state. So every decision of upstream's ``syncCronJob`` (which time is
+Layer: workflows (pure; no Temporal API, no I/O, no clock). A pass, :func:`run_pass`, yields
+steps (workflows/execute.py): the workflow hands them to the executor, which calls the
+activities they name and sends each result back, to be folded into the state here. So every decision of upstream's ``syncCronJob`` (which time is
 due, the concurrency policy, which Events, whether the status needs a write, when to look again)
 is table-tested without a workflow (tests/unit/test_cronjob_decisions.py).
 

@@ -1,13 +1,13 @@
 """Pure decisions of the Job controller: one sync of upstream ``syncJob`` over a fresh snapshot.
 
-Layer: workflows, pure (no I/O, no wall clock, no randomness, no temporalio). Caller: the Job
-workflow, once per sync. An activity reads the Job and its Pods into a :class:`JobSnapshot`
+Layer: workflows, pure (no I/O, no wall clock, no temporalio; Pod name suffixes come from the
+caller). One sync is :func:`sync`, steps the Job workflow hands to the executor
+(workflows/execute.py). Its first step reads the Job and its Pods into a :class:`JobSnapshot`
 whose window holds the Pods the sync may act on and whose tally counts the others (JOB-92,
-workflows/models/jobpods.py); :func:`plan_sync` turns it and the workflow's durable :class:`JobMemory` into a
-:class:`SyncPlan`; the workflow applies the plan with idempotent activities (release the Pods
+workflows/models/jobpods.py); :func:`plan_sync` turns it and the durable :class:`JobMemory` into a
+:class:`SyncPlan`; the next steps carry it out with idempotent activities (release the Pods
 that stopped matching the selector, deletes, creates, step 1 write ``record``, step 2 remove the
-finalizers of ``release``) and finally calls
-:func:`fold` (step 3) and writes its result if it changed. Every time is passed in as an aware
+finalizers of ``release``), and :func:`fold` (step 3) gives the status to write if it changed. Every time is passed in as an aware
 datetime; a naive one is a bug and raises ValueError.
 
 Rule ids are those of ``docs/job.md``: ``JOB-n`` for the controller, ``POL-n`` for podFailurePolicy,
