@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Literal
@@ -71,20 +72,24 @@ class MostRecent:
 
 @dataclass(frozen=True)
 class Schedule:
-    """A parsed ``spec.schedule``: robfig's schedule, and the text it came from."""
+    """A parsed ``spec.schedule``, with any more schedules of ``batchd.io/schedules`` (CJ-SCHEDULES):
+    robfig's schedules, which run at their union, and the text they came from."""
 
     source: str
-    """The schedule as written in the spec, for messages."""
+    """The schedules as written, for messages."""
     parsed: cronexpr.Schedule
-    """The schedule as evaluated: in ``spec.timeZone`` unless the text has its own ``TZ=``."""
+    """``spec.schedule`` as evaluated: in ``spec.timeZone`` unless the text has its own ``TZ=``."""
+    more: tuple[cronexpr.Schedule, ...] = ()
+    """The annotation's schedules, in ``spec.timeZone``."""
 
     @property
     def every_seconds(self) -> int | None:
-        """Set for ``@every``: whole seconds, at least 1 (CJ-5)."""
-        return self.parsed.every_seconds
+        """Set for a lone ``@every``: whole seconds, at least 1 (CJ-5)."""
+        return None if self.more else self.parsed.every_seconds
 
     def next(self, after: datetime) -> datetime | None:
-        """First activation strictly after ``after`` (CJ-7); see :meth:`cronexpr.Schedule.next`.
+        """First activation of any of the schedules strictly after ``after`` (CJ-7); see
+        :meth:`cronexpr.Schedule.next`. Two schedules on one instant activate once.
 
         Returns:
             A whole-second UTC datetime, or None if nothing matches within 5 years.
@@ -92,10 +97,16 @@ class Schedule:
         Raises:
             ValueError: ``after`` is naive.
         """
-        return self.parsed.next(after)
+        first = self.parsed.next(after)
+        for schedule in self.more:
+            t = schedule.next(after)
+            if t is not None and (first is None or t < first):
+                first = t
+        return first
 
 
-def parse_schedule(schedule: str, time_zone: str | None) -> tuple[Schedule, list[ScheduleWarning]]:
+def parse_schedule(schedule: str, time_zone: str | None,
+                   more: Sequence[str] = ()) -> tuple[Schedule, list[ScheduleWarning]]:
     """Parse ``spec.schedule`` in ``spec.timeZone`` as the controller's sync does (CJ-8 to CJ-11).
 
     The zone is checked first (CJ-10, CJ-23), then a schedule containing ``TZ`` is parsed as-is
@@ -107,9 +118,10 @@ def parse_schedule(schedule: str, time_zone: str | None) -> tuple[Schedule, list
     Args:
         schedule: ``spec.schedule``.
         time_zone: ``spec.timeZone`` (IANA name) or None.
+        more: ``batchd.io/schedules`` (CJ-SCHEDULES), each checked by :func:`check_more`.
 
     Returns:
-        The parsed schedule and the warnings to emit as Events.
+        The parsed schedule (the union, with ``more``) and the warnings to emit as Events.
 
     Raises:
         ScheduleError: ``UnknownTimeZone`` or ``UnparseableSchedule``.
@@ -130,11 +142,31 @@ def parse_schedule(schedule: str, time_zone: str | None) -> tuple[Schedule, list
     else:
         spec = f"TZ={time_zone} {schedule}" if time_zone is not None else schedule
     try:
-        return Schedule(schedule, cronexpr.parse_standard(spec)), warnings
+        parsed = cronexpr.parse_standard(spec)
     except cronexpr.ParseError as err:
         raise ScheduleError(
             "UnparseableSchedule", f"unparseable schedule: {cronexpr.quote(schedule)} : {err}"
         ) from None
+    zone = f"TZ={time_zone} " if time_zone is not None else ""
+    union = tuple(cronexpr.parse_standard(zone + m) for m in more)  # checked as they were observed
+    return Schedule("; ".join([schedule, *more]), parsed, union), warnings
+
+
+def check_more(expression: str) -> str | None:
+    """Why one schedule of ``batchd.io/schedules`` is refused (CJ-SCHEDULES), or None.
+
+    It takes the syntax of ``spec.schedule`` and the CronJob's time zone, so neither ``TZ=`` nor
+    ``@every`` (which counts from when it starts, not from the clock) can join a union.
+    """
+    if "TZ" in expression:
+        return f"{cronexpr.quote(expression)}: a schedule here takes the CronJob's timeZone, not its own TZ"
+    if expression.startswith("@every"):
+        return f"{cronexpr.quote(expression)}: @every counts from when it starts, so it cannot join a union"
+    try:
+        cronexpr.parse_standard(expression)
+    except cronexpr.ParseError as err:
+        return f"{cronexpr.quote(expression)}: {err}"
+    return None
 
 
 def most_recent_schedule_time(

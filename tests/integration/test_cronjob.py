@@ -169,6 +169,31 @@ async def test_jitter_delays_the_run_but_not_its_scheduled_time(client, kube, na
         assert job["metadata"]["name"] == f"jit-{int(boundary.timestamp()) // 60}"
 
 
+async def test_several_schedules_run_at_their_union_and_a_refused_one_warns(client, kube, namespace, task_queue,
+                                                                           skipper):
+    # CJ-SCHEDULES: the union's times, its next time shown; a refused list is ignored with a Warning
+    async with running(client, kube, task_queue, namespace, cronjob_lead=0):
+        kube.create("CronJob", namespace, cronjob_manifest(
+            "many", "0 0 1 1 *", annotations={"batchd.io/schedules": "15 * * * *\n45 * * * *; 15 * * * *"}))
+        kube.create("CronJob", namespace, cronjob_manifest(
+            "bad", "0 0 1 1 *", annotations={"batchd.io/schedules": "15 * * * *; @every 1m"}))
+        handle = await started(client, namespace, "many")
+        d = await describe(client, namespace, "many")
+        upcoming = [_utc(t) for t in d["upcoming"]]
+        assert d["schedules"] == ["15 * * * *", "45 * * * *", "15 * * * *"]
+        assert [t.minute for t in upcoming[:4]] in ([15, 45, 15, 45], [45, 15, 45, 15])
+        assert _utc(d["nextScheduleTime"]) == upcoming[0]
+        cj = kube.get("CronJob", namespace, "many")
+        assert _utc(cj["metadata"]["annotations"]["batchd.io/next-schedule-time"]) == upcoming[0]
+        await skipper.fast_forward(handle, upcoming[1] - utcnow() + timedelta(seconds=5))
+        jobs = await eventually(lambda: len(jobs_of(kube, namespace, "many")) >= 2 and jobs_of(kube, namespace, "many"))
+        assert sorted(j["metadata"]["name"] for j in jobs) == sorted(
+            f"many-{int(t.timestamp()) // 60}" for t in upcoming[:2])
+        [warning] = await eventually(lambda: events_of(kube, namespace, "bad", "InvalidAnnotation"))
+        assert "@every" in warning["message"] and warning["type"] == "Warning"
+        assert (await describe(client, namespace, "bad"))["schedules"] == []
+
+
 async def test_suspended_cronjob_creates_nothing_and_resume_runs_the_missed_time(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
         kube.create("CronJob", namespace, cronjob_manifest("paused", "@every 1s", suspend=True))

@@ -22,6 +22,7 @@ from workflows.cron import (
     Schedule,
     ScheduleError,
     ScheduleWarning,
+    check_more,
     jitter,
     job_name,
     missed_times,
@@ -602,3 +603,29 @@ def test_naive_datetime_is_rejected(call: Callable[[], object]) -> None:
 def test_aware_non_utc_input_is_accepted() -> None:
     berlin = datetime(2026, 1, 15, 11, 0, tzinfo=ZoneInfo("Europe/Berlin"))
     assert _SCHEDULE.next(berlin) == at("2026-01-15T11:00:00Z")
+
+
+def test_several_schedules_run_at_their_union_in_the_cronjobs_zone() -> None:  # CJ-SCHEDULES
+    sched, _ = parse_schedule("0 9 * * *", "Europe/Berlin", ["30 12 * * 1-5", "0 9 * * *", "@hourly"])
+    after = datetime(2026, 6, 5, 9, 10, tzinfo=UTC)  # a Friday, 11:10 in Berlin
+    times = []
+    t: datetime | None = after
+    for _ in range(4):
+        t = sched.next(t) if t else None
+        times.append(t)
+    assert times == [datetime(2026, 6, 5, 10, 0, tzinfo=UTC), datetime(2026, 6, 5, 10, 30, tzinfo=UTC),  # 12:30
+                     datetime(2026, 6, 5, 11, 0, tzinfo=UTC), datetime(2026, 6, 5, 12, 0, tzinfo=UTC)]
+    assert sched.source == "0 9 * * *; 30 12 * * 1-5; 0 9 * * *; @hourly"
+    assert sched.every_seconds is None
+    most = most_recent_schedule_time(sched, earliest=after, now=datetime(2026, 6, 5, 10, 45, tzinfo=UTC),
+                                     starting_deadline_seconds=None)
+    assert most.due == datetime(2026, 6, 5, 10, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("expression", "refused"), [
+    ("30 12 * * 1-5", None), ("@daily", None),
+    ("61 * * * *", "above maximum"), ("TZ=UTC 0 * * * *", "timeZone"), ("@every 5m", "@every"), ("x", "x"),
+])
+def test_what_may_join_a_union(expression: str, refused: str | None) -> None:  # CJ-SCHEDULES
+    why = check_more(expression)
+    assert why is None if refused is None else refused in (why or "")

@@ -54,12 +54,13 @@ def never() -> bool:
 
 def state(*, schedule: str = HOURLY, policy: str = "Allow", suspend: bool = False, deadline: int | None = None,
           ran_previously: bool = False, still_active: bool = False, created: datetime = JUST_BEFORE - timedelta(minutes=1),
-          catch_up: str = "latest", deleting: bool = False, **more: Any) -> CronJobState:
+          catch_up: str = "latest", deleting: bool = False, schedules: tuple[str, ...] = (),
+          **more: Any) -> CronJobState:
     obs = CronJobObservation(
         namespace="ns", name="cj", uid="cj-uid", generation=1, creation_timestamp=created, deleting=deleting,
         spec=CronJobSpec(schedule=schedule, concurrency_policy=policy, suspend=suspend,  # type: ignore[arg-type]
                          starting_deadline_seconds=deadline),
-        catch_up=catch_up)  # type: ignore[arg-type]
+        catch_up=catch_up, schedules=list(schedules))  # type: ignore[arg-type]
     last = T - timedelta(hours=1) if ran_previously else None
     active = [ObjectReference(name=job_name("cj", last or T - timedelta(hours=1)), namespace="ns", uid="old")] \
         if still_active else []
@@ -159,6 +160,12 @@ SYNC_ROWS: list[tuple[str, dict[str, Any], datetime, list[datetime], list[dateti
     ("catch-up within the deadline only", dict(ran_previously=True, catch_up="all", deadline=3720),
      T + timedelta(hours=2, minutes=1), [T + timedelta(hours=1), T + timedelta(hours=2)], [], [],
      T + timedelta(hours=3), True),
+    ("several schedules: the union's next time", dict(ran_previously=True, schedules=("20 * * * *", "40 * * * *")),
+     JUST_AFTER, [T], [], [], T + timedelta(minutes=20), True),
+    ("several schedules: the one due runs, the union's next wakes", dict(ran_previously=True, schedules=("20 * * * *",)),
+     T + timedelta(minutes=21), [T + timedelta(minutes=20)], [], [], T + timedelta(hours=1), True),
+    ("several schedules on one minute: one Job", dict(ran_previously=True, schedules=("0 * * * *", "0 */2 * * *")),
+     JUST_AFTER, [T], [], [], T + timedelta(hours=1), True),
 ]
 
 

@@ -341,6 +341,12 @@ def _delete(state: CronJobState, refs: list[ObjectReference], purpose: Literal["
                 summary=f"delete {len(refs)} Job(s) ({purpose})")
 
 
+def schedule_of(o: CronJobObservation) -> tuple[cron.Schedule, list[cron.ScheduleWarning]]:
+    """The CronJob's schedule: ``spec.schedule`` and any ``batchd.io/schedules`` (CJ-SCHEDULES), in
+    its time zone. Raises ``cron.ScheduleError`` as :func:`cron.parse_schedule` does."""
+    return cron.parse_schedule(o.spec.schedule, o.spec.time_zone, o.schedules)
+
+
 def plan_pass(state: CronJobState, now: datetime, *, armed: bool, subminute: Subminute) -> Pass:
     """Upstream's ``syncCronJob`` up to the creations: history limits, the schedule, what is due.
 
@@ -356,7 +362,7 @@ def plan_pass(state: CronJobState, now: datetime, *, armed: bool, subminute: Sub
     history = _beyond_history_limits(e)
     spec = e.obs.spec
     try:
-        sched, warnings = cron.parse_schedule(spec.schedule, spec.time_zone)
+        sched, warnings = schedule_of(e.obs)
     except cron.ScheduleError as err:  # CJ-10, CJ-11: waits for a spec change, no retry storm
         e.warn_once(f"{err.reason}:{e.obs.generation}", err.reason, err.message)
         return Pass(e.s, e.events, history)
@@ -623,7 +629,7 @@ def backfill_times(state: CronJobState, inp: BackfillInput, now: datetime) -> li
         raise BackfillRefused(f"a one-at-a-time backfill is still running ({len(state.backfill)} time(s) to go)")
     o = state.observation
     try:
-        schedule, _ = cron.parse_schedule(o.spec.schedule, o.spec.time_zone)
+        schedule, _ = schedule_of(o)
     except cron.ScheduleError as err:
         raise BackfillRefused(err.message) from None
     times = cron.schedule_times(schedule, first=inp.start, last=inp.to, limit=BACKFILL_LIMIT)
@@ -742,7 +748,7 @@ def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
     o, spec = state.observation, state.observation.spec
     upcoming: list[str] = []
     try:
-        schedule, _ = cron.parse_schedule(spec.schedule, spec.time_zone)
+        schedule, _ = schedule_of(o)
         t: datetime | None = now
         for _ in range(5):
             t = schedule.next(t) if t is not None else None
@@ -757,7 +763,7 @@ def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
 
     return {
         "namespace": o.namespace, "name": o.name, "uid": o.uid,
-        "schedule": spec.schedule, "timeZone": spec.time_zone, "suspend": spec.suspend,
+        "schedule": spec.schedule, "schedules": o.schedules, "timeZone": spec.time_zone, "suspend": spec.suspend,
         "suspendReason": o.suspend_reason, "suspendedAt": o.suspended_at,
         "concurrencyPolicy": spec.concurrency_policy,
         "startingDeadlineSeconds": spec.starting_deadline_seconds,

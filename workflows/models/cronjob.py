@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic.dataclasses import dataclass
 
+from workflows.cron import check_more
 from workflows.models.common import (
     WIRE,
     Job,
@@ -34,6 +35,8 @@ SUSPENDED_AT_ANNOTATION = "batchd.io/suspended-at"
 LAST_FAILURE_TIME_ANNOTATION = "batchd.io/last-failure-time"
 LAST_FAILED_JOB_ANNOTATION = "batchd.io/last-failed-job"
 CATCH_UP_ANNOTATION = "batchd.io/catch-up"  # CJ-CATCH-UP: "latest" (upstream, the default) or "all"
+#: CJ-SCHEDULES: more cron expressions, one per line or separated by ";", run with spec.schedule
+SCHEDULES_ANNOTATION = "batchd.io/schedules"
 SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 MANUAL_INSTANTIATE_ANNOTATION = "cronjob.kubernetes.io/instantiate"
 
@@ -100,6 +103,7 @@ class CronJobObservation(Observation):
     suspend_reason: str | None = None  # CJ-SUSPEND: the annotations, shown by ``describe``
     suspended_at: str | None = None
     catch_up: Literal["latest", "all"] = "latest"  # CJ-CATCH-UP
+    schedules: list[str] = Field(default_factory=list)  # CJ-SCHEDULES: beside spec.schedule
 
     @classmethod
     def of(cls, cj: CronJob) -> CronJobObservation:
@@ -116,14 +120,25 @@ class CronJobObservation(Observation):
             problems.append(f"annotation {CATCH_UP_ANNOTATION}={raw!r} must be \"latest\" or \"all\"; "
                             "only the latest missed time runs")
         catch_up: Literal["latest", "all"] = "all" if raw == "all" else "latest"
+        schedules = _schedules(meta.annotations.get(SCHEDULES_ANNOTATION, ""), problems)
         return cls(
             namespace=meta.namespace, name=meta.name, uid=meta.uid, resource_version=meta.resource_version,
             generation=meta.generation or 0, creation_timestamp=meta.creation_timestamp,
             deleting=meta.deletion_timestamp is not None, spec=cj.spec, status=cj.status,
             jitter_percent=jitter, problem="; ".join(problems) or None,
             suspend_reason=meta.annotations.get(SUSPEND_REASON_ANNOTATION),
-            suspended_at=meta.annotations.get(SUSPENDED_AT_ANNOTATION), catch_up=catch_up,
+            suspended_at=meta.annotations.get(SUSPENDED_AT_ANNOTATION), catch_up=catch_up, schedules=schedules,
         )
+
+
+def _schedules(raw: str, problems: list[str]) -> list[str]:
+    """CJ-SCHEDULES: the annotation's expressions; all of them ignored, with a problem, if one is refused."""
+    expressions = [e.strip() for line in raw.splitlines() for e in line.split(";") if e.strip()]
+    refused = [why for e in expressions if (why := check_more(e)) is not None]
+    if refused:
+        problems.append(f"annotation {SCHEDULES_ANNOTATION}: {'; '.join(refused)}; only spec.schedule runs")
+        return []
+    return expressions
 
 
 class JobSummary(K8sModel):
