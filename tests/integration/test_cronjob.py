@@ -194,6 +194,60 @@ async def test_several_schedules_run_at_their_union_and_a_refused_one_warns(clie
         assert (await describe(client, namespace, "bad"))["schedules"] == []
 
 
+async def test_a_window_a_run_limit_and_a_skip_calendar(client, kube, namespace, task_queue, skipper):
+    # CJ-WINDOW, CJ-MAX-RUNS, CJ-SKIP on daily CronJobs, each fast-forwarded two days
+    midnight = (utcnow() + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    until = midnight + timedelta(hours=12)
+    manifests = {"win": {"batchd.io/active-until": until.isoformat()}, "max": {"batchd.io/max-runs": "1"},
+                 "skip": {"batchd.io/skip": f"0 0 {midnight.day} {midnight.month} *"}}
+    async with running(client, kube, task_queue, namespace, cronjob_lead=0):
+        for name, notes in manifests.items():
+            kube.create("CronJob", namespace, cronjob_manifest(name, "0 0 * * *", annotations=notes))
+        handles = {name: await started(client, namespace, name) for name in manifests}
+        d = await describe(client, namespace, "win")
+        assert [_utc(t) for t in d["upcoming"]] == [midnight] and _utc(d["activeUntil"]) == until
+        assert (await describe(client, namespace, "max"))["remainingRuns"] == 1
+        for handle in handles.values():
+            await skipper.fast_forward(handle, timedelta(days=2))
+        first, second_day = f"{int(midnight.timestamp()) // 60}", f"{int(midnight.timestamp()) // 60 + 24 * 60}"
+        for name, reason in (("win", "ActiveWindowEnded"), ("max", "MaxRunsReached")):
+            [event] = await eventually(lambda n=name, r=reason: events_of(kube, namespace, n, r), what=reason)
+            assert event["type"] == "Normal" and event["count"] == 1
+            assert [j["metadata"]["name"] for j in jobs_of(kube, namespace, name)] == [f"{name}-{first}"]
+            d = await describe(client, namespace, name)
+            assert d["upcoming"] == [] and d["nextScheduleTime"] is None
+            assert "batchd.io/next-schedule-time" not in kube.get("CronJob", namespace, name)["metadata"]["annotations"]
+        assert (await describe(client, namespace, "max"))["remainingRuns"] == 0
+        [job] = await eventually(lambda: jobs_of(kube, namespace, "skip"), what="the day after the skipped one")
+        assert job["metadata"]["name"] == f"skip-{second_day}"
+        ledger = await handles["skip"].query("history")
+        assert [(_utc(x["scheduledTime"]), x["outcome"]) for x in ledger][:2] == [
+            (midnight, "skipped-calendar"), (midnight + timedelta(days=1), "created")]
+
+
+async def test_the_breaker_suspends_after_two_scheduled_failures(client, kube, namespace, task_queue, skipper):
+    # CJ-BREAKER: suspended as `batchd cronjob suspend --reason` does, with a Warning
+    async with running(client, kube, task_queue, namespace, cronjob_lead=0):
+        kube.create("CronJob", namespace, cronjob_manifest(
+            "brk", "0 0 * * *", annotations={"batchd.io/suspend-after-failures": "2"}))
+        handle = await started(client, namespace, "brk")
+        done: set[str] = set()
+        for _ in range(2):
+            await skipper.fast_forward(handle, timedelta(days=1))
+            [job] = await eventually(lambda: [j for j in jobs_of(kube, namespace, "brk")
+                                              if j["metadata"]["name"] not in done], what="the next Job")
+            finish_job(kube, namespace, job["metadata"]["name"], second(utcnow()), failed=True)
+            done.add(job["metadata"]["name"])
+        cj = await eventually(lambda: (c := kube.get("CronJob", namespace, "brk"))["spec"]["suspend"] and c,
+                              what="the suspension")
+        notes = cj["metadata"]["annotations"]
+        assert notes["batchd.io/suspend-reason"] == "2 consecutive failures" and "batchd.io/suspended-at" in notes
+        [event] = await eventually(lambda: events_of(kube, namespace, "brk", "SuspendedAfterFailures"))
+        assert event["type"] == "Warning"
+        d = await describe(client, namespace, "brk")
+        assert (d["suspendAfterFailures"], d["failuresInARow"], d["upcoming"]) == (2, 0, [])
+
+
 async def test_suspended_cronjob_creates_nothing_and_resume_runs_the_missed_time(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
         kube.create("CronJob", namespace, cronjob_manifest("paused", "@every 1s", suspend=True))

@@ -33,8 +33,11 @@ from workflows.models.cronjob import (
     JobSummary,
     LedgerEntry,
     ObjectReference,
+    SetSuspendInput,
+    SyncCronJobResult,
     create_cronjob_job,
     delete_cronjob_jobs,
+    set_cronjob_suspend,
 )
 
 T = datetime(2026, 5, 19, 10, 0, tzinfo=UTC)  # the top of the hour
@@ -55,12 +58,12 @@ def never() -> bool:
 def state(*, schedule: str = HOURLY, policy: str = "Allow", suspend: bool = False, deadline: int | None = None,
           ran_previously: bool = False, still_active: bool = False, created: datetime = JUST_BEFORE - timedelta(minutes=1),
           catch_up: str = "latest", deleting: bool = False, schedules: tuple[str, ...] = (),
-          **more: Any) -> CronJobState:
+          observed: dict[str, Any] | None = None, **more: Any) -> CronJobState:
     obs = CronJobObservation(
         namespace="ns", name="cj", uid="cj-uid", generation=1, creation_timestamp=created, deleting=deleting,
         spec=CronJobSpec(schedule=schedule, concurrency_policy=policy, suspend=suspend,  # type: ignore[arg-type]
                          starting_deadline_seconds=deadline),
-        catch_up=catch_up, schedules=list(schedules))  # type: ignore[arg-type]
+        catch_up=catch_up, schedules=list(schedules)).model_copy(update=observed)  # type: ignore[arg-type]
     last = T - timedelta(hours=1) if ran_previously else None
     active = [ObjectReference(name=job_name("cj", last or T - timedelta(hours=1)), namespace="ns", uid="old")] \
         if still_active else []
@@ -85,6 +88,7 @@ class Cluster:
         self.created: list[str] = []
         self.deleted: list[str] = []
         self.logged: list[str] = []
+        self.suspended: list[SetSuspendInput] = []
 
     async def perform(self, step: Any) -> Any:
         if isinstance(step, Log):
@@ -95,6 +99,9 @@ class Cluster:
             names = [r.name for r in step.arg.jobs]
             self.deleted += names
             return DeleteJobsResult(deleted=names)
+        if step.activity is set_cronjob_suspend:
+            self.suspended.append(step.arg)
+            return SyncCronJobResult()
         assert step.activity is create_cronjob_job, step
         self.created.append(step.arg.job_name)
         job = ObjectReference(name=step.arg.job_name, namespace="ns", uid=f"uid-{step.arg.job_name}")
@@ -394,3 +401,79 @@ def test_outcomes_of_a_creation_in_the_ledger() -> None:
     assert s.observation.gone
     held = state(ledger=[LedgerEntry(scheduled_time=T, outcome="created", job=run.name, job_uid="u")])
     assert decide.ran(held, T + timedelta(seconds=30))  # the same minute's Job
+
+
+def test_an_active_window_bounds_the_times_and_ends_once() -> None:  # CJ-WINDOW
+    before = sync(state(ran_previously=True, observed={"active_from": T + timedelta(hours=2)}), JUST_AFTER)
+    assert before.created == [] and before.wake == T + timedelta(hours=2)
+    until = T + timedelta(minutes=30)
+    s = state(ran_previously=True, observed={"active_until": until})
+    first = sync(s, JUST_AFTER)
+    assert first.created == [job_name("cj", T)] and first.wake == until  # once more, to say it ended
+    ended = sync(first.state, until)
+    assert ended.created == [] and ended.events == ["ActiveWindowEnded"] and ended.wake is None
+    assert decide.describe(ended.state, until, wake=None, armed_for=None)["upcoming"] == []
+    later = sync(ended.state, T + timedelta(hours=3, minutes=1))
+    assert later.created == [] and later.events == [] and later.wake is None
+    on_the_bound = sync(state(ran_previously=True, observed={"active_until": T}), JUST_AFTER)
+    assert on_the_bound.created == [job_name("cj", T)]
+
+
+def test_a_run_limit_counts_scheduled_jobs_only_and_stops_the_timer() -> None:  # CJ-MAX-RUNS
+    s = state(ran_previously=True, catch_up="all", observed={"max_runs": 2})
+    out = sync(s, T + timedelta(hours=2, minutes=1))  # three missed hours, two runs left
+    assert out.created == [job_name("cj", T), job_name("cj", T + timedelta(hours=1))]
+    assert out.events == ["MaxRunsReached"] and out.wake is None and decide.runs_left(out.state) == 0
+    again = sync(out.state, T + timedelta(hours=5, minutes=1))
+    assert again.created == [] and again.events == [] and again.wake is None
+    d = decide.describe(again.state, T, wake=None, armed_for=None)
+    assert (d["maxRuns"], d["remainingRuns"], d["upcoming"]) == (2, 0, [])
+    raised = again.state.model_copy(update={"observation": again.state.observation.model_copy(
+        update={"max_runs": 3, "catch_up": "latest"})})
+    assert sync(raised, T + timedelta(hours=5, minutes=1)).created == [job_name("cj", T + timedelta(hours=5))]
+    run = decide.trigger(again.state, T)  # a trigger does not count
+    s2, _ = decide.created(again.state, run, CreateJobResult(
+        outcome="created", job=ObjectReference(name=run.name, namespace="ns", uid="t")), T)
+    assert s2.scheduled_runs == again.state.scheduled_runs
+
+
+def test_a_skip_calendar_time_makes_no_job_and_enters_the_ledger_once() -> None:  # CJ-SKIP
+    s = state(ran_previously=True, observed={"skip": ["0 */2 * * *"]})  # T is 10:00, an even hour
+    out = sync(s, JUST_AFTER)
+    assert out.created == [] and out.wake == T + timedelta(hours=1)
+    assert [(x.scheduled_time, x.outcome) for x in out.state.ledger] == [(T, "skipped-calendar")]
+    again = sync(out.state, JUST_AFTER + timedelta(seconds=5))
+    assert again.created == [] and len(again.state.ledger) == 1
+    odd = sync(out.state, T + timedelta(hours=1, minutes=1))
+    assert odd.created == [job_name("cj", T + timedelta(hours=1))]
+
+
+def test_the_breaker_suspends_after_n_scheduled_failures_in_a_row() -> None:  # CJ-BREAKER
+    s = state(ran_previously=True, observed={"suspend_after_failures": 2})
+    names = []
+    for hour in range(3):
+        out = sync(s, T + timedelta(hours=hour, minutes=1))
+        names += out.created
+        s = out.state
+        if hour == 1:  # a Complete in between resets the count
+            s, _, _ = decide.job_observed(s, JobSummary(name=out.created[0], uid=f"u{hour}", owner_uid="cj-uid",
+                                                        outcome="Complete"), T)
+        else:
+            s, _, _ = decide.job_observed(s, JobSummary(name=out.created[0], uid=f"u{hour}", owner_uid="cj-uid",
+                                                        outcome="Failed"), T)
+    assert s.failures_in_a_row == 1 and not s.observation.spec.suspend
+    cluster = Cluster(s)
+    out = sync(s, T + timedelta(hours=3, minutes=1))
+    s, _, _ = decide.job_observed(out.state, JobSummary(name=out.created[0], uid="u3", owner_uid="cj-uid",
+                                                        outcome="Failed"), T)
+    cluster = Cluster(s)
+    end = asyncio.run(execute(decide.run_pass(cluster, T + timedelta(hours=4, minutes=1), armed=False,
+                                              subminute=always, clock=lambda: T), cluster))
+    [patch] = cluster.suspended
+    assert patch.suspend and patch.reason == "2 consecutive failures"
+    assert [ev.reason for ev in cluster.events] == ["SuspendedAfterFailures"]
+    assert cluster.created == [] and end.wake is None and cluster.state.failures_in_a_row == 0
+    assert cluster.state.observation.spec.suspend
+    run = decide.trigger(cluster.state, T)  # a triggered Job's failure does not count
+    s, _, _ = decide.job_observed(cluster.state, JobSummary(name=run.name, uid="t", outcome="Failed"), T)
+    assert s.failures_in_a_row == 0

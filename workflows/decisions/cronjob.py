@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from workflows import cron
@@ -41,8 +41,10 @@ from workflows.models.cronjob import (
     LAST_FAILED_JOB_ANNOTATION,
     LAST_FAILURE_TIME_ANNOTATION,
     LEDGER_SIZE,
+    MAX_RUNS_ANNOTATION,
     NEXT_SCHEDULE_ANNOTATION,
     SUCCEEDED_RUNS_ANNOTATION,
+    SUSPEND_AFTER_FAILURES_ANNOTATION,
     BackfillInput,
     BackfillResult,
     CreateJobInput,
@@ -58,8 +60,10 @@ from workflows.models.cronjob import (
     RunSource,
     SetSuspendInput,
     SyncCronJobInput,
+    SyncCronJobResult,
     create_cronjob_job,
     delete_cronjob_jobs,
+    set_cronjob_suspend,
 )
 from workflows.times import plus_seconds
 from workflows.times import rfc3339 as iso
@@ -267,6 +271,33 @@ def _count(e: _Edit, job: JobSummary, now: datetime) -> None:
         if e.s.last_failure_time is None or failed_at >= e.s.last_failure_time:
             e.set(last_failure_time=failed_at, last_failed_job=job.name)
     e.record_run(CronJobRun(job_name=job.name, outcome=job.outcome or "Failed", finished_at=job.completion_time))
+    if job.outcome == "Complete":  # CJ-BREAKER: a Complete Job, scheduled or not, resets the count
+        e.set(failures_in_a_row=0)
+    elif _scheduled(e.s, job.name):
+        e.set(failures_in_a_row=e.s.failures_in_a_row + 1)
+
+
+def _scheduled(state: CronJobState, job_name: str) -> bool:
+    """Whether the ledger shows ``job_name`` made by the schedule, not by a trigger or a backfill."""
+    return any(x.job == job_name and x.source in ("schedule", "catch-up") for x in state.ledger)
+
+
+def breaker(state: CronJobState, now: datetime) -> SetSuspendInput | None:
+    """CJ-BREAKER: the suspend patch once N scheduled Jobs in a row have Failed; None otherwise."""
+    o, n = state.observation, state.observation.suspend_after_failures
+    if n is None or state.failures_in_a_row < n or o.spec.suspend or o.deleting:
+        return None
+    return suspend_change(state, True, f"{n} consecutive failures", now)
+
+
+def tripped(state: CronJobState, patch: SetSuspendInput) -> tuple[CronJobState, list[EventInput]]:
+    """Fold the breaker's suspension in: the count starts afresh, and a Warning says why."""
+    e = _Edit(suspended(state, patch))
+    e.set(failures_in_a_row=0)
+    e.event("Warning", "SuspendedAfterFailures",
+            f"suspended after {patch.reason} of scheduled Jobs ({SUSPEND_AFTER_FAILURES_ANNOTATION}); "
+            "resume it with `batchd cronjob resume` or spec.suspend: false")
+    return e.s, e.events
 
 
 # -- one pass ----------------------------------------------------------------------------------
@@ -277,13 +308,20 @@ def run_pass(b: Books, now: datetime, *, armed: bool, subminute: Subminute, cloc
     ``armed``: the pass runs as of ``now``, ahead of the clock, and the Job due then is created by
     the worker at that time (:class:`CreateAt`).
     """
+    if (trip := breaker(b.state, clock())) is not None:  # CJ-BREAKER, before anything is due
+        res: SyncCronJobResult = yield Call(set_cronjob_suspend, trip, summary="set spec.suspend=true (breaker)")
+        if res.gone:
+            b.state = gone(b.state)
+            return PassEnd(None)
+        b.state, events = tripped(b.state, trip)
+        b.events += events
     plan = plan_pass(b.state, now, armed=armed, subminute=subminute)
     b.state = plan.state
     b.events += plan.events
     if plan.history:
         b.state = history_deleted(b.state, (yield _delete(b.state, plan.history, "history")))
     for due, source in plan.due:
-        if b.state.observation.gone:
+        if b.state.observation.gone or runs_left(b.state) == 0:
             break
         begun = start(b.state, due, source, subminute=subminute, catching_up=plan.catching_up)
         b.state = begun.state
@@ -296,6 +334,9 @@ def run_pass(b: Books, now: datetime, *, armed: bool, subminute: Subminute, cloc
             return PassEnd(now, interrupted=True)
         if plan.catching_up and not pass_goes_on(b.state):
             break
+    if plan.due:
+        b.state, events = limits_reached(b.state, now)
+        b.events += events
     return PassEnd(wake_after(plan, b.state, now, subminute))
 
 
@@ -360,22 +401,22 @@ def plan_pass(state: CronJobState, now: datetime, *, armed: bool, subminute: Sub
     if e.obs.deleting:  # CJ-24: a CronJob being deleted only reconciles its status
         return Pass(state)
     history = _beyond_history_limits(e)
-    spec = e.obs.spec
-    try:
-        sched, warnings = schedule_of(e.obs)
-    except cron.ScheduleError as err:  # CJ-10, CJ-11: waits for a spec change, no retry storm
-        e.warn_once(f"{err.reason}:{e.obs.generation}", err.reason, err.message)
+    sched = _schedule_checked(e)
+    if sched is None:
         return Pass(e.s, e.events, history)
-    for w in warnings:  # CJ-8
-        e.warn_once(f"{w.reason}:{e.obs.generation}", w.reason, w.message)
-    if e.obs.problem:
-        e.warn_once(f"InvalidAnnotation:{e.obs.problem}", "InvalidAnnotation", e.obs.problem)
+    spec = e.obs.spec
     if spec.suspend:  # CJ-25
         e.set(suspended_since=e.s.suspended_since or now)
         return Pass(e.s, e.events, history)
     earliest = e.s.last_schedule_time or e.obs.creation_timestamp or now
+    if e.obs.active_from is not None:  # CJ-WINDOW: no time before the window opens
+        earliest = max(earliest, _second_before(e.obs.active_from))
+    left = _limits(e, now)
+    if left == 0:  # CJ-MAX-RUNS: no time is due any more
+        return Pass(e.s, e.events, history, schedule=sched, earliest=earliest)
+    until = min(now, e.obs.active_until) if e.obs.active_until is not None else now  # CJ-WINDOW: none after it
     try:
-        recent = cron.most_recent_schedule_time(sched, earliest=earliest, now=now,
+        recent = cron.most_recent_schedule_time(sched, earliest=earliest, now=until,
                                                 starting_deadline_seconds=spec.starting_deadline_seconds)
     except cron.ScheduleError as err:  # CJ-15: an impossible date
         e.warn_once(f"{err.reason}:{e.obs.generation}", err.reason, err.message)
@@ -384,16 +425,79 @@ def plan_pass(state: CronJobState, now: datetime, *, armed: bool, subminute: Sub
     catch_up = (recent.due is not None and recent.missed != "none" and e.obs.catch_up == "all" and not armed
                 and e.s.suspended_since is None)
     if e.s.suspended_since is not None:
-        _ledger_suspended(e, sched, since=max(e.s.suspended_since, earliest), until=now, due=recent.due)
+        _ledger_suspended(e, sched, since=max(e.s.suspended_since, earliest), until=until, due=recent.due)
     if recent.missed == "many" and not catch_up:  # CJ-18: warn, and still run the most recent
         e.warn_once(f"TooManyMissedTimes:{recent.due}", "TooManyMissedTimes",
                     "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew")
     due: list[tuple[datetime, RunSource]] = []
     if catch_up and recent.due is not None:
-        due = _missed(e, sched, earliest=earliest, now=now, latest=recent.due)
+        due = _missed(e, sched, earliest=earliest, now=until, latest=recent.due)
     elif recent.due is not None:
         due = [(recent.due, "schedule")]
     return Pass(e.s, e.events, history, due, catch_up, sched, earliest, recent.due)
+
+
+def _schedule_checked(e: _Edit) -> cron.Schedule | None:
+    """The schedule, its warnings (CJ-8) and the annotations' problems recorded; None if it does not parse."""
+    try:
+        sched, warnings = schedule_of(e.obs)
+    except cron.ScheduleError as err:  # CJ-10, CJ-11: waits for a spec change, no retry storm
+        e.warn_once(f"{err.reason}:{e.obs.generation}", err.reason, err.message)
+        return None
+    for w in warnings:
+        e.warn_once(f"{w.reason}:{e.obs.generation}", w.reason, w.message)
+    if e.obs.problem:
+        e.warn_once(f"InvalidAnnotation:{e.obs.problem}", "InvalidAnnotation", e.obs.problem)
+    return sched
+
+
+def _skipped(o: CronJobObservation, due: datetime) -> bool:
+    """CJ-SKIP: whether one of the skip calendar's expressions activates at ``due`` itself."""
+    if not o.skip:
+        return False
+    try:
+        skip, _ = cron.parse_schedule(o.skip[0], o.spec.time_zone, o.skip[1:])
+    except cron.ScheduleError:
+        return False  # an unknown time zone: the schedule itself does not parse either (CJ-10)
+    return skip.next(due - timedelta(seconds=1)) == due
+
+
+def runs_left(state: CronJobState) -> int | None:
+    """CJ-MAX-RUNS: how many more Jobs the schedule may create; None without a limit."""
+    limit = state.observation.max_runs
+    return None if limit is None else max(limit - state.scheduled_runs, 0)
+
+
+def _limits(e: _Edit, now: datetime) -> int | None:
+    """The Events of a window that has ended (CJ-WINDOW) and of a run limit reached (CJ-MAX-RUNS),
+    each once; returns :func:`runs_left`."""
+    o = e.obs
+    if o.active_until is not None and now >= o.active_until:
+        e.warn_once(f"ActiveWindowEnded:{iso(o.active_until)}", "ActiveWindowEnded",
+                    f"the active window ended at {iso(o.active_until)}; no more scheduled Jobs", type_="Normal")
+    if o.max_runs is None:
+        if e.s.scheduled_runs:
+            e.set(scheduled_runs=0)  # the count starts again when a limit is set again
+        return None
+    left = runs_left(e.s)
+    if left == 0:
+        e.warn_once(f"MaxRunsReached:{o.max_runs}", "MaxRunsReached",
+                    f"{o.max_runs} scheduled Job(s) created ({MAX_RUNS_ANNOTATION}); no more scheduled Jobs",
+                    type_="Normal")
+    return left
+
+
+def limits_reached(state: CronJobState, now: datetime) -> tuple[CronJobState, list[EventInput]]:
+    """After a pass's creations: the Events of a limit its last creation reached."""
+    e = _Edit(state)
+    _limits(e, now)
+    return e.s, e.events
+
+
+def _second_before(t: datetime) -> datetime:
+    """The whole second before ``t`` rounded up: the first activation strictly after it is at or after ``t``."""
+    whole = t.replace(microsecond=0)
+    return whole - timedelta(seconds=0 if whole < t else 1)
 
 
 def _missed(e: _Edit, sched: cron.Schedule, *, earliest: datetime, now: datetime,
@@ -439,6 +543,10 @@ def start(state: CronJobState, due: datetime, source: RunSource, *, subminute: S
     e = _Edit(state)
     if already_processed(state, due, subminute) or (catching_up and ran(state, due)):
         return Start(state)
+    if _skipped(e.obs, due):  # CJ-SKIP
+        if not any(x.scheduled_time == due and x.outcome == "skipped-calendar" for x in e.s.ledger):
+            e.ledger_add(LedgerEntry(scheduled_time=due, source=source, outcome="skipped-calendar"))
+        return Start(e.s, e.events)
     policy = e.obs.spec.concurrency_policy
     if policy == "Forbid" and e.s.active:
         e.warn_once(f"JobAlreadyActive:{iso(due)}", "JobAlreadyActive",
@@ -497,6 +605,8 @@ def created(state: CronJobState, run: Run, res: CreateJobResult, now: datetime) 
         return e.s, None
     if res.outcome in ("created", "exists"):
         e.set(last_schedule_time=run.due)
+        if e.obs.max_runs is not None:  # CJ-MAX-RUNS
+            e.set(scheduled_runs=e.s.scheduled_runs + 1)
     elif res.outcome == "not_ours":
         return e.s, res.message
     return e.s, None  # "too_late" included: the missed time is dropped silently (CJ-20)
@@ -512,12 +622,17 @@ def wake_after(p: Pass, state: CronJobState, now: datetime, subminute: Subminute
     if p.schedule is None or p.earliest is None:
         return None
     sched = p.schedule
-    wake = cron.next_wakeup(sched, earliest=state.last_schedule_time or p.earliest, now=now)
+    last = state.last_schedule_time
+    wake = cron.next_wakeup(sched, earliest=max(last, p.earliest) if last else p.earliest, now=now)
     if p.latest_due is not None:
         later = cron.next_in_another_minute(sched, wake, p.latest_due)
         if later != wake and subminute():
             wake = later
     o = state.observation
+    if runs_left(state) == 0:
+        return None  # CJ-MAX-RUNS
+    if wake is not None and o.active_until is not None and wake > o.active_until:
+        return o.active_until if now < o.active_until else None  # CJ-WINDOW: wake once more, to say it ended
     if wake is not None and o.jitter_percent:
         after = sched.next(wake)
         if after is not None:
@@ -610,7 +725,9 @@ def suspended(state: CronJobState, patch: SetSuspendInput) -> CronJobState:
     return state.model_copy(update={"observation": o.model_copy(update={
         "spec": o.spec.model_copy(update={"suspend": patch.suspend}),
         "suspend_reason": patch.reason if patch.suspend else None,
-        "suspended_at": iso(patch.at) if patch.at else o.suspended_at if patch.suspend else None})})
+        "suspended_at": iso(patch.at) if patch.at else o.suspended_at if patch.suspend else None}),
+        # CJ-BREAKER: a resume starts the count of failures afresh
+        "failures_in_a_row": state.failures_in_a_row if patch.suspend else 0})
 
 
 def backfill_times(state: CronJobState, inp: BackfillInput, now: datetime) -> list[datetime]:
@@ -749,10 +866,10 @@ def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
     upcoming: list[str] = []
     try:
         schedule, _ = schedule_of(o)
-        t: datetime | None = now
-        for _ in range(5):
+        t: datetime | None = max(now, _second_before(o.active_from)) if o.active_from else now
+        while len(upcoming) < 5 and runs_left(state) != 0:
             t = schedule.next(t) if t is not None else None
-            if t is None:
+            if t is None or (o.active_until is not None and t > o.active_until):  # CJ-WINDOW
                 break
             upcoming.append(iso(t))
     except cron.ScheduleError as err:
@@ -775,6 +892,10 @@ def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
         "lastFailureTime": opt(state.last_failure_time),
         "lastFailedJob": state.last_failed_job,
         "catchUp": o.catch_up,
+        "activeFrom": opt(o.active_from), "activeUntil": opt(o.active_until),
+        "maxRuns": o.max_runs, "remainingRuns": runs_left(state),
+        "skip": o.skip,
+        "suspendAfterFailures": o.suspend_after_failures, "failuresInARow": state.failures_in_a_row,
         "backfillQueue": [cron.job_name(o.name, t) for t in state.backfill],
         "counters": state.counters.model_dump(by_alias=True),
         "recentRuns": [r.model_dump(mode="json", by_alias=True) for r in state.recent],

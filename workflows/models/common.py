@@ -24,6 +24,8 @@ from temporalio import activity
 
 #: The largest integer the API's own fields hold; a Pod TTL label beyond it is refused.
 INT64_MAX = 2**63 - 1
+#: The largest int32, the API's type for counts.
+MAX_INT32 = 2**31 - 1
 
 
 #: The wire format of every model here: camelCase, unknown fields ignored.

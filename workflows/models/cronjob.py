@@ -13,6 +13,7 @@ from pydantic.dataclasses import dataclass
 
 from workflows.cron import check_more
 from workflows.models.common import (
+    MAX_INT32,
     WIRE,
     Job,
     K8sModel,
@@ -37,6 +38,11 @@ LAST_FAILED_JOB_ANNOTATION = "batchd.io/last-failed-job"
 CATCH_UP_ANNOTATION = "batchd.io/catch-up"  # CJ-CATCH-UP: "latest" (upstream, the default) or "all"
 #: CJ-SCHEDULES: more cron expressions, one per line or separated by ";", run with spec.schedule
 SCHEDULES_ANNOTATION = "batchd.io/schedules"
+ACTIVE_FROM_ANNOTATION = "batchd.io/active-from"  # CJ-WINDOW: RFC 3339 with an offset
+ACTIVE_UNTIL_ANNOTATION = "batchd.io/active-until"
+MAX_RUNS_ANNOTATION = "batchd.io/max-runs"  # CJ-MAX-RUNS
+SKIP_ANNOTATION = "batchd.io/skip"  # CJ-SKIP: cron expressions whose times make no Job
+SUSPEND_AFTER_FAILURES_ANNOTATION = "batchd.io/suspend-after-failures"  # CJ-BREAKER
 SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 MANUAL_INSTANTIATE_ANNOTATION = "cronjob.kubernetes.io/instantiate"
 
@@ -104,41 +110,84 @@ class CronJobObservation(Observation):
     suspended_at: str | None = None
     catch_up: Literal["latest", "all"] = "latest"  # CJ-CATCH-UP
     schedules: list[str] = Field(default_factory=list)  # CJ-SCHEDULES: beside spec.schedule
+    active_from: datetime | None = None  # CJ-WINDOW
+    active_until: datetime | None = None
+    max_runs: int | None = None  # CJ-MAX-RUNS
+    skip: list[str] = Field(default_factory=list)  # CJ-SKIP
+    suspend_after_failures: int | None = None  # CJ-BREAKER
 
     @classmethod
     def of(cls, cj: CronJob) -> CronJobObservation:
         meta = cj.metadata
-        jitter, problems = 0, []
-        raw = meta.annotations.get(JITTER_ANNOTATION)
-        if raw is not None:
-            if raw.isdigit() and 0 <= int(raw) <= 50:
-                jitter = int(raw)
-            else:
-                problems.append(f"annotation {JITTER_ANNOTATION}={raw!r} must be an integer from 0 to 50; jitter ignored")
+        problems = Problems(meta.annotations)
         raw = meta.annotations.get(CATCH_UP_ANNOTATION, "latest")
         if raw not in ("latest", "all"):
             problems.append(f"annotation {CATCH_UP_ANNOTATION}={raw!r} must be \"latest\" or \"all\"; "
                             "only the latest missed time runs")
         catch_up: Literal["latest", "all"] = "all" if raw == "all" else "latest"
-        schedules = _schedules(meta.annotations.get(SCHEDULES_ANNOTATION, ""), problems)
+        active_from, active_until = problems.instant(ACTIVE_FROM_ANNOTATION), problems.instant(ACTIVE_UNTIL_ANNOTATION)
+        if active_from and active_until and active_until < active_from:
+            problems.append(f"annotation {ACTIVE_UNTIL_ANNOTATION} is before {ACTIVE_FROM_ANNOTATION}; both ignored")
+            active_from = active_until = None
         return cls(
             namespace=meta.namespace, name=meta.name, uid=meta.uid, resource_version=meta.resource_version,
             generation=meta.generation or 0, creation_timestamp=meta.creation_timestamp,
             deleting=meta.deletion_timestamp is not None, spec=cj.spec, status=cj.status,
-            jitter_percent=jitter, problem="; ".join(problems) or None,
+            jitter_percent=problems.number(JITTER_ANNOTATION, 0, 50) or 0,
             suspend_reason=meta.annotations.get(SUSPEND_REASON_ANNOTATION),
-            suspended_at=meta.annotations.get(SUSPENDED_AT_ANNOTATION), catch_up=catch_up, schedules=schedules,
+            suspended_at=meta.annotations.get(SUSPENDED_AT_ANNOTATION), catch_up=catch_up,
+            schedules=problems.schedules(SCHEDULES_ANNOTATION, "only spec.schedule runs"),
+            active_from=active_from, active_until=active_until,
+            max_runs=problems.number(MAX_RUNS_ANNOTATION, 1, MAX_INT32),
+            skip=problems.schedules(SKIP_ANNOTATION, "no time is skipped"),
+            suspend_after_failures=problems.number(SUSPEND_AFTER_FAILURES_ANNOTATION, 1, MAX_INT32),
+            problem="; ".join(problems) or None,
         )
 
 
-def _schedules(raw: str, problems: list[str]) -> list[str]:
-    """CJ-SCHEDULES: the annotation's expressions; all of them ignored, with a problem, if one is refused."""
-    expressions = [e.strip() for line in raw.splitlines() for e in line.split(";") if e.strip()]
-    refused = [why for e in expressions if (why := check_more(e)) is not None]
-    if refused:
-        problems.append(f"annotation {SCHEDULES_ANNOTATION}: {'; '.join(refused)}; only spec.schedule runs")
-        return []
-    return expressions
+class Problems(list[str]):
+    """batchd's annotations on a CronJob, read one by one; what is wrong with each, collected.
+
+    An invalid value is ignored (its feature stays off) and named here: the CronJob's next pass
+    records it as a Warning Event ``InvalidAnnotation`` (CJ-60's rule for every annotation).
+    """
+
+    def __init__(self, annotations: dict[str, str]) -> None:
+        super().__init__()
+        self.annotations = annotations
+
+    def number(self, name: str, least: int, most: int) -> int | None:
+        raw = self.annotations.get(name)
+        if raw is None:
+            return None
+        if raw.isascii() and raw.isdigit() and least <= int(raw) <= most:
+            return int(raw)
+        self.append(f"annotation {name}={raw!r} must be an integer from {least} to {most}; ignored")
+        return None
+
+    def instant(self, name: str) -> datetime | None:
+        raw = self.annotations.get(name)
+        if raw is None:
+            return None
+        try:
+            at = datetime.fromisoformat(raw.replace("z", "Z"))
+        except ValueError:
+            at = None
+        if at is None or at.tzinfo is None or "T" not in raw.upper():
+            self.append(f"annotation {name}={raw!r} must be an RFC 3339 time with an offset "
+                        "(2026-01-01T00:00:00Z); ignored")
+            return None
+        return at
+
+    def schedules(self, name: str, otherwise: str) -> list[str]:
+        """Cron expressions, one per line or separated by ";"; all ignored if one is refused."""
+        raw = self.annotations.get(name, "")
+        expressions = [e.strip() for line in raw.splitlines() for e in line.split(";") if e.strip()]
+        refused = [why for e in expressions if (why := check_more(e)) is not None]
+        if refused:
+            self.append(f"annotation {name}: {'; '.join(refused)}; {otherwise}")
+            return []
+        return expressions
 
 
 class JobSummary(K8sModel):
@@ -178,7 +227,7 @@ class CronJobRun(K8sModel):
 
 RunSource = Literal["schedule", "trigger", "backfill", "catch-up"]
 RunOutcome = Literal["created", "skipped-concurrency", "replaced", "missed-deadline", "suspended",
-                     "too-many-missed", "create-failed"]
+                     "too-many-missed", "create-failed", "skipped-calendar"]
 RunResult = Literal["running", "Complete", "Failed", "deleted"]
 LEDGER_SIZE = 100
 
@@ -227,6 +276,8 @@ class CronJobState(K8sModel):
     #: running once ``backfilling`` is set
     backfill: list[datetime] = Field(default_factory=list)
     backfilling: bool = False
+    scheduled_runs: int = 0  # CJ-MAX-RUNS: Jobs created from the schedule while a limit is set
+    failures_in_a_row: int = 0  # CJ-BREAKER: scheduled Jobs Failed since the last Complete
 
 
 @dataclass(slots=True, kw_only=True, config=WIRE)

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from workflows.models.common import (
+    MAX_INT32,
     POD_FINISHED_PHASES,
     Condition,
     EventType,
@@ -47,7 +48,6 @@ INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-ignored-
 TRACKING_LABEL = "batchd.io/job-tracking"
 #: the component of the Events batchd's Job controller records
 JOB_COMPONENT = "batchd-job-controller"
-MAX_INT32 = 2**31 - 1
 _GO_INT = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts
 
 CompletionMode = Literal["NonIndexed", "Indexed"]
