@@ -36,7 +36,7 @@ from kube.errors import (
     namespace_terminating,
 )
 from workflows.models import job as contract
-from workflows.models.common import controller_of
+from workflows.models.common import Job, controller_of, finished_condition
 from workflows.models.job import (
     COMPLETION_INDEX_ANNOTATION,
     CONTROLLER_UID_LABEL,
@@ -48,6 +48,9 @@ from workflows.models.job import (
     CreatePodsInput,
     CreatePodsResult,
     DeletePodsInput,
+    Dependencies,
+    DependenciesInput,
+    Dependency,
     JobSnapshot,
     JobStatusView,
     ObserveJobInput,
@@ -504,6 +507,22 @@ class JobActivities:
         activity.logger.info("Job %s/%s adopted Pod %s", jmeta["namespace"], jmeta["name"], meta["name"])
         return adopted
 
+    @implements(contract.read_job_dependencies)
+    @temporal_errors
+    def read_dependencies(self, inp: DependenciesInput) -> Dependencies:
+        """JOB-AFTER: GET each Job the Job waits for: its uid and how it ended, if it has."""
+        jobs = []
+        for name in inp.names:
+            raw = self.kube.get("Job", inp.namespace, name)
+            if raw is None:
+                jobs.append(Dependency(name=name))
+                continue
+            job = Job.model_validate(raw)
+            end = finished_condition(job.status.conditions)
+            jobs.append(Dependency.model_validate({"name": name, "uid": job.metadata.uid,
+                                                   "outcome": end.type if end else None}))
+        return Dependencies(jobs=jobs)
+
     @implements(contract.write_job_status)
     @temporal_errors
     def write_status(self, inp: WriteStatusInput) -> PodsResult:
@@ -623,4 +642,4 @@ class JobActivities:
 
     def all(self) -> list[Callable[..., object]]:
         return [self.observe, self.write_status, self.create_pods, self.release_finalizers, self.release_unmatched,
-                self.delete_pods]
+                self.delete_pods, self.read_dependencies]

@@ -72,7 +72,9 @@ from workflows.models.job import (
     JOB_TRACKING_FINALIZER,
     POD_JOB_LABEL,
     TRACKING_LABEL,
+    Dependency,
     JobInput,
+    JobOptions,
     job_in_scope,
     sync_key,
 )
@@ -317,18 +319,28 @@ class JobRouter:
         self.workflows, self.scope = workflows, scope
         self._sent: dict[str, tuple[Any, ...]] = {}  # Job uid -> what its workflow was last told
         self._to_poke: set[str] = set()  # workflows to poke on the next tick (coalesces Pod events)
+        #: JOB-AFTER: (namespace, name) of a Job awaited -> the workflows of the Jobs that await it
+        self._dependents: dict[tuple[str, str], set[str]] = {}
+        self._awaits: dict[str, list[tuple[str, str]]] = {}  # the other way round, to drop a Job that runs
+        self._told: set[tuple[str, str, str]] = set()  # (workflow, Job uid, its end) already signalled
 
     def forget(self) -> None:
         """Forget what was sent (WATCH-4: another replica may have sent since)."""
         self._sent.clear()
         self._to_poke.clear()
+        self._told.clear()
 
     async def job(self, etype: str, job: Job) -> None:
-        """Start (or poke) the workflow of a Job batchd runs (JOB-1); its own status writes are skipped."""
+        """Start (or poke) the workflow of a Job batchd runs (JOB-1); its own status writes are skipped.
+
+        Any Job's end is also told to the workflows that wait for it (JOB-AFTER).
+        """
+        await self._tell_dependents(job, deleted=etype == "DELETED")
         if not job_in_scope(job, self.scope):
             return
         meta = job.metadata
         wid = job_workflow_id(meta.namespace, meta.name, meta.uid)
+        self._note_awaits(job, wid, waits=etype != "DELETED")
         seen = sync_key(job)
         if etype != "DELETED" and self._sent.get(meta.uid) == seen:
             return
@@ -364,6 +376,41 @@ class JobRouter:
         """WATCH-1: a deleted Job's workflow follows through from its identity alone."""
         if ref.kind == "Job":
             await self.workflows.signal(job_workflow_id(ref.namespace, ref.name, ref.uid), name="poke")
+            await self._tell(ref.namespace, Dependency(name=ref.name, uid=ref.uid, gone=True))
+
+    def _note_awaits(self, job: Job, wid: str, *, waits: bool) -> None:
+        """JOB-AFTER: index the Jobs a running Job awaits; a finished or deleted one awaits nothing."""
+        before = self._awaits.pop(wid, [])
+        for key in before:
+            self._dependents.get(key, set()).discard(wid)
+            if not self._dependents.get(key):
+                self._dependents.pop(key, None)
+        after = JobOptions.of(job.metadata.annotations).after
+        if not waits or not after or finished_condition(job.status.conditions) is not None:
+            if before:
+                self._told = {t for t in self._told if t[0] != wid}
+            return
+        self._awaits[wid] = [(job.metadata.namespace, name) for name in after]
+        for key in self._awaits[wid]:
+            self._dependents.setdefault(key, set()).add(wid)
+
+    async def _tell_dependents(self, job: Job, *, deleted: bool) -> None:
+        """JOB-AFTER: a Job's end, or its deletion, to the workflows that wait for it."""
+        meta = job.metadata
+        if (meta.namespace, meta.name) not in self._dependents:
+            return
+        end = finished_condition(job.status.conditions)
+        if end is None and not deleted:
+            return
+        await self._tell(meta.namespace, Dependency.model_validate(
+            {"name": meta.name, "uid": meta.uid, "outcome": end.type if end else None, "gone": deleted}))
+
+    async def _tell(self, namespace: str, dep: Dependency) -> None:
+        for wid in sorted(self._dependents.get((namespace, dep.name), ())):
+            told = (wid, dep.uid, f"{dep.outcome}:{dep.gone}")
+            if told not in self._told:
+                await self.workflows.signal(wid, dep, name="dependency")
+                self._told.add(told)
 
     async def poker(self, interval: float = 0.2) -> None:
         """Send at most one ``poke`` per Job workflow per tick, however many Pod events came in."""

@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import jobmetrics
     from workflows.decisions import job as decide
     from workflows.execute import Wait, WorkflowSide, execute
-    from workflows.models.job import JobInput, JobSpecView, JobStatusView
+    from workflows.models.job import Dependency, JobInput, JobSpecView, JobStatusView
     from workflows.policies import Backoff
 
 #: the API server's alphabet for generated names (no vowels, no look-alike digits)
@@ -116,6 +116,12 @@ class JobWorkflow(WorkflowSide):
         """The Job or one of its Pods changed; sync again."""
         self._poked = True
 
+    @workflow.signal(name="dependency")
+    def dependency(self, dep: Dependency) -> None:
+        """JOB-AFTER: a Job this one waits for ended, or was deleted, as the bridge saw it."""
+        self.books.memory = decide.ended(self.books.memory, dep)
+        self._poked = True
+
     @workflow.query(name="describe")
     def describe(self) -> dict[str, Any]:
         """The last snapshot's counts and the durable memory."""
@@ -125,6 +131,7 @@ class JobWorkflow(WorkflowSide):
             "status": snap.status.model_dump(mode="json", by_alias=True, context={"readable": True}) if snap else None,
             "pods": len(snap.pods) + snap.rest.pods if snap else None,
             "backoff": self.books.memory.backoff.model_dump(mode="json", by_alias=True),
+            "waitingFor": self.books.waiting,
         }
 
     @workflow.run

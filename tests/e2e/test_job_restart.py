@@ -195,3 +195,43 @@ def _reason(job: dict[str, Any]) -> str:
 
 def _format(indexes: list[int]) -> str:
     return format_indexes(indexes)
+
+
+@pytest.mark.timeout(600)
+async def test_a_job_waiting_for_another_survives_sigkills_and_starts_only_after_it(
+    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    tmp_path: Path,
+) -> None:
+    """JOB-AFTER: the worker is SIGKILLed while a Job waits, and again while the Job it waits for
+    runs; the waiting Job creates no Pod before the other Completed, then runs exactly once."""
+    health, rng = free_port(), random.Random(115370)
+    waiter = kube.create("Job", namespace, job_manifest("waiter", completions=3, parallelism=3, run_seconds=0.5,
+                                                        notes={"batchd.io/after": "first"}))
+
+    def waiting() -> bool:
+        return any(e["reason"] == "WaitingForDependencies" for e in kube.list("Event", namespace)["items"])
+
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health) as proc:
+        await ready(health)
+        await eventually(waiting, timeout=120, what="the wait")
+        first = kube.create("Job", namespace, job_manifest("first", completions=2, parallelism=1, run_seconds=2.0))
+        await asyncio.sleep(rng.uniform(0.0, 0.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w1.log", health) as proc:
+        await ready(health)
+        await eventually(lambda: pods_of(kube, namespace, first), timeout=120, what="the first Job's Pod")
+        await asyncio.sleep(rng.uniform(0.0, 2.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    wid = job_workflow_id(namespace, "waiter", waiter["metadata"]["uid"])
+    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
+        await ready(health)
+        assert await asyncio.wait_for(temporal_env.client.get_workflow_handle(wid).result(), 180) == "Complete"
+    done = kube.get("Job", namespace, "first")
+    assert done is not None and _finished(kube, namespace, "first")
+    completed = done["status"]["completionTime"]
+    pods = pods_of(kube, namespace, kube.get("Job", namespace, "waiter"))
+    assert len(pods) == 3 and all(p["status"]["phase"] == "Succeeded" for p in pods)
+    assert min(p["metadata"]["creationTimestamp"] for p in pods) >= completed  # none before it Completed
+    assert kube.get("Job", namespace, "waiter")["status"]["succeeded"] == 3

@@ -5,6 +5,7 @@ runs the workflows. Rule ids: docs/job.md (JOB-n) and docs/kubesim.md (API-n).
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 from temporalio.client import Client
@@ -21,7 +22,7 @@ def job_manifest(name: str, *, completions: int | None = 1, parallelism: int = 1
                  run_seconds: float = 0.3, exit_code: int = 0, backoff_limit: int | None = None,
                  deadline: int | None = None, suspend: bool = False, policy: str | None = None,
                  terminate_seconds: float | None = None, ttl: int | None = None, grace: int = 1,
-                 container_name: str = "main") -> dict[str, Any]:
+                 container_name: str = "main", notes: dict[str, str] | None = None) -> dict[str, Any]:
     annotations = {"kubesim.batchd.io/run-seconds": str(run_seconds), "kubesim.batchd.io/exit-code": str(exit_code)}
     if terminate_seconds is not None:
         annotations["kubesim.batchd.io/terminate-seconds"] = str(terminate_seconds)
@@ -39,7 +40,8 @@ def job_manifest(name: str, *, completions: int | None = 1, parallelism: int = 1
                        ("podReplacementPolicy", policy), ("ttlSecondsAfterFinished", ttl)):
         if value is not None:
             spec[key] = value
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "annotations": notes or {}},
+            "spec": spec}
 
 
 def pods_of(kube: Kube, ns: str, job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -63,6 +65,10 @@ async def outcome(client: Client, ns: str, job: dict[str, Any], timeout: float =
     return result
 
 
+
+
+def _at(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def no_finalizers_left(kube: Kube, ns: str, job: dict[str, Any]) -> bool:
@@ -156,6 +162,59 @@ async def test_backoff_limit_fails_the_job_after_retries(client, kube, namespace
     assert fresh["status"]["failed"] == 2 and not fresh["status"].get("completionTime")  # JOB-77
     pods = sorted(pods_of(kube, namespace, fresh), key=lambda p: p["metadata"]["creationTimestamp"])
     assert len(pods) == 2 and no_finalizers_left(kube, namespace, fresh)
+
+
+async def test_a_jobs_annotations_set_its_backoff(client, kube, namespace, task_queue):
+    # JOB-BACKOFF: 1 s doubling, so four failures take about 7 s where upstream's 10 s would take 70 s
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest(
+            "quick", exit_code=1, backoff_limit=3, run_seconds=0.1,
+            notes={"batchd.io/backoff-base-seconds": "1", "batchd.io/backoff-max-seconds": "2"}))
+        assert await outcome(client, namespace, job, timeout=45) == "Failed"
+    pods = sorted(pods_of(kube, namespace, job), key=lambda p: p["metadata"]["creationTimestamp"])
+    assert len(pods) == 4
+    ends = [p["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] for p in pods]
+    starts = [p["metadata"]["creationTimestamp"] for p in pods]
+    gaps = [(_at(start) - _at(end)).total_seconds() for end, start in zip(ends, starts[1:], strict=False)]
+    assert [round(g) >= want for g, want in zip(gaps, [1, 2, 2], strict=True)] == [True] * 3, gaps  # capped at 2
+
+
+async def test_succeeded_pods_are_deleted_once_counted(client, kube, namespace, task_queue):
+    # JOB-DELETE-SUCCEEDED: counts as ever, and no succeeded Pod left behind
+    async with running(client, kube, task_queue, namespace):
+        job = kube.create("Job", namespace, job_manifest(
+            "tidy", completions=6, parallelism=2, indexed=True, notes={"batchd.io/delete-succeeded-pods": "true"}))
+        assert await outcome(client, namespace, job) == "Complete"
+        await eventually(lambda: not pods_of(kube, namespace, job), what="every Pod deleted")
+    st = kube.get("Job", namespace, "tidy")["status"]
+    assert (st["succeeded"], st["completedIndexes"], st.get("failed", 0)) == (6, "0-5", 0)
+
+
+async def test_a_job_waits_for_the_jobs_it_names_and_fails_with_them(client, kube, namespace, task_queue):
+    # JOB-AFTER: no Pod until the named Jobs Complete; one failed or deleted unfinished fails it
+    async with running(client, kube, task_queue, namespace):
+        later = kube.create("Job", namespace, job_manifest("later", notes={"batchd.io/after": "first"}))
+        doomed = kube.create("Job", namespace, job_manifest("doomed", notes={"batchd.io/after": "broken"}))
+        orphan = kube.create("Job", namespace, job_manifest("orphan", notes={"batchd.io/after": "slow"}))
+        [event] = await eventually(lambda: [e for e in kube.list("Event", namespace)["items"]
+                                            if e["reason"] == "WaitingForDependencies"
+                                            and e["involvedObject"]["name"] == "later"], what="the wait's Event")
+        assert "first" in event["message"] and event["type"] == "Normal"
+        wid = job_workflow_id(namespace, "later", later["metadata"]["uid"])
+        assert (await client.get_workflow_handle(wid).query("describe"))["waitingFor"] == ["first"]
+        assert not pods_of(kube, namespace, later) and not kube.get("Job", namespace, "later")["status"].get("startTime")
+        kube.create("Job", namespace, job_manifest("first", run_seconds=0.5))
+        kube.create("Job", namespace, job_manifest("broken", exit_code=1, backoff_limit=0, run_seconds=0.1))
+        slow = kube.create("Job", namespace, job_manifest("slow", run_seconds=60))
+        await eventually(lambda: pods_of(kube, namespace, slow), what="the slow Job's Pod")
+        kube.delete("Job", namespace, "slow")
+        assert await outcome(client, namespace, later) == "Complete"
+        assert condition(kube.get("Job", namespace, "first"), "Complete")
+        for job, why in ((doomed, "broken failed"), (orphan, "slow was deleted before it finished")):
+            assert await outcome(client, namespace, job) == "Failed"
+            failed = condition(kube.get("Job", namespace, job["metadata"]["name"]), "Failed")
+            assert failed and failed["reason"] == "DependencyFailed" and why in failed["message"]
+            assert not pods_of(kube, namespace, job)
 
 
 async def test_active_deadline_fails_the_job_and_deletes_its_pods(client, kube, namespace, task_queue):

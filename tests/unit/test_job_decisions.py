@@ -22,8 +22,10 @@ from workflows.decisions.job import (
     MAX_BACKOFF,
     Books,
     after_sync,
+    after_verdict,
     backoff_remaining,
     decided_end,
+    ended,
     fold,
     new_backoff_record,
     plan_sync,
@@ -35,7 +37,10 @@ from workflows.models.common import Condition
 from workflows.models.job import (
     BackoffRecord,
     CreatePodsResult,
+    Dependencies,
+    Dependency,
     JobMemory,
+    JobOptions,
     JobSnapshot,
     JobSpecView,
     JobStatusView,
@@ -45,6 +50,7 @@ from workflows.models.job import (
     create_job_pods,
     delete_job_pods,
     observe_job,
+    read_job_dependencies,
     release_job_pods,
     release_unmatched_job_pods,
     write_job_status,
@@ -156,6 +162,8 @@ class Sim:
         self.deleting = self.gone = False
         self.relabeled: set[str] = set()  # JOB-26: Pods whose labels no longer match the selector
         self.released: dict[str, PodInfo] = {}  # JOB-26: Pods no longer the Job's
+        self.options = JobOptions()  # batchd's annotations on the Job
+        self.others: dict[str, Dependency] = {}  # JOB-AFTER: other Jobs of the namespace, by name
         self._stage = 0
         self._crash_after: int | None = None
         self._writes = 0
@@ -172,7 +180,7 @@ class Sim:
         snap = JobSnapshot(namespace="ns", name="job", uid="job-uid", spec=self.spec,
                            status=self.status, deleting=self.deleting, gone=self.gone,
                            pods=[p for n, p in self.pods.items() if n not in self.relabeled],
-                           unmatched=[p for n, p in self.pods.items() if n in self.relabeled])
+                           unmatched=[p for n, p in self.pods.items() if n in self.relabeled], options=self.options)
         return snap if self.window is None else bound_snapshot(snap, self.memory, window=self.window)
 
     def write(self, new: JobStatusView) -> None:
@@ -189,8 +197,7 @@ class Sim:
         self._crash_after = None if crash_after is None else STAGES.index(crash_after)
         with contextlib.suppress(Crash):
             asyncio.run(execute(sync(self.books, lambda: self.now), self))
-        assert self.books.plan is not None
-        return self.books.plan
+        return self.books.plan or SyncPlan()  # none while it waits (JOB-AFTER), or if it crashed first
 
     async def perform(self, step: Any) -> Any:
         """The fake cluster's answer to one step of the sync."""
@@ -212,6 +219,8 @@ class Sim:
     def _call(self, activity: Any, arg: Any) -> Any:
         if activity is observe_job:
             return self.snapshot()
+        if activity is read_job_dependencies:
+            return Dependencies(jobs=[self.others.get(n, Dependency(name=n)) for n in arg.names])
         if activity is write_job_status:
             step_one = self._writes == 0 and self.books.plan is not None and self.books.plan.record is not None
             self._enter(STAGES.index("record" if step_one else "fold"))
@@ -232,6 +241,7 @@ class Sim:
         if activity is delete_job_pods:
             for name in arg.pods:  # JOB-74: finalizer kept; JOB-17: released and deleted
                 self.set(name, deleting=True, **({"has_finalizer": False} if arg.release else {}))
+            self.gc()
             return PodsResult(names=arg.pods)
         assert activity is create_job_pods, activity
         names = []
@@ -436,6 +446,105 @@ def test_failed_pod_replacement_waits_for_backoff(finished_ago: float, creates: 
     assert len(plan.create) == creates
     assert plan.requeue_after == (None if requeue is None else requeue * S)
     assert plan.backoff.failures_after_last_success == 1 and plan.counted_backoff == ["u-a"]
+
+
+@pytest.mark.parametrize(("notes", "waits"), [
+    ({}, [10, 20, 40]),
+    ({"batchd.io/backoff-base-seconds": "2", "batchd.io/backoff-max-seconds": "5"}, [2, 4, 5]),
+    ({"batchd.io/backoff-base-seconds": "1"}, [1, 2, 4]),
+    ({"batchd.io/backoff-base-seconds": "x"}, [10, 20, 40]),
+], ids=["upstream's", "base and cap", "base only", "invalid: upstream's, and a warning"])
+def test_a_jobs_annotations_set_its_backoff(notes: dict[str, str], waits: list[int]) -> None:  # JOB-BACKOFF
+    sim = Sim(completions=1, backoff_limit=6)
+    sim.options = JobOptions.of(notes)
+    seen = []
+    for _ in range(3):
+        sim.sync()  # a Pod is created
+        sim.kubelet()
+        [running] = [n for n, p in sim.pods.items() if p.phase == "Running"]
+        sim.kubelet(fail=[running])
+        plan = sim.sync()
+        seen.append(int(plan.requeue_after.total_seconds()) if plan.requeue_after else None)
+        sim.now += plan.requeue_after or timedelta(0)
+    assert seen == waits
+    assert ("InvalidAnnotation" in sim.events) == ("x" in notes.values())
+
+
+@pytest.mark.parametrize("crash", CRASHES, ids=CRASH_IDS)
+@pytest.mark.parametrize("mode", ["NonIndexed", "Indexed"])
+def test_succeeded_pods_are_deleted_once_counted(mode: str, crash: str | None) -> None:  # JOB-DELETE-SUCCEEDED
+    sim = Sim(completions=5, parallelism=2, completion_mode=mode)
+    sim.options = JobOptions.of({"batchd.io/delete-succeeded-pods": "true"})
+    succeeded_left = []
+    for _ in range(40):
+        if crash:
+            sim.sync(crash)
+        sim.sync()
+        succeeded_left.append(sum(1 for p in sim.pods.values() if p.phase == "Succeeded"))
+        if sim.finished():
+            break
+        sim.kubelet()
+    assert is_true(sim.status, "Complete") and sim.status.succeeded == 5 and len(sim.succeeded_uids) == 5
+    assert sim.status.completed_indexes == ("0-4" if mode == "Indexed" else "")
+    assert max(succeeded_left) == 0  # none outlives the sync that counts it
+    sim.assert_clean()
+
+
+AFTER_ROWS = [
+    # name, read, seen, reported, verdict, seen after, waiting
+    ("all complete", [Dependency(name="a", uid="1", outcome="Complete")], {}, [], "met", {}, []),
+    ("one running", [Dependency(name="a", uid="1"), Dependency(name="b", uid="2", outcome="Complete")], {}, [],
+     "wait", {"a": "1"}, ["a"]),
+    ("not created yet", [Dependency(name="a")], {}, [], "wait", {}, ["a"]),
+    ("one failed", [Dependency(name="a", uid="1", outcome="Failed")], {}, [], "failed", {}, []),
+    ("deleted unfinished", [Dependency(name="a")], {"a": "1"}, [], "failed", {"a": "1"}, []),
+    ("replaced by a namesake", [Dependency(name="a", uid="2")], {"a": "1"}, [], "failed", {"a": "1"}, []),
+    ("deleted after it completed, as the bridge saw", [Dependency(name="a")], {"a": "1"},
+     [Dependency(name="a", uid="1", outcome="Complete", gone=True)], "met", {"a": "1"}, []),
+    ("the bridge saw it deleted unfinished", [Dependency(name="a")], {"a": "1"},
+     [Dependency(name="a", uid="1", gone=True)], "failed", {"a": "1"}, []),
+    ("a namesake's end is not this one's", [Dependency(name="a", uid="2")], {},
+     [Dependency(name="a", uid="1", outcome="Failed", gone=True)], "wait", {"a": "2"}, ["a"]),
+]
+
+
+@pytest.mark.parametrize(("read", "seen", "reported", "verdict", "seen_after", "waiting"),
+                         [r[1:] for r in AFTER_ROWS], ids=[r[0] for r in AFTER_ROWS])
+def test_after_verdict(read: list[Dependency], seen: dict[str, str], reported: list[Dependency], verdict: str,
+                       seen_after: dict[str, str], waiting: list[str]) -> None:  # JOB-AFTER
+    got = after_verdict(read, seen, reported)
+    assert got[:3] == (verdict, seen_after, waiting)
+
+
+def test_a_report_that_a_completed_job_is_gone_keeps_its_outcome() -> None:  # JOB-AFTER
+    m = ended(JobMemory(), Dependency(name="a", uid="1", outcome="Complete"))
+    m = ended(m, Dependency(name="a", uid="1", gone=True))
+    assert m.after_ended == [Dependency(name="a", uid="1", outcome="Complete", gone=True)]
+    assert after_verdict([Dependency(name="a")], {"a": "1"}, m.after_ended)[0] == "met"
+    other = ended(m, Dependency(name="a", uid="2", gone=True))  # a namesake's end is its own
+    assert other.after_ended == [Dependency(name="a", uid="2", gone=True)]
+
+
+@pytest.mark.parametrize("end", ["Complete", "Failed", "deleted"])
+def test_a_job_waits_for_the_jobs_it_names(end: str) -> None:  # JOB-AFTER
+    sim = Sim(completions=2, parallelism=2)
+    sim.options = JobOptions.of({"batchd.io/after": "a, b"})
+    sim.others = {"a": Dependency(name="a", uid="ua"), "b": Dependency(name="b", uid="ub", outcome="Complete")}
+    for _ in range(3):
+        sim.sync()
+        sim.kubelet()
+    assert sim.pods == {} and sim.status.start_time is None and sim.books.waiting == ["a"]
+    assert sim.events == ["WaitingForDependencies"]
+    sim.others["a"] = Dependency(name="a") if end == "deleted" else Dependency(name="a", uid="ua", outcome=end)
+    if end == "Complete":
+        sim.run()
+        assert is_true(sim.status, "Complete") and sim.status.succeeded == 2
+        return
+    sim.sync()
+    assert ctype(sim.status, "FailureTarget").reason == "DependencyFailed"  # type: ignore[union-attr]
+    sim.sync()
+    assert is_true(sim.status, "Failed") and sim.created == 0
+    assert ctype(sim.status, "Failed").reason == "DependencyFailed"  # type: ignore[union-attr]
 
 
 def test_backoff_counts_a_failure_once_across_a_crash_after_step_1() -> None:  # JOB-70, JOB-34

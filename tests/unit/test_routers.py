@@ -16,7 +16,7 @@ import pytest
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from worker.routers import CronJobRouter, JobRouter, TTLRouter, Workflows
-from workflows.models.common import Condition, Job, Pod, finished_condition
+from workflows.models.common import Condition, Job, ObjectRef, Pod, finished_condition
 from workflows.models.cronjob import CronJobObservation, CronJobSpec, CronJobStatus
 from workflows.models.job import job_in_scope
 from workflows.models.ttl import (
@@ -292,6 +292,35 @@ def test_job_router_starts_once_and_pokes_when_deleted_not_when_finished() -> No
 
     asyncio.run(scenario())
     assert rec.sent == [("start+poke", wid), ("poke", wid)]
+
+
+def test_job_router_tells_a_waiting_job_each_end_of_the_jobs_it_waits_for_once() -> None:  # JOB-AFTER
+    rec, _, _, jobs = routers()
+    waiter = make_job(finished=None, annotations={"batchd.io/after": "first"})
+    waiter["metadata"].update(name="waiter", uid="uw")
+    wid = "job/team-a/waiter/uw"
+
+    def first(rv: str, finished: str | None) -> Job:
+        raw = make_job(finished=finished, rv=rv, managed_by="example.com/other")
+        raw["metadata"].update(name="first", uid="uf")
+        return Job.model_validate(raw)
+
+    async def scenario() -> None:
+        await jobs.job("ADDED", first("1", None))  # nobody waits for it yet
+        await jobs.job("ADDED", Job.model_validate(waiter))
+        await jobs.job("MODIFIED", first("2", None))  # still running: nothing to tell
+        await jobs.job("MODIFIED", first("3", "Complete"))
+        await jobs.job("MODIFIED", first("4", "Complete"))  # told already
+        await jobs.job("DELETED", first("5", "Complete"))  # deleted after it completed: told, once
+        await jobs.gone(ObjectRef(kind="Job", namespace="team-a", name="first", uid="uf"))
+        done = dict(waiter, status={"conditions": [{"type": "Complete", "status": "True"}]})
+        await jobs.job("MODIFIED", Job.model_validate(done))  # the waiter ran: it waits no more
+        await jobs.job("ADDED", first("6", "Failed"))
+
+    asyncio.run(scenario())
+    told = [s for s in rec.sent if s[0].startswith("dependency")]
+    assert told == [("dependency", wid), ("dependency gone", wid), ("dependency gone", wid)]
+    assert jobs._dependents == {} and jobs._awaits == {}
 
 
 def test_cronjob_router_reports_a_managed_cronjobs_job_once_per_outcome() -> None:

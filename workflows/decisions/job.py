@@ -53,13 +53,18 @@ from workflows.models.common import (
     finished_condition,
 )
 from workflows.models.job import (
+    AFTER_ANNOTATION,
     JOB_COMPONENT,
     BackoffRecord,
     CreatePodsInput,
     CreatePodsResult,
     DeletePodsInput,
+    Dependencies,
+    DependenciesInput,
+    Dependency,
     JobEvent,
     JobMemory,
+    JobOptions,
     JobSnapshot,
     JobSpecView,
     JobStatusView,
@@ -75,6 +80,7 @@ from workflows.models.job import (
     create_job_pods,
     delete_job_pods,
     observe_job,
+    read_job_dependencies,
     release_job_pods,
     release_unmatched_job_pods,
     write_job_status,
@@ -406,7 +412,7 @@ def plan_sync(
         snap: a fresh read of the Job and its Pods.
         memory: the workflow's durable memory (backoff record, released finalizers, JOB-38).
         now: the current instant (aware).
-        backoff_base: first recreation delay (JOB-69); shorter only in tests.
+        backoff_base: first recreation delay (JOB-69; a Job's annotation may set it, JOB-BACKOFF).
         backoff_cap: longest recreation delay (JOB-69).
 
     Returns:
@@ -989,6 +995,7 @@ class Books:
     sample: tuple[str, str] | None = None  # POL-49: (completion_mode, action) of this sync
     errored: bool = False  # POL-49: this sync met an error (result="error")
     again: bool = False  # the sync changed the Job in a way that asks for another sync at once
+    waiting: list[str] = field(default_factory=list)  # JOB-AFTER: the Jobs it waits for
     create_backoff: Backoff[timedelta] = field(
         default_factory=lambda: Backoff(timedelta(seconds=10), CREATE_BACKOFF_MAX))
 
@@ -1013,8 +1020,14 @@ def sync(b: Books, clock: Callable[[], datetime]) -> Steps[tuple[str | None, tim
     Returns the final outcome (the workflow ends) or None, and when to look again.
     """
     b.syncs += 1
+    b.plan = None  # this sync's, once made
     snap = yield from _observe(b)
-    plan = b.plan = plan_sync(snap, b.memory, clock())
+    opts = snap.options
+    if opts.problem and not snap.gone:
+        yield from report(b, "Warning", "InvalidAnnotation", opts.problem)
+    if (yield from _dependencies(b, snap, clock)):
+        return None, None  # JOB-AFTER: a wait without a timer, until the bridge reports a change
+    plan = b.plan = plan_sync(snap, b.memory, clock(), **_backoff(opts))
     b.sample = None if snap.gone or plan.finished else (completion_mode(snap.spec), plan.action)
     b.expect = _expected_pods(b, snap, plan)
     released_unmatched = yield from _release_unmatched(b, snap, plan)  # JOB-26, before all else
@@ -1036,6 +1049,69 @@ def sync(b: Books, clock: Callable[[], datetime]) -> Steps[tuple[str | None, tim
                           "no Pod holds the tracking finalizer")
         return b.finished or "gone", None  # not gone: just set from the finished condition
     return None, requeue if create_backoff is None else create_backoff  # refused: wait, whatever else is due
+
+
+def _dependencies(b: Books, snap: JobSnapshot, clock: Callable[[], datetime]) -> Steps[bool]:
+    """JOB-AFTER: True while no Pod may be created: a Job awaited has not Completed, or one has
+    failed (or was deleted unfinished) and this sync marked the Job failing."""
+    names = snap.options.after
+    if not names or b.memory.after_met or snap.gone or snap.deleting or decided_end(snap.status.conditions):
+        b.waiting = []
+        return False
+    read: Dependencies = yield Call(read_job_dependencies, DependenciesInput(namespace=b.ns, names=names))
+    verdict, seen, b.waiting, why = after_verdict(read.jobs, b.memory.after_seen, b.memory.after_ended)
+    b.memory = b.memory.model_copy(update={"after_seen": seen, "after_met": verdict == "met"})
+    if verdict == "met":
+        return False
+    if verdict == "failed":
+        yield from _fail(b, "DependencyFailed", why, clock())
+    else:
+        yield from report(b, "Normal", "WaitingForDependencies",
+                          f"waiting for Job(s) {', '.join(b.waiting)} to complete ({AFTER_ANNOTATION})")
+    return True
+
+
+def ended(memory: JobMemory, dep: Dependency) -> JobMemory:
+    """JOB-AFTER: keep the end the bridge reported of a Job awaited; a later report that it is gone
+    keeps the outcome an earlier one gave the same Job."""
+    before = next((d for d in memory.after_ended if d.name == dep.name), None)
+    if before is not None and before.uid == dep.uid and dep.outcome is None:
+        dep = dep.model_copy(update={"outcome": before.outcome})
+    return memory.model_copy(update={"after_ended": [*(d for d in memory.after_ended if d.name != dep.name), dep]})
+
+
+def after_verdict(jobs: list[Dependency], seen: dict[str, str],
+                  ended: list[Dependency]) -> tuple[Literal["met", "wait", "failed"], dict[str, str], list[str], str]:
+    """JOB-AFTER: whether the Jobs awaited all Completed (``met``), one failed or was deleted
+    before it finished (``failed``, and why), or the Job waits on; the uids seen unfinished, and
+    the Jobs still awaited.
+
+    ``jobs``: a fresh read; ``ended``: the ends the bridge reported, which stand for a Job the
+    read finds unfinished no more (deleted right after it Completed, by its TTL, say).
+    """
+    reported = {d.name: d for d in ended}
+    seen, waiting = dict(seen), []
+    for live in jobs:
+        end = reported.get(live.name)
+        d = end if live.outcome is None and end is not None and live.uid in ("", end.uid) else live
+        known = seen.get(d.name)
+        if d.outcome == "Failed":
+            return "failed", seen, [], f"Job {d.name} failed"
+        if d.outcome == "Complete":
+            continue
+        if d.gone or (known and d.uid != known):
+            return "failed", seen, [], f"Job {d.name} was deleted before it finished"
+        if d.uid:
+            seen[d.name] = d.uid
+        waiting.append(d.name)
+    return ("wait" if waiting else "met"), seen, waiting, ""
+
+
+def _backoff(opts: JobOptions) -> dict[str, timedelta]:
+    """JOB-BACKOFF: the Pod-recreation backoff the Job's annotations set (else JOB-69's)."""
+    base = DEFAULT_BACKOFF if opts.backoff_base_seconds is None else timedelta(seconds=opts.backoff_base_seconds)
+    cap = MAX_BACKOFF if opts.backoff_max_seconds is None else timedelta(seconds=opts.backoff_max_seconds)
+    return {"backoff_base": base, "backoff_cap": max(cap, base)}
 
 
 def report(b: Books, type_: EventType, reason: str, message: str) -> Steps[None]:
@@ -1142,6 +1218,8 @@ def _track(b: Books, snap: JobSnapshot, plan: SyncPlan, clock: Callable[[], date
         yield CountMetric(POD_FAILURES_HANDLED, n, {"action": action})
     if plan.release:  # step 2
         yield from _release(b, snap, plan.release)
+    if snap.options.delete_succeeded_pods and (succeeded := _released_succeeded(snap, plan)):
+        yield from _delete(b, succeeded, release=False)  # JOB-DELETE-SUCCEEDED: recorded in step 1, so still counted
     folded = fold(status, snap.pods, set(b.memory.finalizers_removed), snap.spec, clock(),
                   held_elsewhere=snap.rest.holding)
     if folded != status and not snap.gone:  # step 3
@@ -1149,6 +1227,14 @@ def _track(b: Books, snap: JobSnapshot, plan: SyncPlan, clock: Callable[[], date
             return None
         b.note_end(folded)
     return folded
+
+
+def _released_succeeded(snap: JobSnapshot, plan: SyncPlan) -> list[str]:
+    """JOB-DELETE-SUCCEEDED: the succeeded Pods whose finalizer is off (this sync's step 2, or one
+    cut short before its step 3): their uids are in the status, so deleting them changes no count."""
+    released = set(plan.release)
+    return [p.name for p in snap.pods
+            if p.phase == "Succeeded" and not p.deleting and (p.name in released or not p.has_finalizer)]
 
 
 def _release(b: Books, snap: JobSnapshot, names: list[str]) -> Steps[None]:

@@ -270,6 +270,56 @@ class PodTally(K8sModel):
     fail_job_message: str | None = None  # POL-11: the first FailJob match among them
 
 
+#: JOB-BACKOFF: the Pod-recreation backoff's first delay and its cap, in seconds
+BACKOFF_BASE_ANNOTATION = "batchd.io/backoff-base-seconds"
+BACKOFF_MAX_ANNOTATION = "batchd.io/backoff-max-seconds"
+#: JOB-DELETE-SUCCEEDED: a succeeded Pod is deleted once it is counted
+DELETE_SUCCEEDED_ANNOTATION = "batchd.io/delete-succeeded-pods"
+#: JOB-AFTER: Jobs (names, in the Job's namespace) that must be Complete before any Pod is created
+AFTER_ANNOTATION = "batchd.io/after"
+
+
+class JobOptions(K8sModel):
+    """What batchd's annotations on a Job ask of its controller, beyond the Job API."""
+
+    backoff_base_seconds: int | None = None  # JOB-BACKOFF
+    backoff_max_seconds: int | None = None
+    delete_succeeded_pods: bool = False  # JOB-DELETE-SUCCEEDED
+    after: list[str] = Field(default_factory=list)  # JOB-AFTER
+    problem: str | None = None  # the annotations ignored, and why (a Warning InvalidAnnotation)
+
+    @classmethod
+    def of(cls, annotations: dict[str, str]) -> JobOptions:
+        problems: list[str] = []
+
+        def seconds(name: str) -> int | None:
+            raw = annotations.get(name)
+            if raw is None:
+                return None
+            if raw.isascii() and raw.isdigit() and int(raw) <= MAX_INT32:
+                return int(raw)
+            problems.append(f"annotation {name}={raw!r} must be a whole number of seconds; ignored")
+            return None
+
+        base, most = seconds(BACKOFF_BASE_ANNOTATION), seconds(BACKOFF_MAX_ANNOTATION)
+        if base is not None and most is not None and most < base:
+            problems.append(f"annotation {BACKOFF_MAX_ANNOTATION} is below {BACKOFF_BASE_ANNOTATION}; both ignored")
+            base = most = None
+        raw = annotations.get(DELETE_SUCCEEDED_ANNOTATION, "false")
+        if raw not in ("true", "false"):
+            problems.append(f"annotation {DELETE_SUCCEEDED_ANNOTATION}={raw!r} must be \"true\" or \"false\"; ignored")
+        after = [n.strip() for n in annotations.get(AFTER_ANNOTATION, "").split(",") if n.strip()]
+        if any(not _DNS_NAME.fullmatch(n) for n in after):
+            problems.append(f"annotation {AFTER_ANNOTATION}={annotations[AFTER_ANNOTATION]!r} must be Job names "
+                            "separated by commas; ignored")
+            after = []
+        return cls(backoff_base_seconds=base, backoff_max_seconds=most, delete_succeeded_pods=raw == "true",
+                   after=after, problem="; ".join(problems) or None)
+
+
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
 class JobSnapshot(K8sModel):
     """A fresh read of a Job and its Pods, taken by the ``observe_job`` activity.
 
@@ -291,6 +341,7 @@ class JobSnapshot(K8sModel):
     unmatched: list[PodInfo] = Field(default_factory=list)
     rest: PodTally = Field(default_factory=PodTally)  # JOB-92: the Pods not in ``pods``
     pods_rv: int = 0  # JOB-93: the resourceVersion the Pods were read at (0: a LIST)
+    options: JobOptions = Field(default_factory=JobOptions)
 
 
 class BackoffRecord(K8sModel):
@@ -298,6 +349,24 @@ class BackoffRecord(K8sModel):
 
     failures_after_last_success: int = 0
     last_failure_time: datetime | None = None
+
+
+class Dependency(K8sModel):
+    """JOB-AFTER: one Job another waits for, as a read or the bridge saw it."""
+
+    name: str
+    uid: str = ""  # "" : no such Job
+    outcome: Literal["Complete", "Failed"] | None = None
+    gone: bool = False  # deleted (with ``outcome`` None: before it finished)
+
+
+class DependenciesInput(K8sModel):
+    namespace: str
+    names: list[str]
+
+
+class Dependencies(K8sModel):
+    jobs: list[Dependency] = Field(default_factory=list)
 
 
 class JobMemory(K8sModel):
@@ -310,6 +379,11 @@ class JobMemory(K8sModel):
     #: workflow read or wrote (0: none known, as for a run started before it was kept)
     pods_rv: int = 0
     reported: list[str] = Field(default_factory=list)  # the latest Events recorded, as reason:message
+    #: JOB-AFTER: the uid each awaited Job had when seen unfinished; the ends the bridge reported;
+    #: whether every one has Completed (then the Job runs, and they are read no more)
+    after_seen: dict[str, str] = Field(default_factory=dict)
+    after_ended: list[Dependency] = Field(default_factory=list)
+    after_met: bool = False
 
 
 class PodToCreate(K8sModel):
@@ -462,7 +536,7 @@ def job_snapshot(job: dict[str, Any] | None, pods: Sequence[dict[str, Any] | Pod
             start_time=_ts(status.get("startTime")), completion_time=_ts(status.get("completionTime")),
             conditions=[Condition.model_validate(c) for c in status.get("conditions") or []],
         ),
-        pods=infos, unmatched=[_info(p) for p in unmatched],
+        pods=infos, unmatched=[_info(p) for p in unmatched], options=JobOptions.of(meta.get("annotations") or {}),
     )
 
 
@@ -472,10 +546,13 @@ def _info(pod: dict[str, Any] | PodInfo) -> PodInfo:
 
 def sync_key(job: Job) -> tuple[object, ...]:
     """What of a Job's own object is news to its workflow: its spec (the generation), a deletion
-    under way, its end. A sync re-reads everything else, and its Pods' changes poke on their
-    own; its status is the workflow's own write, so a change there is not news."""
+    under way, its end, batchd's annotations (:class:`JobOptions`). A sync re-reads everything
+    else, and its Pods' changes poke on their own; its status is the workflow's own write, so a
+    change there is not news."""
     meta = job.metadata
-    return meta.generation, meta.deletion_timestamp is not None, finished_condition(job.status.conditions) is not None
+    ours = tuple(sorted((k, v) for k, v in meta.annotations.items() if k.startswith("batchd.io/")))  # JobOptions
+    return (meta.generation, meta.deletion_timestamp is not None, finished_condition(job.status.conditions) is not None,
+            ours)
 
 
 def job_in_scope(job: Job, scope: str) -> bool:
@@ -608,6 +685,12 @@ def release_job_pods(inp: ReleaseInput) -> PodsResult:
 @declare_activity
 def release_unmatched_job_pods(inp: ReleaseUnmatchedInput) -> PodsResult:
     """JOB-26: release Pods whose labels stopped matching, as upstream's ``ReleasePod``."""
+    raise NotImplementedError
+
+
+@declare_activity
+def read_job_dependencies(inp: DependenciesInput) -> Dependencies:
+    """JOB-AFTER: GET each Job the Job waits for: its uid and how it ended, if it has."""
     raise NotImplementedError
 
 
