@@ -114,21 +114,23 @@ def task_queue() -> str:
 
 @contextlib.asynccontextmanager
 async def running(client: Client, kube: Kube, task_queue: str, namespace: str | None = None,
-                  *, bridge: bool = True, lease: LeaseSettings | None = None,
+                  *, bridge: bool = True, lease: LeaseSettings | None = None, cloudevents_sink: str | None = None,
                   **bridge_kw: Any) -> AsyncIterator[Bridge | None]:
     """A worker (and a bridge watching ``namespace``) on ``task_queue`` for the body of the block.
 
     ``lease``: the bridge routes only while it holds that Lease (WATCH-4); else always.
+    ``cloudevents_sink``: the worker's ``--cloudevents-sink`` (NOTIFY-EVENTS).
     """
     async with contextlib.AsyncExitStack() as workers:
         br: Bridge | None = None
         if bridge:
             bridge_kw.setdefault("ttl_scope", "all")  # TTL tests finish Jobs by hand (tests/k8s.HAND_RUN)
             br = Bridge(client, kube, BridgeSettings(namespaces=(namespace,) if namespace else (),
-                                                     task_queue=task_queue, **bridge_kw),
+                                                     task_queue=task_queue, cloudevents=cloudevents_sink is not None,
+                                                     **bridge_kw),
                         elector=Elector(kube, lease) if lease else None)
         for w in build_workers(client, kube, task_queue=task_queue, cronjob_cache=br.cached_cronjob if br else None,
-                               job_pods=br.job_pods if br else None):
+                               job_pods=br.job_pods if br else None, cloudevents_sink=cloudevents_sink):
             await workers.enter_async_context(w)
         if br is not None:
             _record_routed(br)

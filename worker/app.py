@@ -156,6 +156,7 @@ class WorkerSettings:
     max_cached_workflows: int = 1000
     sticky_wait: float = STICKY_WAIT.total_seconds()  # seconds a workflow task waits for this worker's cache
     lease: LeaseSettings | None = None  # leader election (WATCH-4); None: this bridge always sends
+    cloudevents_sink: str | None = None  # NOTIFY-EVENTS: where CloudEvents go (the bridge's ``cloudevents`` says whether)
 
 
 class HealthServer:
@@ -266,7 +267,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
     workers = build_workers(client, kube, task_queue=settings.bridge.task_queue,
                             max_concurrent_activities=settings.max_concurrent_activities,
                             max_cached_workflows=settings.max_cached_workflows, cronjob_cache=bridge.cached_cronjob,
-                            job_pods=bridge.job_pods,
+                            job_pods=bridge.job_pods, cloudevents_sink=settings.cloudevents_sink,
                             sticky_wait=timedelta(seconds=settings.sticky_wait))
     main_queue, timed_queue = settings.bridge.task_queue, timed_task_queue(settings.bridge.task_queue)
     readiness = Readiness(client, lambda: bridge.synced, workers, [

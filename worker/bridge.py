@@ -108,6 +108,7 @@ class BridgeSettings:
     cronjob_lead: float = 60.0  # seconds: CronJob workflows arm each creation this early (0: off)
     resync_seconds: float = 600.0
     shards: int = 8
+    cloudevents: bool = False  # NOTIFY-EVENTS: the workflows send CloudEvents (the worker has a sink)
 
 
 class Bridge:
@@ -121,8 +122,8 @@ class Bridge:
         self.clock = clock or SystemClock()
         workflows = Workflows(client, settings.task_queue)
         self.ttl_router = TTLRouter(workflows, kube, self.clock, scope=settings.ttl_scope)
-        self.cronjob_router = CronJobRouter(workflows, lead=settings.cronjob_lead)
-        self.job_router = JobRouter(workflows, scope=settings.job_scope)
+        self.cronjob_router = CronJobRouter(workflows, lead=settings.cronjob_lead, notify=settings.cloudevents)
+        self.job_router = JobRouter(workflows, scope=settings.job_scope, notify=settings.cloudevents)
         #: JOB-93: the Pods batchd made, by Job, as the Job activities read them
         self.job_pods = JobPodIndex()
         self._queues: list[_Shard] = []

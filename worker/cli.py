@@ -156,6 +156,14 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str) -> int:
         raise click.BadParameter(str(err)) from None
 
 
+def _sink(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    from urllib.parse import urlsplit
+
+    if value is not None and (urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).hostname):
+        raise click.BadParameter(f"not an http(s) URL: {value!r}")
+    return value
+
+
 output_option = click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table",
                              show_default=True, help="Human table, or JSON for scripts.")
 
@@ -180,6 +188,10 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
               help="Seconds before each schedule time that a CronJob workflow (policy Allow) hands the Job's "
                    "creation to the worker, which creates it on the second however many CronJobs share the "
                    "time; 0: the workflow wakes at the time itself.")
+@click.option("--cloudevents-sink", default=None, metavar="URL", callback=_sink,
+              help="POST a CloudEvent (structured JSON) here for each Job that finishes, each CronJob run "
+                   "missed or skipped, and each CronJob the breaker suspends; delivered at least once, "
+                   "retried while the sink is down. Off by default.")
 @click.option("--resync-seconds", type=float, default=600.0, show_default=True, help="Period at which every cached object is routed again (from the cache, no list).")
 @click.option("--health-port", type=int, default=8080, show_default=True, help="/healthz, /readyz and /metrics.")
 @click.option("--max-concurrent-activities", type=int, default=64, show_default=True)
@@ -212,7 +224,7 @@ def worker(task_queue: str, kubeconfig: Path | None, namespaces: str, ttl_scope:
            leader_elect: bool,
            leader_elect_resource_namespace: str, leader_elect_resource_name: str, leader_elect_lease_duration: int,
            leader_elect_renew_deadline: int, leader_elect_retry_period: int, log_format: str, log_level: str,
-           **temporal: Any) -> None:
+           cloudevents_sink: str | None, **temporal: Any) -> None:
     """Run the Temporal worker and the Kubernetes bridge (one process; run 2+ replicas safely)."""
     from worker import app, telemetry
     from worker.bridge import BridgeSettings
@@ -230,7 +242,9 @@ def worker(task_queue: str, kubeconfig: Path | None, namespaces: str, ttl_scope:
         temporal=_temporal_settings(temporal),
         bridge=BridgeSettings(namespaces=tuple(n.strip() for n in namespaces.split(",") if n.strip()),
                               ttl_scope=ttl_scope, job_scope=job_scope, cronjob_selector=cronjob_selector,
-                              cronjob_lead=cronjob_lead, task_queue=task_queue, resync_seconds=resync_seconds),
+                              cronjob_lead=cronjob_lead, task_queue=task_queue, resync_seconds=resync_seconds,
+                              cloudevents=cloudevents_sink is not None),
+        cloudevents_sink=cloudevents_sink,
         kubeconfig=kubeconfig,
         health_port=health_port,
         max_concurrent_activities=max_concurrent_activities,

@@ -247,8 +247,8 @@ class TTLRouter:
 class CronJobRouter:
     """CronJobs: one workflow per managed CronJob, told of spec changes and of its Jobs' ends."""
 
-    def __init__(self, workflows: Workflows, *, lead: float) -> None:
-        self.workflows, self.lead = workflows, lead
+    def __init__(self, workflows: Workflows, *, lead: float, notify: bool = False) -> None:
+        self.workflows, self.lead, self.notify = workflows, lead, notify
         self._managed: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of the CronJobs batchd manages
         self._sent: dict[str, str] = {}  # CronJob uid -> decision key last sent
         self._reported: dict[str, str] = {}  # Job uid -> outcome last reported to its CronJob's workflow
@@ -269,7 +269,8 @@ class CronJobRouter:
 
     async def cronjob(self, etype: str, obj: dict[str, Any]) -> None:
         """Start or inform the CronJob's workflow; status-only changes (its own writes) are skipped."""
-        obs = CronJobObservation.of(CronJob.model_validate(obj)).model_copy(update={"lead_seconds": self.lead})
+        obs = CronJobObservation.of(CronJob.model_validate(obj)).model_copy(
+            update={"lead_seconds": self.lead, "cloudevents": self.notify})
         wid = cronjob_workflow_id(obs.namespace, obs.name)
         if etype == "DELETED":
             self._sent.pop(obs.uid, None)
@@ -315,8 +316,8 @@ class CronJobRouter:
 class JobRouter:
     """The Job controller: one workflow per Job batchd runs, poked when the Job or its Pods change."""
 
-    def __init__(self, workflows: Workflows, *, scope: str) -> None:
-        self.workflows, self.scope = workflows, scope
+    def __init__(self, workflows: Workflows, *, scope: str, notify: bool = False) -> None:
+        self.workflows, self.scope, self.notify = workflows, scope, notify
         self._sent: dict[str, tuple[Any, ...]] = {}  # Job uid -> what its workflow was last told
         self._to_poke: set[str] = set()  # workflows to poke on the next tick (coalesces Pod events)
         #: JOB-AFTER: (namespace, name) of a Job awaited -> the workflows of the Jobs that await it
@@ -350,7 +351,8 @@ class JobRouter:
         elif finished:
             pass  # the workflow wrote it, and looks again while Pods still hold the finalizer (JOB-5)
         else:
-            await self.workflows.start(JobWorkflow.run, JobInput(namespace=meta.namespace, name=meta.name, uid=meta.uid),
+            await self.workflows.start(JobWorkflow.run, JobInput(namespace=meta.namespace, name=meta.name, uid=meta.uid,
+                                                                 notify=self.notify),
                                        ref=ObjectRef(kind="Job", namespace=meta.namespace, name=meta.name, uid=meta.uid),
                                        wid=wid, signal="poke", summary=f"Job {meta.namespace}/{meta.name}")
         if etype == "DELETED":

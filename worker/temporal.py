@@ -39,7 +39,7 @@ from temporalio.worker.workflow_sandbox import _runner as sandbox_runner
 
 from activities.contract import check_implemented
 from activities.cronjob import CronJobActivities, CronJobCache
-from activities.events import EventActivities
+from activities.events import CloudEventActivities, EventActivities
 from activities.job import JobActivities, JobPodIndex
 from activities.ttl import TTLActivities
 from kube.client import Clock, Kube
@@ -333,7 +333,8 @@ async def ensure_search_attributes(client: Client, keys: Sequence[SearchAttribut
 
 
 def activities(kube: Kube, clock: Clock | None = None, cronjob_cache: CronJobCache | None = None,
-               job_pods: JobPodIndex | None = None) -> tuple[list[Callable[..., object]], list[Callable[..., object]]]:
+               job_pods: JobPodIndex | None = None, cloudevents_sink: str | None = None,
+               ) -> tuple[list[Callable[..., object]], list[Callable[..., object]]]:
     """Every activity, bound to ``kube``: the main task queue's, and the timed one's (armed CronJob creations).
 
     Raises:
@@ -342,7 +343,7 @@ def activities(kube: Kube, clock: Clock | None = None, cronjob_cache: CronJobCac
     """
     cronjob = CronJobActivities(kube, clock, cronjob_cache)
     main = [*TTLActivities(kube, clock).all(), *cronjob.all(), *JobActivities(kube, clock, job_pods).all(),
-            EventActivities(kube, clock).record_event]
+            EventActivities(kube, clock).record_event, CloudEventActivities(cloudevents_sink).deliver]
     timed: list[Callable[..., object]] = [cronjob.create_job_at]
     check_implemented([*main, *timed])
     return main, timed
@@ -358,6 +359,7 @@ def build_workers(
     cronjob_cache: CronJobCache | None = None,
     job_pods: JobPodIndex | None = None,
     sticky_wait: timedelta = STICKY_WAIT,
+    cloudevents_sink: str | None = None,
     **options: Any,
 ) -> list[Worker]:
     """The main worker (every workflow and activity; sync activities in a thread pool) and the timed one.
@@ -368,7 +370,7 @@ def build_workers(
     its :attr:`~worker.bridge.Bridge.job_pods` when it runs in the same process. Raises
     :class:`TypeError` as :func:`activities` does.
     """
-    main, timed = activities(kube, clock, cronjob_cache, job_pods)
+    main, timed = activities(kube, clock, cronjob_cache, job_pods, cloudevents_sink)
     return [
         Worker(
             client,

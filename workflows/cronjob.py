@@ -42,7 +42,7 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from workflows.decisions import cronjob as decide
     from workflows.decisions.cronjob import Run
-    from workflows.execute import Call, Emit, Wait, WorkflowSide, execute
+    from workflows.execute import Call, Emit, Notify, Wait, WorkflowSide, execute
     from workflows.identity import NEXT_SCHEDULE_TIME, timed_task_queue
     from workflows.models.common import EventInput
     from workflows.models.cronjob import (
@@ -245,6 +245,7 @@ class CronJobWorkflow(WorkflowSide):
 
     @workflow.run
     async def run(self, inp: CronJobInput) -> str:
+        asyncio.create_task(self._deliver())  # noqa: RUF006 (ends with the run)
         as_of: datetime | None = None
         while not self.obs.gone:
             async with self._lock:
@@ -258,7 +259,18 @@ class CronJobWorkflow(WorkflowSide):
                 await self._continue_as_new()
         workflow.upsert_search_attributes([NEXT_SCHEDULE_TIME.value_unset()])
         workflow.logger.info("CronJob %s/%s is gone; workflow ends", self.obs.namespace, self.obs.name)
+        if self.state.outbox:  # NOTIFY-EVENTS: what it has to tell goes out before it ends
+            await workflow.wait_condition(lambda: not self.state.outbox)
         return "gone"
+
+    async def _deliver(self) -> None:
+        """NOTIFY-DELIVERY: send the outbox's CloudEvents, oldest first, each until the sink takes it; a new
+        run (continue-as-new) goes on with what is left."""
+        while True:
+            await workflow.wait_condition(lambda: bool(self.state.outbox))
+            event = self.state.outbox[0]
+            await self.perform(Notify(event))
+            self.state = decide.delivered(self.state, event.id)
 
     async def _continue_as_new(self) -> None:
         """Start a new run with this state, once every handler is done and every Event recorded (CJ-51).

@@ -25,13 +25,15 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.models.common import EventInput, record_event
+    from workflows.models.common import CloudEvent, EventInput, deliver_cloudevent, record_event
     from workflows.policies import (
         BULK_HEARTBEAT,
         BULK_TIMEOUT,
         K8S_BEST_EFFORT_RETRY,
         K8S_CALL_TIMEOUT,
         K8S_RETRY,
+        NOTIFY_RETRY,
+        NOTIFY_TIMEOUT,
     )
 
 In = TypeVar("In")
@@ -60,6 +62,13 @@ class Emit:
 
 
 @dataclass(frozen=True, slots=True)
+class Notify:
+    """NOTIFY-DELIVERY: deliver a CloudEvent to the worker's sink, retried until it is taken (at least once)."""
+
+    event: CloudEvent
+
+
+@dataclass(frozen=True, slots=True)
 class Patched:
     """Whether this run takes the code path named ``patch_id`` (``workflow.patched``): True for
     a new run; a recorded history answers as it was recorded."""
@@ -84,7 +93,7 @@ class Log:
     message: str
 
 
-Step = Call[Any] | Emit | Patched | Wait | Log
+Step = Call[Any] | Emit | Notify | Patched | Wait | Log
 #: A decision with steps: yields steps, is sent each one's result, returns its outcome.
 Steps = Generator[Any, Any, R]
 
@@ -131,6 +140,15 @@ class WorkflowSide:
                 summary=step.summary)
         if isinstance(step, Emit):
             return await record_event_best_effort(step.event)
+        if isinstance(step, Notify):
+            try:
+                return await workflow.execute_activity(
+                    deliver_cloudevent, step.event, start_to_close_timeout=NOTIFY_TIMEOUT, retry_policy=NOTIFY_RETRY,
+                    summary=f"CloudEvent {step.event.type}")
+            except ActivityError as err:  # the sink refused it for good (a 4xx): retrying cannot help
+                workflow.logger.error("CloudEvent %s (%s) not delivered: %s", step.event.id, step.event.type,
+                                      err.cause or err)
+                return None
         if isinstance(step, Wait):
             try:
                 await workflow.wait_condition(self.woken, timeout=step.timeout, timeout_summary=step.summary)

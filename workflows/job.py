@@ -106,7 +106,7 @@ class JobWorkflow(WorkflowSide):
     def __init__(self, inp: JobInput) -> None:
         self.ns, self.name, self.uid = inp.namespace, inp.name, inp.uid
         self.books = decide.Books(inp.namespace, inp.name, inp.uid, inp.memory, suffix=_suffix,
-                                   expect=list(inp.expect))
+                                   expect=list(inp.expect), notify=inp.notify)
         self._poked = False
         self._failure_backoff = Backoff(timedelta(seconds=10), decide.CREATE_BACKOFF_MAX)
         self.metrics = JobMetrics()
@@ -190,7 +190,7 @@ class JobWorkflow(WorkflowSide):
             await self._wait(None if requeue is None else max(requeue, timedelta(seconds=1)))
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(JobInput(namespace=self.ns, name=self.name, uid=self.uid, memory=self.books.memory,
-                                          expect=self.books.expect))
+                                          expect=self.books.expect, notify=self.books.notify))
 
 
 def _suffix() -> str:

@@ -19,6 +19,7 @@ from kube.client import Kube
 from tests.conftest import eventually, workflow_exists
 from tests.e2e.test_worker_process import free_port, ready, worker_process
 from tests.integration.test_job import job_manifest, no_finalizers_left, pods_of
+from tests.sink import sink_server
 from workflows.identity import job_workflow_id
 from workflows.models.jobpods import (
     format_indexes,
@@ -235,3 +236,31 @@ async def test_a_job_waiting_for_another_survives_sigkills_and_starts_only_after
     assert len(pods) == 3 and all(p["status"]["phase"] == "Succeeded" for p in pods)
     assert min(p["metadata"]["creationTimestamp"] for p in pods) >= completed  # none before it Completed
     assert kube.get("Job", namespace, "waiter")["status"]["succeeded"] == 3
+
+
+@pytest.mark.timeout(300)
+async def test_a_job_end_reaches_a_sink_that_was_down_across_a_sigkilled_worker(
+    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    tmp_path: Path,
+) -> None:
+    """NOTIFY-DELIVERY with ``batchd worker --cloudevents-sink``: the sink refuses while the first
+    worker runs, that worker is SIGKILLed, and the next one delivers the event once it is back."""
+    health = free_port()
+    with sink_server() as sink:
+        sink.status = 503
+        job = kube.create("Job", namespace, job_manifest("told", completions=2, parallelism=2, run_seconds=0.5))
+        with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health,
+                            "--cloudevents-sink", sink.url) as proc:
+            await ready(health)
+            await eventually(lambda: sink.refused >= 1, timeout=120, what="a refused delivery")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        assert _finished(kube, namespace, "told") and sink.received == []
+        sink.status = 204
+        with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w1.log", health,
+                            "--cloudevents-sink", sink.url):
+            await ready(health)
+            wid = job_workflow_id(namespace, "told", job["metadata"]["uid"])
+            assert await asyncio.wait_for(temporal_env.client.get_workflow_handle(wid).result(), 120) == "Complete"
+        ids = {e["id"] for e in sink.by_type("io.batchd.job.complete")}
+    assert ids == {f"{job['metadata']['uid']}/complete"}

@@ -32,7 +32,13 @@ from typing import Any, Literal, Protocol
 
 from workflows import cron
 from workflows.execute import Call, Log, Steps
-from workflows.models.common import EventInput, ObjectRef
+from workflows.models.common import (
+    CRONJOB_MISSED_EVENT,
+    CRONJOB_SUSPENDED_EVENT,
+    CloudEvent,
+    EventInput,
+    ObjectRef,
+)
 from workflows.models.cronjob import (
     BACKFILL_LIMIT,
     CRONJOB_COMPONENT,
@@ -69,6 +75,7 @@ from workflows.times import plus_seconds
 from workflows.times import rfc3339 as iso
 
 RECENT_RUNS = 10
+OUTBOX = 200  # NOTIFY-EVENTS: CloudEvents a CronJob keeps while its sink is down
 REMEMBERED = 200  # counted Job uids and reported warnings kept for de-duplication
 
 Subminute = Callable[[], bool]
@@ -181,6 +188,17 @@ class _Edit:
 
     def ledger_add(self, entry: LedgerEntry) -> None:
         self.set(ledger=[*self.s.ledger, entry][-LEDGER_SIZE:])
+        if entry.outcome not in ("created", "replaced"):  # NOTIFY-EVENTS: a run missed or skipped
+            self.notify(CRONJOB_MISSED_EVENT, f"{iso(entry.scheduled_time)}/{entry.outcome}", entry.scheduled_time,
+                        {"scheduledTime": iso(entry.scheduled_time), "source": entry.source, "outcome": entry.outcome})
+
+    def notify(self, type_: str, occurrence: str, time: datetime, data: dict[str, Any]) -> None:
+        """NOTIFY-EVENTS: queue a CloudEvent, if the worker has a sink; the oldest go beyond OUTBOX."""
+        o = self.obs
+        if o.cloudevents:
+            ev = CloudEvent.about(ObjectRef(kind="CronJob", namespace=o.namespace, name=o.name, uid=o.uid),
+                                  type_, occurrence, time, data)
+            self.set(outbox=[*self.s.outbox, ev][-OUTBOX:])
 
     def record_run(self, run: CronJobRun) -> None:
         self.set(recent=[*self.s.recent, run][-RECENT_RUNS:])
@@ -219,8 +237,9 @@ def observe(state: CronJobState, obs: CronJobObservation) -> Observed:
         if obs.uid and obs.uid != old.uid:
             return Observed(state, changed=False, replan=False)  # the end of a namesake that is not ours
         return Observed(gone(state), changed=True, replan=True)
-    if obs.uid != old.uid:
-        return Observed(new_state(obs), changed=True, replan=True, adopted=True)
+    if obs.uid != old.uid:  # what the old one had still to tell goes out all the same (NOTIFY-EVENTS)
+        return Observed(new_state(obs).model_copy(update={"outbox": state.outbox}), changed=True, replan=True,
+                        adopted=True)
     return Observed(state.model_copy(update={"observation": obs}), changed=True,
                     replan=obs.decision_key() != old.decision_key())
 
@@ -290,10 +309,14 @@ def breaker(state: CronJobState, now: datetime) -> SetSuspendInput | None:
     return suspend_change(state, True, f"{n} consecutive failures", now)
 
 
-def tripped(state: CronJobState, patch: SetSuspendInput) -> tuple[CronJobState, list[EventInput]]:
+def tripped(state: CronJobState, patch: SetSuspendInput,
+            now: datetime) -> tuple[CronJobState, list[EventInput]]:
     """Fold the breaker's suspension in: the count starts afresh, and a Warning says why."""
     e = _Edit(suspended(state, patch))
     e.set(failures_in_a_row=0)
+    at = patch.at or now
+    e.notify(CRONJOB_SUSPENDED_EVENT, f"suspended/{iso(at)}", at,
+             {"reason": patch.reason, "suspendedAt": iso(at), "failuresInARow": state.failures_in_a_row})
     e.event("Warning", "SuspendedAfterFailures",
             f"suspended after {patch.reason} of scheduled Jobs ({SUSPEND_AFTER_FAILURES_ANNOTATION}); "
             "resume it with `batchd cronjob resume` or spec.suspend: false")
@@ -313,7 +336,7 @@ def run_pass(b: Books, now: datetime, *, armed: bool, subminute: Subminute, cloc
         if res.gone:
             b.state = gone(b.state)
             return PassEnd(None)
-        b.state, events = tripped(b.state, trip)
+        b.state, events = tripped(b.state, trip, clock())
         b.events += events
     plan = plan_pass(b.state, now, armed=armed, subminute=subminute)
     b.state = plan.state
@@ -485,6 +508,11 @@ def _limits(e: _Edit, now: datetime) -> int | None:
                     f"{o.max_runs} scheduled Job(s) created ({MAX_RUNS_ANNOTATION}); no more scheduled Jobs",
                     type_="Normal")
     return left
+
+
+def delivered(state: CronJobState, event_id: str) -> CronJobState:
+    """NOTIFY-EVENTS: take a delivered CloudEvent out of the outbox."""
+    return state.model_copy(update={"outbox": [ev for ev in state.outbox if ev.id != event_id]})
 
 
 def limits_reached(state: CronJobState, now: datetime) -> tuple[CronJobState, list[EventInput]]:

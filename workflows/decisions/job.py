@@ -41,11 +41,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from workflows.execute import Call, Emit, Log, Patched, Steps
+from workflows.execute import Call, Emit, Log, Notify, Patched, Steps
 from workflows.jobmetrics import POD_FAILURES_HANDLED, PODS_CREATION, completion_mode
 from workflows.models.common import (
     COMPLETE,
     FAILED,
+    JOB_COMPLETE_EVENT,
+    JOB_FAILED_EVENT,
+    CloudEvent,
     Condition,
     EventInput,
     EventType,
@@ -996,6 +999,7 @@ class Books:
     errored: bool = False  # POL-49: this sync met an error (result="error")
     again: bool = False  # the sync changed the Job in a way that asks for another sync at once
     waiting: list[str] = field(default_factory=list)  # JOB-AFTER: the Jobs it waits for
+    notify: bool = False  # NOTIFY-EVENTS: a CloudEvent when the Job finishes
     create_backoff: Backoff[timedelta] = field(
         default_factory=lambda: Backoff(timedelta(seconds=10), CREATE_BACKOFF_MAX))
 
@@ -1047,6 +1051,8 @@ def sync(b: Books, clock: Callable[[], datetime]) -> Steps[tuple[str | None, tim
     if done:
         yield Log("info", f"Job {b.ns}/{b.name} {'is gone' if snap.gone else 'finished'}; "
                           "no Pod holds the tracking finalizer")
+        if b.notify and b.finished is not None:
+            yield Notify(finished_event(b, folded, clock()))
         return b.finished or "gone", None  # not gone: just set from the finished condition
     return None, requeue if create_backoff is None else create_backoff  # refused: wait, whatever else is due
 
@@ -1112,6 +1118,22 @@ def _backoff(opts: JobOptions) -> dict[str, timedelta]:
     base = DEFAULT_BACKOFF if opts.backoff_base_seconds is None else timedelta(seconds=opts.backoff_base_seconds)
     cap = MAX_BACKOFF if opts.backoff_max_seconds is None else timedelta(seconds=opts.backoff_max_seconds)
     return {"backoff_base": base, "backoff_cap": max(cap, base)}
+
+
+def finished_event(b: Books, status: JobStatusView, now: datetime) -> CloudEvent:
+    """NOTIFY-EVENTS: ``io.batchd.job.complete`` or ``io.batchd.job.failed``, once per Job."""
+    interim = _interim_end(status.conditions)
+    condition = finished_condition(status.conditions) or (interim[0] if interim else None)
+    outcome = b.finished or FAILED
+    return CloudEvent.about(
+        ObjectRef(kind="Job", namespace=b.ns, name=b.name, uid=b.uid),
+        JOB_COMPLETE_EVENT if outcome == COMPLETE else JOB_FAILED_EVENT, outcome.lower(),
+        condition.last_transition_time if condition and condition.last_transition_time else now,
+        {"outcome": outcome, "reason": condition.reason if condition else None,
+         "message": condition.message if condition else None, "succeeded": status.succeeded,
+         "failed": status.failed, "completedIndexes": status.completed_indexes or None,
+         "startTime": status.start_time.isoformat() if status.start_time else None,
+         "completionTime": status.completion_time.isoformat() if status.completion_time else None})
 
 
 def report(b: Books, type_: EventType, reason: str, message: str) -> Steps[None]:

@@ -250,3 +250,42 @@ def declare_activity(fn: Declaration) -> Declaration:
 def record_event(inp: EventInput) -> None:
     """Record (or aggregate) a Kubernetes Event on ``inp.ref``; every workflow uses it, best effort."""
     raise NotImplementedError
+
+
+#: NOTIFY-EVENTS: the CloudEvent types batchd sends to ``batchd worker --cloudevents-sink``
+JOB_COMPLETE_EVENT = "io.batchd.job.complete"
+JOB_FAILED_EVENT = "io.batchd.job.failed"
+CRONJOB_MISSED_EVENT = "io.batchd.cronjob.missed"
+CRONJOB_SUSPENDED_EVENT = "io.batchd.cronjob.suspended"
+
+
+class CloudEvent(K8sModel):
+    """NOTIFY-EVENTS: one occurrence, as a CloudEvent 1.0 (structured JSON). ``id`` is the same however
+    often it is sent, so a receiver drops repeats."""
+
+    id: str
+    type: str
+    source: str  # the object's API path
+    subject: str  # its name
+    time: datetime
+    data: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def about(cls, ref: ObjectRef, type_: str, occurrence: str, time: datetime, data: dict[str, Any]) -> CloudEvent:
+        """An event of ``ref``'s; ``occurrence`` tells it from the object's other events (its outcome, a time)."""
+        plural = {"Job": "jobs", "CronJob": "cronjobs", "Pod": "pods"}[ref.kind]
+        group = "/api/v1" if ref.kind == "Pod" else "/apis/batch/v1"
+        return cls(id=f"{ref.uid}/{occurrence}", type=type_, source=f"{group}/namespaces/{ref.namespace}/{plural}/{ref.name}",
+                   subject=ref.name, time=time, data={"namespace": ref.namespace, "name": ref.name, "uid": ref.uid, **data})
+
+    def body(self) -> dict[str, Any]:
+        """The structured-mode JSON body."""
+        return {"specversion": "1.0", "id": self.id, "type": self.type, "source": self.source,
+                "subject": self.subject, "time": self.time.isoformat().replace("+00:00", "Z"),
+                "datacontenttype": "application/json", "data": self.data}
+
+
+@declare_activity
+def deliver_cloudevent(inp: CloudEvent) -> None:
+    """NOTIFY-EVENTS: POST ``inp`` to the worker's sink (none set: nothing to do); failures are retried."""
+    raise NotImplementedError

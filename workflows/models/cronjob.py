@@ -15,6 +15,7 @@ from workflows.cron import check_more
 from workflows.models.common import (
     MAX_INT32,
     WIRE,
+    CloudEvent,
     Job,
     K8sModel,
     ObjectMeta,
@@ -87,9 +88,9 @@ class CronJob(K8sModel):
 class CronJobObservation(Observation):
     """What the CronJob workflow reads of its CronJob, as the bridge (or a fresh GET) saw it."""
 
-    #: its status is the workflow's own write; ``lead_seconds`` is the bridge's, which the
-    #: workflow takes apart from the key
-    NOT_DECIDED = frozenset({"resource_version", "status", "lead_seconds"})
+    #: its status is the workflow's own write; ``lead_seconds`` and ``cloudevents`` are the
+    #: bridge's, which the workflow takes apart from the key
+    NOT_DECIDED = frozenset({"resource_version", "status", "lead_seconds", "cloudevents"})
 
     namespace: str
     name: str
@@ -115,6 +116,8 @@ class CronJobObservation(Observation):
     max_runs: int | None = None  # CJ-MAX-RUNS
     skip: list[str] = Field(default_factory=list)  # CJ-SKIP
     suspend_after_failures: int | None = None  # CJ-BREAKER
+    #: NOTIFY-EVENTS: not the CronJob's either: whether the sending bridge's worker has a CloudEvents sink
+    cloudevents: bool | None = None
 
     @classmethod
     def of(cls, cj: CronJob) -> CronJobObservation:
@@ -278,6 +281,7 @@ class CronJobState(K8sModel):
     backfilling: bool = False
     scheduled_runs: int = 0  # CJ-MAX-RUNS: Jobs created from the schedule while a limit is set
     failures_in_a_row: int = 0  # CJ-BREAKER: scheduled Jobs Failed since the last Complete
+    outbox: list[CloudEvent] = Field(default_factory=list)  # NOTIFY-EVENTS: not yet delivered, oldest first
 
 
 @dataclass(slots=True, kw_only=True, config=WIRE)

@@ -576,6 +576,7 @@ class JobInput(K8sModel):
     uid: str
     memory: JobMemory = Field(default_factory=JobMemory)
     expect: list[str] = Field(default_factory=list)  # ObserveJobInput.expect of the next sync (JOB-26)
+    notify: bool = False  # NOTIFY-EVENTS: the bridge's worker has a CloudEvents sink
 
 
 class ObserveJobInput(K8sModel):
