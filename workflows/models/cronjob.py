@@ -148,6 +148,10 @@ class CronJobObservation(Observation):
         )
 
 
+#: CJ-SCHEDULES, CJ-SKIP: the most cron expressions one annotation holds
+MAX_EXPRESSIONS = 50
+
+
 class Problems(list[str]):
     """batchd's annotations on a CronJob, read one by one; what is wrong with each, collected.
 
@@ -187,6 +191,8 @@ class Problems(list[str]):
         raw = self.annotations.get(name, "")
         expressions = [e.strip() for line in raw.splitlines() for e in line.split(";") if e.strip()]
         refused = [why for e in expressions if (why := check_more(e)) is not None]
+        if len(expressions) > MAX_EXPRESSIONS:  # each is evaluated at every step of the schedule's maths
+            refused = [f"{len(expressions)} expressions, more than {MAX_EXPRESSIONS}"]
         if refused:
             self.append(f"annotation {name}: {'; '.join(refused)}; {otherwise}")
             return []

@@ -309,14 +309,16 @@ class JobOptions(K8sModel):
         if raw not in ("true", "false"):
             problems.append(f"annotation {DELETE_SUCCEEDED_ANNOTATION}={raw!r} must be \"true\" or \"false\"; ignored")
         after = [n.strip() for n in annotations.get(AFTER_ANNOTATION, "").split(",") if n.strip()]
-        if any(not _DNS_NAME.fullmatch(n) for n in after):
-            problems.append(f"annotation {AFTER_ANNOTATION}={annotations[AFTER_ANNOTATION]!r} must be Job names "
-                            "separated by commas; ignored")
+        if len(after) > MAX_AFTER or any(not _DNS_NAME.fullmatch(n) for n in after):
+            problems.append(f"annotation {AFTER_ANNOTATION}={annotations[AFTER_ANNOTATION][:200]!r} must be at "
+                            f"most {MAX_AFTER} Job names separated by commas; ignored")
             after = []
         return cls(backoff_base_seconds=base, backoff_max_seconds=most, delete_succeeded_pods=raw == "true",
                    after=after, problem="; ".join(problems) or None)
 
 
+#: JOB-AFTER: the most Jobs one Job waits for (each is read at every sync of the wait)
+MAX_AFTER = 100
 _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
