@@ -1,0 +1,139 @@
+"""bench/soak: 2,000 CronJobs ``* * * * *`` and 10,000 sleeping TTL timers for 30 minutes — does the
+worker stay flat?
+
+    .venv/bin/python -m bench.soak [--cronjobs 2000] [--sleepers 10000] [--minutes 30] [--sample 20]
+
+One ``batchd worker`` process against kubesim and a dev server. The bench plays the Job controller
+by hand: each Job the CronJobs create is marked Complete a second after it appears, so each
+CronJob keeps its three newest Jobs (the history limit) and its state stays the size it has in a
+cluster. Prints (never asserts), every minute: the worker's RSS, the Jobs of that minute's schedule
+time and their creation skew (first watch event minus the scheduled time). At the end: the RSS
+slope over the last 10 minutes (MiB per minute, least squares), and for ``--sample`` CronJobs the
+history events of their current run and the Temporal actions per Job their runs cost so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio.client import Client
+
+from bench.cronjob import cronjob, watch_jobs
+from bench.harness import (
+    billable_actions,
+    cluster,
+    new_namespace,
+    percentile,
+    table,
+    worker_process,
+)
+from bench.ttl import make_finished_jobs, wait_running
+from tests.k8s import finish_job
+from workflows.identity import cronjob_workflow_id
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (x, y) points; nan for fewer than two."""
+    if len(points) < 2:
+        return float("nan")
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    var = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / var if var else float("nan")
+
+
+async def cronjob_costs(client: Client, ns: str, names: list[str], jobs: int) -> tuple[float, float]:
+    """Mean history events of the current run of ``names``, and the actions of all their runs so far
+    per Job they created (``jobs``)."""
+    events, actions = [], 0
+    for name in names:
+        wid = cronjob_workflow_id(ns, name)
+        async for run in client.list_workflows(f'WorkflowId = "{wid}"'):
+            hist = await client.get_workflow_handle(wid, run_id=run.run_id).fetch_history()
+            actions += billable_actions(hist)
+            if run.status is not None and run.status.name == "RUNNING":
+                events.append(len(hist.events))
+    return (sum(events) / len(events) if events else float("nan")), actions / max(1, jobs)
+
+
+async def main(count: int, sleepers: int, minutes: int, sample: int) -> None:
+    async with cluster() as (wd, env, kubeconfig, kube):
+        ns = new_namespace(kube, "bench-soak")
+        seen: dict[str, float] = {}
+        scheduled: dict[str, datetime] = {}
+        stop = threading.Event()
+        finisher = ThreadPoolExecutor(4)
+
+        def added(ev: dict[str, Any]) -> None:
+            meta = ev["object"].get("metadata", {})
+            stamp = (meta.get("annotations") or {}).get("batch.kubernetes.io/cronjob-scheduled-timestamp")
+            if ev["type"] == "ADDED" and stamp and meta["name"] not in seen:
+                seen[meta["name"]] = time.time()
+                scheduled[meta["name"]] = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+                finisher.submit(_finish_later, kube, ns, meta["name"])
+
+        threading.Thread(target=watch_jobs, args=(kube, ns, stop, added), daemon=True).start()
+        with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-soak",
+                            extra=["--ttl-scope", "all"]) as proc:
+            far = datetime.now(UTC) + timedelta(hours=3)
+            await asyncio.to_thread(make_finished_jobs, kube, ns, {f"sleep-{i:05d}": far for i in range(sleepers)})
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(lambda i: kube.create("CronJob", ns, cronjob(f"cj-{i:04d}")), range(count)))
+            await wait_running(env.client, ns, count + sleepers, datetime.now(UTC) + timedelta(minutes=15))
+            start = (datetime.now(UTC) + timedelta(minutes=1)).replace(second=0, microsecond=0)
+            rss: list[tuple[float, float]] = []
+            rows = []
+            for minute in range(minutes):
+                due = start + timedelta(minutes=minute)
+                await asyncio.sleep(max(0.0, (due + timedelta(seconds=50) - datetime.now(UTC)).total_seconds()))
+                cur, _ = proc.rss_mb()
+                rss.append((minute, cur))
+                skews = [seen[k] - due.timestamp() for k, t in list(scheduled.items()) if t == due]
+                rows.append((f"  {due:%H:%M}: RSS MiB, Jobs, skew p50 / p99 / max (s)",
+                             f"{cur:.0f}, {len(skews)}, {percentile(skews, 50):.2f} / {percentile(skews, 99):.2f} / "
+                             f"{max(skews, default=float('nan')):.2f}"))
+                print(rows[-1][0].strip(), rows[-1][1], flush=True)
+            _, peak = proc.rss_mb()
+            names = [f"cj-{i:04d}" for i in range(0, count, max(1, count // sample))][:sample]
+            made = sum(1 for k in list(seen) if k.rsplit("-", 1)[0] in set(names))
+            events, actions = await cronjob_costs(env.client, ns, names, made)
+        stop.set()
+        finisher.shutdown(wait=False, cancel_futures=True)
+    every = [seen[k] - t.timestamp() for k, t in scheduled.items() if start <= t]
+    print(f"soak: {count} CronJobs '* * * * *' and {sleepers} sleeping TTL timers, {minutes} minutes from "
+          f"{start:%H:%M} UTC, one worker")
+    print(table([
+        *rows,
+        ("Jobs created / expected", f"{len(every)} / {count * minutes}"),
+        ("skew p50 / p99 / max (s), all minutes",
+         f"{percentile(every, 50):.2f} / {percentile(every, 99):.2f} / {max(every, default=float('nan')):.2f}"),
+        ("RSS slope over the last 10 minutes (MiB/min)", f"{slope(rss[-10:]):+.2f}"),
+        ("worker peak RSS (MiB)", f"{peak:.0f}"),
+        (f"history events of a CronJob's current run (mean of {len(names)})", f"{events:.0f}"),
+        ("Temporal actions per Job, CronJob workflow", f"{actions:.1f}"),
+    ]))
+    print(f"(logs in {wd})")
+
+
+def _finish_later(kube: Any, ns: str, name: str) -> None:
+    time.sleep(1)
+    try:
+        finish_job(kube, ns, name, datetime.now(UTC).replace(microsecond=0))
+    except Exception:  # deleted by a history limit first, or kubesim busy: the next Job is finished anyway
+        pass
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cronjobs", type=int, default=2000)
+    parser.add_argument("--sleepers", type=int, default=10000)
+    parser.add_argument("--minutes", type=int, default=30)
+    parser.add_argument("--sample", type=int, default=20)
+    a = parser.parse_args()
+    asyncio.run(main(a.cronjobs, a.sleepers, a.minutes, a.sample))
