@@ -6,10 +6,12 @@ Layer: workflows (deterministic). Started and signalled by the bridge (worker/br
 workflow update execute …``, the SDK). Its activities are declared in workflows/models/cronjob.py
 and implemented in activities/cronjob.py.
 
-Every decision is made by the pure planner, ``workflows/decisions/cronjob.py``; this class executes its
-plans. One pass of upstream's ``syncCronJob`` is :meth:`sync`, and its workqueue ``AddAfter`` a
-durable timer to the next schedule time:
+Every decision is made by the pure functions of ``workflows/decisions/cronjob.py``; this class
+hands their steps to the executor (``workflows/execute.py``). One pass of upstream's
+``syncCronJob`` is :meth:`sync`, and its workqueue ``AddAfter`` a durable timer to the next
+schedule time:
 
+0. suspend the CronJob if its breaker tripped (CJ-BREAKER);
 1. delete the finished Jobs beyond the history limits;
 2. create the Job that is due (or, with catch-up, each missed one), under the concurrency policy;
 3. create the next Job of a one-at-a-time backfill;
@@ -245,7 +247,7 @@ class CronJobWorkflow(WorkflowSide):
 
     @workflow.run
     async def run(self, inp: CronJobInput) -> str:
-        asyncio.create_task(self._deliver())  # noqa: RUF006 (ends with the run)
+        self._delivery = asyncio.create_task(self._deliver())  # NOTIFY-DELIVERY, for as long as the run lasts
         as_of: datetime | None = None
         while not self.obs.gone:
             async with self._lock:
