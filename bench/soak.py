@@ -2,11 +2,15 @@
 worker stay flat?
 
     .venv/bin/python -m bench.soak [--cronjobs 2000] [--sleepers 10000] [--minutes 30] [--sample 20]
+                                   [--settle 2] [-- worker flags…]
 
 One ``batchd worker`` process against kubesim and a dev server. The bench plays the Job controller
 by hand: each Job the CronJobs create is marked Complete a second after it appears, so each
 CronJob keeps its three newest Jobs (the history limit) and its state stays the size it has in a
-cluster. Prints (never asserts), every minute: the worker's RSS, the Jobs of that minute's schedule
+cluster. Measuring starts ``--settle`` minutes after every workflow runs (the set-up's own
+bursts done). The worker runs with ``--max-cached-workflows 2500 --sticky-wait 60s`` (2,000
+CronJobs on one minute need a cache larger than they are, docs/benchmarks.md) unless other worker
+flags follow ``--``. Prints (never asserts), every minute: the worker's RSS, the Jobs of that minute's schedule
 time and their creation skew (first watch event minus the scheduled time). At the end: the RSS
 slope over the last 10 minutes (MiB per minute, least squares), and for ``--sample`` CronJobs the
 history events of their current run and the Temporal actions per Job their runs cost so far.
@@ -62,7 +66,7 @@ async def cronjob_costs(client: Client, ns: str, names: list[str], jobs: int) ->
     return (sum(events) / len(events) if events else float("nan")), actions / max(1, jobs)
 
 
-async def main(count: int, sleepers: int, minutes: int, sample: int) -> None:
+async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int, worker_args: list[str]) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
         ns = new_namespace(kube, "bench-soak")
         seen: dict[str, float] = {}
@@ -80,13 +84,13 @@ async def main(count: int, sleepers: int, minutes: int, sample: int) -> None:
 
         threading.Thread(target=watch_jobs, args=(kube, ns, stop, added), daemon=True).start()
         with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-soak",
-                            extra=["--ttl-scope", "all"]) as proc:
+                            extra=["--ttl-scope", "all", *worker_args]) as proc:
             far = datetime.now(UTC) + timedelta(hours=3)
             await asyncio.to_thread(make_finished_jobs, kube, ns, {f"sleep-{i:05d}": far for i in range(sleepers)})
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(lambda i: kube.create("CronJob", ns, cronjob(f"cj-{i:04d}")), range(count)))
             await wait_running(env.client, ns, count + sleepers, datetime.now(UTC) + timedelta(minutes=15))
-            start = (datetime.now(UTC) + timedelta(minutes=1)).replace(second=0, microsecond=0)
+            start = (datetime.now(UTC) + timedelta(minutes=1 + settle)).replace(second=0, microsecond=0)
             rss: list[tuple[float, float]] = []
             rows = []
             for minute in range(minutes):
@@ -135,5 +139,8 @@ if __name__ == "__main__":
     parser.add_argument("--sleepers", type=int, default=10000)
     parser.add_argument("--minutes", type=int, default=30)
     parser.add_argument("--sample", type=int, default=20)
+    parser.add_argument("--settle", type=int, default=2, help="minutes between the set-up and the first measured")
+    parser.add_argument("worker", nargs="*", help="worker flags, after --")
     a = parser.parse_args()
-    asyncio.run(main(a.cronjobs, a.sleepers, a.minutes, a.sample))
+    asyncio.run(main(a.cronjobs, a.sleepers, a.minutes, a.sample, a.settle,
+                     a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"]))
