@@ -32,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
         K8S_BEST_EFFORT_RETRY,
         K8S_CALL_TIMEOUT,
         K8S_RETRY,
-        NOTIFY_RETRY,
         NOTIFY_TIMEOUT,
     )
 
@@ -143,7 +142,7 @@ class WorkflowSide:
         if isinstance(step, Notify):
             try:
                 return await workflow.execute_activity(
-                    deliver_cloudevent, step.event, start_to_close_timeout=NOTIFY_TIMEOUT, retry_policy=NOTIFY_RETRY,
+                    deliver_cloudevent, step.event, start_to_close_timeout=NOTIFY_TIMEOUT, retry_policy=K8S_RETRY,
                     summary=f"CloudEvent {step.event.type}")
             except ActivityError as err:  # the sink refused it for good (a 4xx): retrying cannot help
                 workflow.logger.error("CloudEvent %s (%s) not delivered: %s", step.event.id, step.event.type,

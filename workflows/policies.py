@@ -32,14 +32,9 @@ K8S_RETRY = RetryPolicy(
     maximum_attempts=0,
 )
 
-#: NOTIFY-DELIVERY: a CloudEvent's POST; a sink down for hours gets it within a minute of its return.
+#: NOTIFY-DELIVERY: a CloudEvent's POST, retried as a Kubernetes call is (K8S_RETRY): a sink down for
+#: hours gets it within a minute of its return.
 NOTIFY_TIMEOUT = timedelta(seconds=30)
-NOTIFY_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60),
-    maximum_attempts=0,
-)
 
 #: Optional side effects (Events): a few tries, then give up — an Event is never worth a stall.
 K8S_BEST_EFFORT_RETRY = RetryPolicy(
