@@ -207,6 +207,52 @@ class ObjectRef(K8sModel):
         return f"{self.namespace}/{self.name}"
 
 
+class Problems(list[str]):
+    """batchd's annotations on an object (a CronJob, a Job), read one by one; what is wrong with
+    each, collected.
+
+    An invalid value is ignored (its feature stays off) and named here: the object's controller
+    records it as a Warning Event ``InvalidAnnotation`` (CJ-60's rule for every annotation).
+    """
+
+    def __init__(self, annotations: Mapping[str, str]) -> None:
+        super().__init__()
+        self.annotations = annotations
+
+    def number(self, name: str, least: int, most: int) -> int | None:
+        raw = self.annotations.get(name)
+        if raw is None:
+            return None
+        if raw.isascii() and raw.isdigit() and least <= int(raw) <= most:
+            return int(raw)
+        self.append(f"annotation {name}={raw!r} must be an integer from {least} to {most}; ignored")
+        return None
+
+    def instant(self, name: str) -> datetime | None:
+        raw = self.annotations.get(name)
+        if raw is None:
+            return None
+        try:
+            at = datetime.fromisoformat(raw.replace("z", "Z"))
+        except ValueError:
+            at = None
+        if at is None or at.tzinfo is None or "T" not in raw.upper():
+            self.append(f"annotation {name}={raw!r} must be an RFC 3339 time with an offset "
+                        "(2026-01-01T00:00:00Z); ignored")
+            return None
+        return at
+
+    def choice(self, name: str, options: tuple[str, ...], otherwise: str = "ignored") -> str:
+        """One of ``options``; the first when the annotation is absent or says something else."""
+        raw = self.annotations.get(name, options[0])
+        if raw not in options:
+            allowed = " or ".join(f'"{o}"' for o in options)
+            self.append(f"annotation {name}={raw!r} must be {allowed}; {otherwise}")
+            return options[0]
+        return raw
+
+
+
 class ObserveInput(K8sModel):
     """Read ``ref`` fresh."""
 

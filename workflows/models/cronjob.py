@@ -20,6 +20,7 @@ from workflows.models.common import (
     K8sModel,
     ObjectMeta,
     Observation,
+    Problems,
     declare_activity,
     finished_condition,
 )
@@ -123,11 +124,8 @@ class CronJobObservation(Observation):
     def of(cls, cj: CronJob) -> CronJobObservation:
         meta = cj.metadata
         problems = Problems(meta.annotations)
-        raw = meta.annotations.get(CATCH_UP_ANNOTATION, "latest")
-        if raw not in ("latest", "all"):
-            problems.append(f"annotation {CATCH_UP_ANNOTATION}={raw!r} must be \"latest\" or \"all\"; "
-                            "only the latest missed time runs")
-        catch_up: Literal["latest", "all"] = "all" if raw == "all" else "latest"
+        catch_up: Literal["latest", "all"] = "all" if problems.choice(
+            CATCH_UP_ANNOTATION, ("latest", "all"), "only the latest missed time runs") == "all" else "latest"
         active_from, active_until = problems.instant(ACTIVE_FROM_ANNOTATION), problems.instant(ACTIVE_UNTIL_ANNOTATION)
         if active_from and active_until and active_until < active_from:
             problems.append(f"annotation {ACTIVE_UNTIL_ANNOTATION} is before {ACTIVE_FROM_ANNOTATION}; both ignored")
@@ -139,10 +137,10 @@ class CronJobObservation(Observation):
             jitter_percent=problems.number(JITTER_ANNOTATION, 0, 50) or 0,
             suspend_reason=meta.annotations.get(SUSPEND_REASON_ANNOTATION),
             suspended_at=meta.annotations.get(SUSPENDED_AT_ANNOTATION), catch_up=catch_up,
-            schedules=problems.schedules(SCHEDULES_ANNOTATION, "only spec.schedule runs"),
+            schedules=expressions(problems, SCHEDULES_ANNOTATION, "only spec.schedule runs"),
             active_from=active_from, active_until=active_until,
             max_runs=problems.number(MAX_RUNS_ANNOTATION, 1, MAX_INT32),
-            skip=problems.schedules(SKIP_ANNOTATION, "no time is skipped"),
+            skip=expressions(problems, SKIP_ANNOTATION, "no time is skipped"),
             suspend_after_failures=problems.number(SUSPEND_AFTER_FAILURES_ANNOTATION, 1, MAX_INT32),
             problem="; ".join(problems) or None,
         )
@@ -152,51 +150,18 @@ class CronJobObservation(Observation):
 MAX_EXPRESSIONS = 50
 
 
-class Problems(list[str]):
-    """batchd's annotations on a CronJob, read one by one; what is wrong with each, collected.
-
-    An invalid value is ignored (its feature stays off) and named here: the CronJob's next pass
-    records it as a Warning Event ``InvalidAnnotation`` (CJ-60's rule for every annotation).
-    """
-
-    def __init__(self, annotations: dict[str, str]) -> None:
-        super().__init__()
-        self.annotations = annotations
-
-    def number(self, name: str, least: int, most: int) -> int | None:
-        raw = self.annotations.get(name)
-        if raw is None:
-            return None
-        if raw.isascii() and raw.isdigit() and least <= int(raw) <= most:
-            return int(raw)
-        self.append(f"annotation {name}={raw!r} must be an integer from {least} to {most}; ignored")
-        return None
-
-    def instant(self, name: str) -> datetime | None:
-        raw = self.annotations.get(name)
-        if raw is None:
-            return None
-        try:
-            at = datetime.fromisoformat(raw.replace("z", "Z"))
-        except ValueError:
-            at = None
-        if at is None or at.tzinfo is None or "T" not in raw.upper():
-            self.append(f"annotation {name}={raw!r} must be an RFC 3339 time with an offset "
-                        "(2026-01-01T00:00:00Z); ignored")
-            return None
-        return at
-
-    def schedules(self, name: str, otherwise: str) -> list[str]:
-        """Cron expressions, one per line or separated by ";"; all ignored if one is refused."""
-        raw = self.annotations.get(name, "")
-        expressions = [e.strip() for line in raw.splitlines() for e in line.split(";") if e.strip()]
-        refused = [why for e in expressions if (why := check_more(e)) is not None]
-        if len(expressions) > MAX_EXPRESSIONS:  # each is evaluated at every step of the schedule's maths
-            refused = [f"{len(expressions)} expressions, more than {MAX_EXPRESSIONS}"]
-        if refused:
-            self.append(f"annotation {name}: {'; '.join(refused)}; {otherwise}")
-            return []
-        return expressions
+def expressions(problems: Problems, name: str, otherwise: str) -> list[str]:
+    """CJ-SCHEDULES, CJ-SKIP: cron expressions, one per line or separated by ";"; all ignored if one
+    is refused, or if there are more than MAX_EXPRESSIONS."""
+    raw = problems.annotations.get(name, "")
+    found = [e.strip() for line in raw.splitlines() for e in line.split(";") if e.strip()]
+    refused = [why for e in found if (why := check_more(e)) is not None]
+    if len(found) > MAX_EXPRESSIONS:  # each is evaluated at every step of the schedule's maths
+        refused = [f"{len(found)} expressions, more than {MAX_EXPRESSIONS}"]
+    if refused:
+        problems.append(f"annotation {name}: {'; '.join(refused)}; {otherwise}")
+        return []
+    return found
 
 
 class JobSummary(K8sModel):

@@ -30,6 +30,7 @@ from workflows.models.common import (
     EventType,
     Job,
     K8sModel,
+    Problems,
     declare_activity,
     finished_condition,
 )
@@ -290,30 +291,19 @@ class JobOptions(K8sModel):
 
     @classmethod
     def of(cls, annotations: dict[str, str]) -> JobOptions:
-        problems: list[str] = []
-
-        def seconds(name: str) -> int | None:
-            raw = annotations.get(name)
-            if raw is None:
-                return None
-            if raw.isascii() and raw.isdigit() and int(raw) <= MAX_INT32:
-                return int(raw)
-            problems.append(f"annotation {name}={raw!r} must be a whole number of seconds; ignored")
-            return None
-
-        base, most = seconds(BACKOFF_BASE_ANNOTATION), seconds(BACKOFF_MAX_ANNOTATION)
+        problems = Problems(annotations)
+        base = problems.number(BACKOFF_BASE_ANNOTATION, 0, MAX_INT32)
+        most = problems.number(BACKOFF_MAX_ANNOTATION, 0, MAX_INT32)
         if base is not None and most is not None and most < base:
             problems.append(f"annotation {BACKOFF_MAX_ANNOTATION} is below {BACKOFF_BASE_ANNOTATION}; both ignored")
             base = most = None
-        raw = annotations.get(DELETE_SUCCEEDED_ANNOTATION, "false")
-        if raw not in ("true", "false"):
-            problems.append(f"annotation {DELETE_SUCCEEDED_ANNOTATION}={raw!r} must be \"true\" or \"false\"; ignored")
+        delete_succeeded = problems.choice(DELETE_SUCCEEDED_ANNOTATION, ("false", "true")) == "true"
         after = [n.strip() for n in annotations.get(AFTER_ANNOTATION, "").split(",") if n.strip()]
         if len(after) > MAX_AFTER or any(not _DNS_NAME.fullmatch(n) for n in after):
             problems.append(f"annotation {AFTER_ANNOTATION}={annotations[AFTER_ANNOTATION][:200]!r} must be at "
                             f"most {MAX_AFTER} Job names separated by commas; ignored")
             after = []
-        return cls(backoff_base_seconds=base, backoff_max_seconds=most, delete_succeeded_pods=raw == "true",
+        return cls(backoff_base_seconds=base, backoff_max_seconds=most, delete_succeeded_pods=delete_succeeded,
                    after=after, problem="; ".join(problems) or None)
 
 
