@@ -17,20 +17,26 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from opentelemetry import metrics
 from temporalio import activity
+from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.contract import implements
 from activities.errors import temporal_errors
 from kube.client import Clock, Kube, SystemClock, prestarted_pool, try_record_event
 from kube.errors import AlreadyExists, Forbidden, Invalid, KubeError, namespace_terminating
+from workflows.identity import K8S_KIND, K8S_NAME, K8S_NAMESPACE, group_workflow_id
 from workflows.models import cronjob as contract
 from workflows.models.common import (
     EventInput,
     EventType,
+    Job,
     JobStatus,
     ObjectRef,
     controller_of,
@@ -46,7 +52,14 @@ from workflows.models.cronjob import (
     CreateJobResult,
     DeleteJobsInput,
     DeleteJobsResult,
+    GroupAnswer,
+    GroupInput,
+    GroupReport,
+    GroupState,
+    JobSummary,
     ObjectReference,
+    ReadJobsInput,
+    ReadJobsResult,
     SetSuspendInput,
     SyncCronJobInput,
     SyncCronJobResult,
@@ -466,3 +479,59 @@ class CronJobActivities:
     def all(self) -> list[Callable[..., object]]:
         """The activities of the main task queue (``create_job_at`` runs on the timed one)."""
         return [self.create_job, self.delete_jobs, self.sync, self.set_suspend]
+
+
+class GroupActivities:
+    """CJ-GROUP: a member's reports to its concurrency group's workflow, and the group's re-read of its holders.
+
+    ``client`` is the worker's Temporal client; ``recheck`` the worker's ``--group-recheck``, given
+    to a group this worker starts.
+    """
+
+    def __init__(self, kube: Kube, client: Client | None, recheck: timedelta = timedelta(seconds=30)) -> None:
+        self.kube, self.client, self.recheck = kube, client, recheck
+
+    @implements(contract.tell_group)
+    async def tell_group(self, inp: GroupReport) -> GroupAnswer:
+        """Update-with-start ``report`` on ``cronjob-group/{ns}/{group}``; a leave starts no group."""
+        if self.client is None:
+            raise ApplicationError("this worker has no Temporal client for concurrency groups", non_retryable=True)
+        wid = group_workflow_id(inp.namespace, inp.group)
+        if inp.leave:
+            try:
+                answer: GroupAnswer = await self.client.get_workflow_handle(wid).execute_update(
+                    "report", inp, result_type=GroupAnswer)
+                return answer
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:  # no such group, or it already ended
+                    return GroupAnswer()
+                raise
+        state = GroupState(namespace=inp.namespace, group=inp.group, recheck_seconds=self.recheck.total_seconds())
+        start: WithStartWorkflowOperation[Any, str] = WithStartWorkflowOperation(
+            "CronJobGroup", GroupInput(state=state), id=wid, task_queue=activity.info().task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, result_type=str,
+            static_summary=f"concurrency group {inp.namespace}/{inp.group}",
+            search_attributes=TypedSearchAttributes([
+                SearchAttributePair(K8S_KIND, "ConcurrencyGroup"), SearchAttributePair(K8S_NAMESPACE, inp.namespace),
+                SearchAttributePair(K8S_NAME, inp.group)]))
+        joined: GroupAnswer = await self.client.execute_update_with_start_workflow(
+            "report", inp, start_workflow_operation=start, result_type=GroupAnswer)
+        return joined
+
+    @implements(contract.read_group_jobs)
+    @temporal_errors
+    def read_jobs(self, inp: ReadJobsInput) -> ReadJobsResult:
+        """GET each holder: those finished, or gone (404, or a namesake with another uid)."""
+        ended = []
+        for ref in inp.jobs:
+            raw = self.kube.get("Job", inp.namespace, ref.name)
+            if raw is None or (raw.get("metadata") or {}).get("uid") != ref.uid:
+                ended.append(JobSummary(name=ref.name, uid=ref.uid, gone=True))
+                continue
+            summary = JobSummary.of(Job.model_validate(raw), raw.get("status"))
+            if summary.outcome is not None:
+                ended.append(summary)
+        return ReadJobsResult(ended=ended)
+
+    def all(self) -> list[Callable[..., object]]:
+        return [self.tell_group, self.read_jobs]

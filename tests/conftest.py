@@ -21,7 +21,7 @@ import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,7 +36,7 @@ from kube.config import load_access
 from worker.bridge import Bridge, BridgeSettings
 from worker.dev import ephemeral_dev_server
 from worker.lease import Elector, LeaseSettings
-from worker.temporal import build_workers
+from worker.temporal import GROUP_RECHECK, build_workers
 
 T = TypeVar("T")
 
@@ -115,11 +115,12 @@ def task_queue() -> str:
 @contextlib.asynccontextmanager
 async def running(client: Client, kube: Kube, task_queue: str, namespace: str | None = None,
                   *, bridge: bool = True, lease: LeaseSettings | None = None, cloudevents_sink: str | None = None,
-                  **bridge_kw: Any) -> AsyncIterator[Bridge | None]:
+                  group_recheck: timedelta = GROUP_RECHECK, **bridge_kw: Any) -> AsyncIterator[Bridge | None]:
     """A worker (and a bridge watching ``namespace``) on ``task_queue`` for the body of the block.
 
     ``lease``: the bridge routes only while it holds that Lease (WATCH-4); else always.
-    ``cloudevents_sink``: the worker's ``--cloudevents-sink`` (NOTIFY-EVENTS).
+    ``cloudevents_sink``: the worker's ``--cloudevents-sink`` (NOTIFY-EVENTS); ``group_recheck``
+    its ``--group-recheck`` (CJ-GROUP).
     """
     async with contextlib.AsyncExitStack() as workers:
         br: Bridge | None = None
@@ -130,7 +131,8 @@ async def running(client: Client, kube: Kube, task_queue: str, namespace: str | 
                                                      **bridge_kw),
                         elector=Elector(kube, lease) if lease else None)
         for w in build_workers(client, kube, task_queue=task_queue, cronjob_cache=br.cached_cronjob if br else None,
-                               job_pods=br.job_pods if br else None, cloudevents_sink=cloudevents_sink):
+                               job_pods=br.job_pods if br else None, cloudevents_sink=cloudevents_sink,
+                               group_recheck=group_recheck):
             await workers.enter_async_context(w)
         if br is not None:
             _record_routed(br)

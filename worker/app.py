@@ -157,6 +157,7 @@ class WorkerSettings:
     sticky_wait: float = STICKY_WAIT.total_seconds()  # seconds a workflow task waits for this worker's cache
     lease: LeaseSettings | None = None  # leader election (WATCH-4); None: this bridge always sends
     cloudevents_sink: str | None = None  # NOTIFY-EVENTS: where CloudEvents go (the bridge's ``cloudevents`` says whether)
+    group_recheck: float = 30.0  # CJ-GROUP: seconds between re-reads of a group's holders while one waits
 
 
 class HealthServer:
@@ -268,6 +269,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
                             max_concurrent_activities=settings.max_concurrent_activities,
                             max_cached_workflows=settings.max_cached_workflows, cronjob_cache=bridge.cached_cronjob,
                             job_pods=bridge.job_pods, cloudevents_sink=settings.cloudevents_sink,
+                            group_recheck=timedelta(seconds=settings.group_recheck),
                             sticky_wait=timedelta(seconds=settings.sticky_wait))
     main_queue, timed_queue = settings.bridge.task_queue, timed_task_queue(settings.bridge.task_queue)
     readiness = Readiness(client, lambda: bridge.synced, workers, [

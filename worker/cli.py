@@ -192,6 +192,10 @@ output_option = click.option("-o", "--output", type=click.Choice(["table", "json
               help="POST a CloudEvent (structured JSON) here for each Job that finishes, each CronJob run "
                    "missed or skipped, and each CronJob the breaker suspends; delivered at least once, "
                    "retried while the sink is down. Off by default.")
+@click.option("--group-recheck", default="30s", show_default=True, callback=_duration, metavar="DURATION",
+              help="While a CronJob waits for a slot in its concurrency group, how often the group re-reads "
+                   "the Jobs holding the slots, so one that ended unseen (deleted while no worker ran) frees "
+                   "its slot.")
 @click.option("--resync-seconds", type=float, default=600.0, show_default=True, help="Period at which every cached object is routed again (from the cache, no list).")
 @click.option("--health-port", type=int, default=8080, show_default=True, help="/healthz, /readyz and /metrics.")
 @click.option("--max-concurrent-activities", type=int, default=64, show_default=True)
@@ -224,7 +228,7 @@ def worker(task_queue: str, kubeconfig: Path | None, namespaces: str, ttl_scope:
            leader_elect: bool,
            leader_elect_resource_namespace: str, leader_elect_resource_name: str, leader_elect_lease_duration: int,
            leader_elect_renew_deadline: int, leader_elect_retry_period: int, log_format: str, log_level: str,
-           cloudevents_sink: str | None, **temporal: Any) -> None:
+           cloudevents_sink: str | None, group_recheck: int, **temporal: Any) -> None:
     """Run the Temporal worker and the Kubernetes bridge (one process; run 2+ replicas safely)."""
     from worker import app, telemetry
     from worker.bridge import BridgeSettings
@@ -245,6 +249,7 @@ def worker(task_queue: str, kubeconfig: Path | None, namespaces: str, ttl_scope:
                               cronjob_lead=cronjob_lead, task_queue=task_queue, resync_seconds=resync_seconds,
                               cloudevents=cloudevents_sink is not None),
         cloudevents_sink=cloudevents_sink,
+        group_recheck=group_recheck,
         kubeconfig=kubeconfig,
         health_port=health_port,
         max_concurrent_activities=max_concurrent_activities,

@@ -38,19 +38,20 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from temporalio.worker.workflow_sandbox import _runner as sandbox_runner
 
 from activities.contract import check_implemented
-from activities.cronjob import CronJobActivities, CronJobCache
+from activities.cronjob import CronJobActivities, CronJobCache, GroupActivities
 from activities.events import CloudEventActivities, EventActivities
 from activities.job import JobActivities, JobPodIndex
 from activities.ttl import TTLActivities
 from kube.client import Clock, Kube
 from workflows.cronjob import CronJobWorkflow
+from workflows.group import CronJobGroupWorkflow
 from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE, timed_task_queue
 from workflows.job import JobWorkflow
 from workflows.ttl import TTLAfterFinishedWorkflow
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS: list[type] = [TTLAfterFinishedWorkflow, CronJobWorkflow, JobWorkflow]
+WORKFLOWS: list[type] = [TTLAfterFinishedWorkflow, CronJobWorkflow, CronJobGroupWorkflow, JobWorkflow]
 
 
 class _SharedPayloadConverter(PydanticPayloadConverter):
@@ -257,6 +258,8 @@ MAX_WORKFLOW_TASKS = 20
 #: costing the worker far more than the cached task it replaced; a wait longer than the drain
 #: avoids that, so such a deployment raises it (docs/benchmarks.md).
 STICKY_WAIT = timedelta(seconds=10)
+#: CJ-GROUP: how often a group with a waiting member re-reads the Jobs holding its slots (``--group-recheck``)
+GROUP_RECHECK = timedelta(seconds=30)
 
 #: Armed CronJob creations one worker holds at once: each is a sleeping coroutine until its time.
 MAX_ARMED = 10_000
@@ -334,6 +337,7 @@ async def ensure_search_attributes(client: Client, keys: Sequence[SearchAttribut
 
 def activities(kube: Kube, clock: Clock | None = None, cronjob_cache: CronJobCache | None = None,
                job_pods: JobPodIndex | None = None, cloudevents_sink: str | None = None,
+               client: Client | None = None, group_recheck: timedelta = GROUP_RECHECK,
                ) -> tuple[list[Callable[..., object]], list[Callable[..., object]]]:
     """Every activity, bound to ``kube``: the main task queue's, and the timed one's (armed CronJob creations).
 
@@ -343,7 +347,8 @@ def activities(kube: Kube, clock: Clock | None = None, cronjob_cache: CronJobCac
     """
     cronjob = CronJobActivities(kube, clock, cronjob_cache)
     main = [*TTLActivities(kube, clock).all(), *cronjob.all(), *JobActivities(kube, clock, job_pods).all(),
-            EventActivities(kube, clock).record_event, CloudEventActivities(cloudevents_sink).deliver]
+            EventActivities(kube, clock).record_event, CloudEventActivities(cloudevents_sink).deliver,
+            *GroupActivities(kube, client, group_recheck).all()]
     timed: list[Callable[..., object]] = [cronjob.create_job_at]
     check_implemented([*main, *timed])
     return main, timed
@@ -360,6 +365,7 @@ def build_workers(
     job_pods: JobPodIndex | None = None,
     sticky_wait: timedelta = STICKY_WAIT,
     cloudevents_sink: str | None = None,
+    group_recheck: timedelta = GROUP_RECHECK,
     **options: Any,
 ) -> list[Worker]:
     """The main worker (every workflow and activity; sync activities in a thread pool) and the timed one.
@@ -370,7 +376,7 @@ def build_workers(
     its :attr:`~worker.bridge.Bridge.job_pods` when it runs in the same process. Raises
     :class:`TypeError` as :func:`activities` does.
     """
-    main, timed = activities(kube, clock, cronjob_cache, job_pods, cloudevents_sink)
+    main, timed = activities(kube, clock, cronjob_cache, job_pods, cloudevents_sink, client, group_recheck)
     return [
         Worker(
             client,

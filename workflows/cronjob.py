@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         CronJobInput,
         CronJobObservation,
         CronJobState,
+        GroupGrant,
         JobSummary,
         SuspendInput,
         SuspendResult,
@@ -160,6 +161,12 @@ class CronJobWorkflow(WorkflowSide):
         if changed and self.armed_for is not None and workflow.patched(JOB_END_STOPS_ARMED_WAIT):
             self._interrupt = True
 
+    @workflow.signal(name="group_grant")
+    def group_grant(self, grant: GroupGrant) -> None:
+        """CJ-GROUP: the concurrency group gives the waiting schedule time its slot."""
+        self.state, changed = decide.granted(self.state, grant)
+        self._changed |= changed
+
     # -- operator controls ----------------------------------------------------------------
 
     @workflow.update(name="trigger")
@@ -261,6 +268,7 @@ class CronJobWorkflow(WorkflowSide):
                 await self._continue_as_new()
         workflow.upsert_search_attributes([NEXT_SCHEDULE_TIME.value_unset()])
         workflow.logger.info("CronJob %s/%s is gone; workflow ends", self.obs.namespace, self.obs.name)
+        await execute(decide.sync_group(self, workflow.now), self)  # CJ-GROUP: leave, its slots free
         if self.state.outbox:  # NOTIFY-EVENTS: what it has to tell goes out before it ends
             await workflow.wait_condition(lambda: not self.state.outbox)
         return "gone"
@@ -401,7 +409,9 @@ class CronJobWorkflow(WorkflowSide):
             raise ValueError(f"CronJob {self.obs.namespace}/{self.obs.name} is being deleted or gone")
 
     def _armable(self) -> bool:
-        return self.lead > timedelta(0) and self.obs.spec.concurrency_policy == "Allow" and not self.obs.spec.suspend
+        # a member of a concurrency group asks for its slot at the time itself (CJ-GROUP)
+        return (self.lead > timedelta(0) and self.obs.spec.concurrency_policy == "Allow" and not self.obs.spec.suspend
+                and self.obs.concurrency_group is None)
 
     async def _sleep(self) -> datetime | None:
         """Wait for the next wake-up or a change; return the wake-up time if the next pass runs as of it (armed)."""

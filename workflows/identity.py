@@ -51,6 +51,11 @@ def cronjob_workflow_id(namespace: str, name: str) -> str:
     return f"cronjob/{namespace}/{name}"
 
 
+def group_workflow_id(namespace: str, group: str) -> str:
+    """``cronjob-group/{ns}/{group}``: one workflow per concurrency group of CronJobs (CJ-GROUP)."""
+    return f"cronjob-group/{namespace}/{group}"
+
+
 def job_workflow_id(namespace: str, name: str, uid: str) -> str:
     """``job/{ns}/{name}/{uid}``: the Job controller workflow of one Job instance."""
     return f"job/{namespace}/{name}/{uid}"

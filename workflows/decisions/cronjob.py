@@ -47,6 +47,7 @@ from workflows.models.cronjob import (
     LAST_FAILED_JOB_ANNOTATION,
     LAST_FAILURE_TIME_ANNOTATION,
     LEDGER_SIZE,
+    MAX_REFS,
     MAX_RUNS_ANNOTATION,
     NEXT_SCHEDULE_ANNOTATION,
     SUCCEEDED_RUNS_ANNOTATION,
@@ -60,8 +61,12 @@ from workflows.models.cronjob import (
     CronJobState,
     DeleteJobsInput,
     DeleteJobsResult,
+    GroupAnswer,
+    GroupGrant,
+    GroupReport,
     JobSummary,
     LedgerEntry,
+    Membership,
     ObjectReference,
     RunSource,
     SetSuspendInput,
@@ -70,6 +75,7 @@ from workflows.models.cronjob import (
     create_cronjob_job,
     delete_cronjob_jobs,
     set_cronjob_suspend,
+    tell_group,
 )
 from workflows.times import plus_seconds
 from workflows.times import rfc3339 as iso
@@ -343,6 +349,7 @@ def run_pass(b: Books, now: datetime, *, armed: bool, subminute: Subminute, cloc
     b.events += plan.events
     if plan.history:
         b.state = history_deleted(b.state, (yield _delete(b.state, plan.history, "history")))
+    b.state = wait_ended(b.state, [due for due, _ in plan.due], now)
     for due, source in plan.due:
         if b.state.observation.gone or runs_left(b.state) == 0:
             break
@@ -353,13 +360,18 @@ def run_pass(b: Books, now: datetime, *, armed: bool, subminute: Subminute, cloc
             break
         if begun.run is None:
             continue
+        if needs_slot(b.state, begun.run) and not (yield from _slot(b, begun.run, clock)):
+            break  # CJ-GROUP: a slot's grant wakes the workflow
         if not (yield from _start(b, begun.run, at=now if armed else None, clock=clock)):
             return PassEnd(now, interrupted=True)
+        b.state = slot_used(b.state, due)
         if plan.catching_up and not pass_goes_on(b.state):
             break
     if plan.due:
         b.state, events = limits_reached(b.state, now)
         b.events += events
+    if (yield from sync_group(b, clock)):
+        return PassEnd(now, interrupted=True)  # the report's answer granted the wait: create at once
     return PassEnd(wake_after(plan, b.state, now, subminute))
 
 
@@ -380,6 +392,120 @@ def _start(b: Books, run: Run, *, at: datetime | None, clock: Clock) -> Steps[bo
         return False
     yield from _fold_created(b, run, res, clock)
     return True
+
+
+# -- concurrency groups (CJ-GROUP) -----------------------------------------------------------------
+
+def needs_slot(state: CronJobState, run: Run) -> bool:
+    """A scheduled run of a member waits for its group; a trigger, a backfill, and a Replace (which
+    swaps its own Job's slot) do not."""
+    return state.observation.concurrency_group is not None and run.source in ("schedule", "catch-up") \
+        and not run.replace
+
+
+def _slot(b: Books, run: Run, clock: Clock) -> Steps[bool]:
+    """Ask the group for the slot of ``run``'s time. False: the time waits (ledger ``waited-for-group``),
+    and the group's ``group_grant`` signal, or a later pass, resumes it."""
+    due, seat = run.due, b.state.seat
+    if seat is not None and seat.want == due and seat.granted == due:
+        return True
+    since = seat.since if seat is not None and seat.since is not None else due
+    _set_seat(b, want=due, since=since, granted=None)
+    if (yield from sync_group(b, clock)):
+        return True
+    e = _Edit(b.state)
+    if not any(x.scheduled_time == due and x.outcome == "waited-for-group" for x in e.s.ledger):
+        e.ledger_add(LedgerEntry(scheduled_time=due, source=run.source, outcome="waited-for-group"))
+    ans = e.s.seat.answer if e.s.seat is not None else None
+    if ans is not None and ans.refused:
+        e.warn_once(f"InvalidAnnotation:{ans.refused}", "InvalidAnnotation", f"{ans.refused}; the CronJob waits")
+    elif ans is not None:
+        held = ", ".join(h.job for h in ans.holders) or "slots granted to other CronJobs"
+        e.warn_once(f"WaitingForGroup:{iso(since)}", "WaitingForGroup",
+                    f"schedule time {iso(due)} waits for a slot in concurrency group "
+                    f"{e.obs.concurrency_group} (limit {ans.limit}, held by {held}; place {ans.position} in "
+                    "the queue)", type_="Normal")
+    b.state = e.s
+    b.events += e.events
+    return False
+
+
+def _set_seat(b: Books, **update: Any) -> None:
+    seat = b.state.seat or Membership(group=b.state.observation.concurrency_group or "")
+    b.state = b.state.model_copy(update={"seat": seat.model_copy(update=update)})
+
+
+def slot_used(state: CronJobState, due: datetime) -> CronJobState:
+    """After the creation for ``due`` (whatever its outcome): the wait is over. The pass's report then
+    turns the grant into its Job, or frees it."""
+    seat = state.seat
+    if seat is None or seat.want != due:
+        return state
+    return state.model_copy(update={"seat": seat.model_copy(update={"want": None, "since": None, "granted": None})})
+
+
+def wait_ended(state: CronJobState, due: list[datetime], now: datetime) -> CronJobState:
+    """The waiting time is no longer due. A newer time takes its place in the queue (as Forbid runs only
+    the latest); past ``startingDeadlineSeconds`` it is ``missed-deadline``; else (suspended, a window
+    ended) the wait just ends."""
+    seat = state.seat
+    if seat is None or seat.want is None or seat.want in due:
+        return state
+    if any(t > seat.want for t in due):
+        return state.model_copy(update={"seat": seat.model_copy(update={"want": None, "granted": None})})
+    e = _Edit(state)
+    sds = e.obs.spec.starting_deadline_seconds
+    deadline = plus_seconds(seat.want, sds) if sds is not None else None
+    if deadline is not None and now >= deadline:
+        e.ledger_add(LedgerEntry(scheduled_time=seat.want, outcome="missed-deadline"))
+    e.set(seat=seat.model_copy(update={"want": None, "since": None, "granted": None}))
+    return e.s
+
+
+def granted(state: CronJobState, grant: GroupGrant) -> tuple[CronJobState, bool]:
+    """The ``group_grant`` signal: the waiting time has its slot (a grant for another time is stale)."""
+    seat = state.seat
+    if seat is None or seat.group != grant.group or seat.want != grant.due or seat.granted == grant.due:
+        return state, False
+    return state.model_copy(update={"seat": seat.model_copy(update={"granted": grant.due})}), True
+
+
+def group_report(state: CronJobState) -> GroupReport | None:
+    """The member's whole view for its group; a leave for the group it was in when it left (or is
+    gone); None outside any group."""
+    o, seat = state.observation, state.seat
+    group = None if o.gone else o.concurrency_group
+    if seat is None and group is None:
+        return None
+    if seat is not None and seat.group != group:
+        return GroupReport(namespace=o.namespace, group=seat.group, member=o.name, member_uid=o.uid, leave=True)
+    want = seat.want if seat is not None else None
+    return GroupReport(namespace=o.namespace, group=group or "", member=o.name, member_uid=o.uid,
+                       limit=o.concurrency_limit, active=state.active[:MAX_REFS], active_count=len(state.active),
+                       want=want, since=seat.since if seat is not None and want is not None else None)
+
+
+def group_key(rep: GroupReport) -> str:
+    return rep.model_dump_json(include={"group", "member_uid", "limit", "want", "since", "leave", "active_count"}) \
+        + ",".join(a.uid for a in rep.active)
+
+
+def sync_group(b: Books, clock: Clock) -> Steps[bool]:
+    """Tell the group the member's view if it changed since the group last answered (leaving an old
+    group first); True when the answer grants the waiting time its slot."""
+    while (rep := group_report(b.state)) is not None:
+        key = group_key(rep)
+        if b.state.seat is not None and b.state.seat.told == key:
+            return False
+        ans: GroupAnswer = yield Call(tell_group, rep, summary=f"{'leave' if rep.leave else 'report to'} "
+                                                                 f"concurrency group {rep.group}")
+        if rep.leave:
+            b.state = b.state.model_copy(update={"seat": None})
+            continue
+        _set_seat(b, group=rep.group, told=key, answer=ans, answered_at=clock().replace(microsecond=0),
+                  granted=rep.want if ans.granted else None)
+        return ans.granted
+    return False
 
 
 def create(b: Books, run: Run, clock: Clock) -> Steps[CreateJobResult]:
@@ -659,6 +785,11 @@ def wake_after(p: Pass, state: CronJobState, now: datetime, subminute: Subminute
     o = state.observation
     if runs_left(state) == 0:
         return None  # CJ-MAX-RUNS
+    if state.seat is not None and state.seat.want is not None and o.spec.starting_deadline_seconds is not None:
+        # CJ-GROUP: a time waiting for its group gives up at its deadline
+        deadline = plus_seconds(state.seat.want, o.spec.starting_deadline_seconds)
+        if deadline is not None and deadline > now and (wake is None or deadline < wake):
+            wake = deadline
     if wake is not None and o.active_until is not None and wake > o.active_until:
         return o.active_until if now < o.active_until else None  # CJ-WINDOW: wake once more, to say it ended
     if wake is not None and o.jitter_percent:
@@ -921,13 +1052,31 @@ def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
         "lastFailedJob": state.last_failed_job,
         "catchUp": o.catch_up,
         "activeFrom": opt(o.active_from), "activeUntil": opt(o.active_until),
-        "maxRuns": o.max_runs, "remainingRuns": runs_left(state),
-        "skip": o.skip,
+        "maxRuns": o.max_runs, "remainingRuns": runs_left(state), "skip": o.skip,
         "suspendAfterFailures": o.suspend_after_failures, "failuresInARow": state.failures_in_a_row,
+        "concurrencyGroup": _describe_seat(state),
         "backfillQueue": [cron.job_name(o.name, t) for t in state.backfill],
         "counters": state.counters.model_dump(by_alias=True),
         "recentRuns": [r.model_dump(mode="json", by_alias=True) for r in state.recent],
         "warnings": state.reported[-10:],
+    }
+
+
+def _describe_seat(state: CronJobState) -> dict[str, Any] | None:
+    """CJ-GROUP: the group as its last answer showed it (``asOf``); ``batchd cronjob describe`` adds the
+    group workflow's own, current view."""
+    o, seat = state.observation, state.seat
+    if o.concurrency_group is None:
+        return None
+    ans = seat.answer if seat is not None and seat.group == o.concurrency_group else None
+    return {
+        "name": o.concurrency_group, "limit": o.concurrency_limit, "groupLimit": ans.limit if ans else None,
+        "waitingFor": iso(seat.want) if seat and seat.want else None,
+        "waitingSince": iso(seat.since) if seat and seat.want and seat.since else None,
+        "position": ans.position if ans and seat and seat.want and not seat.granted else None,
+        "holders": [{"cronjob": h.cronjob, "job": h.job} for h in ans.holders] if ans else [],
+        "queue": [{"cronjob": w.cronjob, "scheduledTime": iso(w.scheduled_time)} for w in ans.queue] if ans else [],
+        "asOf": iso(seat.answered_at) if seat and seat.answered_at else None,
     }
 
 

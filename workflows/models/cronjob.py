@@ -5,6 +5,7 @@ Layer: workflows (pure).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal
 
@@ -45,6 +46,9 @@ ACTIVE_UNTIL_ANNOTATION = "batchd.io/active-until"
 MAX_RUNS_ANNOTATION = "batchd.io/max-runs"  # CJ-MAX-RUNS
 SKIP_ANNOTATION = "batchd.io/skip"  # CJ-SKIP: cron expressions whose times make no Job
 SUSPEND_AFTER_FAILURES_ANNOTATION = "batchd.io/suspend-after-failures"  # CJ-BREAKER
+CONCURRENCY_GROUP_ANNOTATION = "batchd.io/concurrency-group"  # CJ-GROUP: a DNS label, per namespace
+CONCURRENCY_LIMIT_ANNOTATION = "batchd.io/concurrency-limit"  # CJ-GROUP: 1 when absent
+MAX_GROUP_LIMIT = 10_000
 SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 MANUAL_INSTANTIATE_ANNOTATION = "cronjob.kubernetes.io/instantiate"
 
@@ -117,6 +121,8 @@ class CronJobObservation(Observation):
     max_runs: int | None = None  # CJ-MAX-RUNS
     skip: list[str] = Field(default_factory=list)  # CJ-SKIP
     suspend_after_failures: int | None = None  # CJ-BREAKER
+    concurrency_group: str | None = None  # CJ-GROUP
+    concurrency_limit: int = 1
     #: NOTIFY-EVENTS: not the CronJob's either: whether the sending bridge's worker has a CloudEvents sink
     cloudevents: bool | None = None
 
@@ -130,6 +136,13 @@ class CronJobObservation(Observation):
         if active_from and active_until and active_until < active_from:
             problems.append(f"annotation {ACTIVE_UNTIL_ANNOTATION} is before {ACTIVE_FROM_ANNOTATION}; both ignored")
             active_from = active_until = None
+        group = meta.annotations.get(CONCURRENCY_GROUP_ANNOTATION)
+        if group is not None and not _DNS_LABEL.fullmatch(group):
+            problems.append(f"annotation {CONCURRENCY_GROUP_ANNOTATION}={group!r} must be a DNS label (lower case "
+                            "letters, digits and '-', at most 63); the CronJob is in no group")
+            group = None
+        if group is None and CONCURRENCY_LIMIT_ANNOTATION in meta.annotations:
+            problems.append(f"annotation {CONCURRENCY_LIMIT_ANNOTATION} without {CONCURRENCY_GROUP_ANNOTATION}; ignored")
         return cls(
             namespace=meta.namespace, name=meta.name, uid=meta.uid, resource_version=meta.resource_version,
             generation=meta.generation or 0, creation_timestamp=meta.creation_timestamp,
@@ -142,9 +155,13 @@ class CronJobObservation(Observation):
             max_runs=problems.number(MAX_RUNS_ANNOTATION, 1, MAX_INT32),
             skip=expressions(problems, SKIP_ANNOTATION, "no time is skipped"),
             suspend_after_failures=problems.number(SUSPEND_AFTER_FAILURES_ANNOTATION, 1, MAX_INT32),
+            concurrency_group=group,
+            concurrency_limit=problems.number(CONCURRENCY_LIMIT_ANNOTATION, 1, MAX_GROUP_LIMIT) or 1,
             problem="; ".join(problems) or None,
         )
 
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 #: CJ-SCHEDULES, CJ-SKIP: the most cron expressions one annotation holds
 MAX_EXPRESSIONS = 50
@@ -201,7 +218,7 @@ class CronJobRun(K8sModel):
 
 RunSource = Literal["schedule", "trigger", "backfill", "catch-up"]
 RunOutcome = Literal["created", "skipped-concurrency", "replaced", "missed-deadline", "suspended",
-                     "too-many-missed", "create-failed", "skipped-calendar"]
+                     "too-many-missed", "create-failed", "skipped-calendar", "waited-for-group"]
 RunResult = Literal["running", "Complete", "Failed", "deleted"]
 LEDGER_SIZE = 100
 
@@ -230,6 +247,111 @@ class CronJobCounters(K8sModel):
     failures_since_last_success: int = 0
 
 
+# -- concurrency groups (CJ-GROUP): a member and its group's workflow (workflows/group.py) --------
+
+#: The most CronJobs one group holds; a member beyond them is told the group is full and waits.
+MAX_MEMBERS = 500
+#: Of a member's active Jobs, the group keeps this many references (the holders it re-reads); the
+#: count it keeps whole. With MAX_MEMBERS, a group's state stays far below a payload's 2 MB.
+MAX_REFS = 10
+
+
+class GroupReport(K8sModel):
+    """A member's whole view, sent whenever it changes (update ``report``); the group answers
+    with :class:`GroupAnswer`. Whole views, not deltas: a repeat or a retry changes nothing."""
+
+    namespace: str
+    group: str
+    member: str  # the CronJob's name
+    member_uid: str
+    limit: int = 1
+    active: list[ObjectReference] = Field(default_factory=list)  # at most MAX_REFS
+    active_count: int = 0  # all of the member's active Jobs: each holds a slot
+    #: the schedule time waiting for a slot, and when the member's wait began (its place in the queue)
+    want: datetime | None = None
+    since: datetime | None = None
+    leave: bool = False  # the CronJob left the group, or is gone
+
+
+class Holder(K8sModel):
+    cronjob: str
+    job: str
+
+
+class Waiter(K8sModel):
+    cronjob: str
+    scheduled_time: datetime
+    since: datetime
+
+
+class GroupAnswer(K8sModel):
+    """What the group says back to a report: whether the member's wanted time has its slot, and the
+    group as it stands (``describe`` on the member shows it)."""
+
+    granted: bool = False
+    limit: int = 1
+    position: int | None = None  # 1-based place in the queue while waiting
+    holders: list[Holder] = Field(default_factory=list)
+    queue: list[Waiter] = Field(default_factory=list)
+    refused: str | None = None  # the group is full (MAX_MEMBERS)
+
+
+class GroupGrant(K8sModel):
+    """Signal ``group_grant`` to a member: a slot is the member's for schedule time ``due``."""
+
+    group: str
+    due: datetime
+
+
+class Seat(K8sModel):
+    """One member as its group holds it."""
+
+    member: str
+    uid: str
+    limit: int = 1
+    active: list[ObjectReference] = Field(default_factory=list)
+    active_count: int = 0
+    want: datetime | None = None
+    since: datetime | None = None
+    granted: datetime | None = None  # the wanted time given a slot, until the member reports its Job
+
+
+class GroupState(K8sModel):
+    namespace: str
+    group: str
+    seats: list[Seat] = Field(default_factory=list)
+    #: grants decided but not yet signalled to their member, as (member, due)
+    to_tell: list[tuple[str, datetime]] = Field(default_factory=list)
+    recheck_seconds: float = 30.0
+
+
+class Membership(K8sModel):
+    """A member's side (CronJobState.seat): what it last told its group and heard back."""
+
+    group: str
+    want: datetime | None = None  # the schedule time waiting for a slot
+    since: datetime | None = None  # when this wait began: the place in the group's queue
+    granted: datetime | None = None  # ``want`` has its slot (``group_grant``, or the answer)
+    told: str = ""  # the key of the last report the group answered (decisions/cronjob.py: group_key)
+    answer: GroupAnswer = Field(default_factory=GroupAnswer)
+    answered_at: datetime | None = None
+
+
+class GroupInput(K8sModel):
+    state: GroupState
+
+
+class ReadJobsInput(K8sModel):
+    """Re-read the holders' Jobs (CJ-GROUP: a slot frees when its Job ends or goes, even unseen)."""
+
+    namespace: str
+    jobs: list[ObjectReference]
+
+
+class ReadJobsResult(K8sModel):
+    ended: list[JobSummary] = Field(default_factory=list)  # finished, or gone (``gone``)
+
+
 class CronJobState(K8sModel):
     """Everything a CronJob workflow carries across continue-as-new."""
 
@@ -253,6 +375,7 @@ class CronJobState(K8sModel):
     scheduled_runs: int = 0  # CJ-MAX-RUNS: Jobs created from the schedule while a limit is set
     failures_in_a_row: int = 0  # CJ-BREAKER: scheduled Jobs Failed since the last Complete
     outbox: list[CloudEvent] = Field(default_factory=list)  # NOTIFY-EVENTS: not yet delivered, oldest first
+    seat: Membership | None = None  # CJ-GROUP: the CronJob's place in its concurrency group, once it reported
 
 
 @dataclass(slots=True, kw_only=True, config=WIRE)
@@ -424,4 +547,19 @@ def sync_cronjob(inp: SyncCronJobInput) -> SyncCronJobResult:
 @declare_activity
 def set_cronjob_suspend(inp: SetSuspendInput) -> SyncCronJobResult:
     """Patch ``spec.suspend``, with the suspend reason and time beside it, in one patch (CJ-SUSPEND)."""
+    raise NotImplementedError
+
+
+@declare_activity
+async def tell_group(inp: GroupReport) -> GroupAnswer:
+    """Send a member's report to its group's workflow, starting it if it does not run (update-with-start).
+
+    A ``leave`` to a group that does not run starts none.
+    """
+    raise NotImplementedError
+
+
+@declare_activity
+def read_group_jobs(inp: ReadJobsInput) -> ReadJobsResult:
+    """GET each Job; return those finished or gone (404, or another uid under the name)."""
     raise NotImplementedError

@@ -1,0 +1,131 @@
+"""A concurrency group's decisions (CJ-GROUP, docs/cronjob.md), pure: its members' reports and the
+holders found ended in; slots granted out.
+
+Layer: workflows (pure; no Temporal API, no I/O, no clock). The group's workflow
+(workflows/group.py) folds each member's :class:`GroupReport` in with :func:`report`, each re-read
+of its holders with :func:`ended`, and signals the grants they queue in ``to_tell``.
+
+The rules:
+
+* a slot is held by each active Job of a member, and by each schedule time granted a slot whose
+  Job its member has not reported yet;
+* the limit is the smallest any member asks for;
+* waiting members are served oldest wait first (``since``, then the time, then the name), each
+  for one schedule time at a time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from workflows.models.cronjob import (
+    MAX_MEMBERS,
+    MAX_REFS,
+    GroupAnswer,
+    GroupReport,
+    GroupState,
+    Holder,
+    JobSummary,
+    ObjectReference,
+    Seat,
+    Waiter,
+)
+from workflows.times import rfc3339 as iso
+
+
+def limit(state: GroupState) -> int:
+    """Members that disagree on the limit get the smallest."""
+    return min((s.limit for s in state.seats), default=1)
+
+
+def used(state: GroupState) -> int:
+    return sum(s.active_count + (s.granted is not None) for s in state.seats)
+
+
+def queue(state: GroupState) -> list[Seat]:
+    """The members waiting for a slot, first served first."""
+    waiting = [s for s in state.seats if s.want is not None and s.granted is None]
+    return sorted(waiting, key=lambda s: (s.since or s.want, s.want, s.member))
+
+
+def report(state: GroupState, rep: GroupReport) -> tuple[GroupState, GroupAnswer]:
+    """Take a member's whole view in (or its leaving), grant what is free, and answer it."""
+    old = next((s for s in state.seats if s.member == rep.member), None)
+    others = [s for s in state.seats if s.member != rep.member]
+    if rep.leave:
+        return _allocate(state.model_copy(update={"seats": others})), GroupAnswer(limit=limit(state))
+    if old is None and len(others) >= MAX_MEMBERS:
+        return state, GroupAnswer(limit=limit(state), refused=(
+            f"concurrency group {rep.group} already has {MAX_MEMBERS} CronJobs, the most one holds"))
+    same = old is not None and old.uid == rep.member_uid
+    granted = old.granted if same and old is not None and old.granted == rep.want else None
+    seat = Seat(member=rep.member, uid=rep.member_uid, limit=rep.limit, active=rep.active[:MAX_REFS],
+                active_count=max(rep.active_count, len(rep.active)), want=rep.want, since=rep.since,
+                granted=granted)
+    state = _allocate(state.model_copy(update={"seats": sorted([*others, seat], key=lambda s: s.member)}))
+    return state, answer(state, rep.member)
+
+
+def ended(state: GroupState, jobs: list[JobSummary]) -> tuple[GroupState, list[tuple[str, JobSummary]]]:
+    """Holders found finished or gone by re-reading their Jobs: their slots free, and each member is
+    told (as its bridge would have told it, had a worker seen the end)."""
+    done = {j.uid: j for j in jobs}
+    told: list[tuple[str, JobSummary]] = []
+    seats = []
+    for s in state.seats:
+        gone = [a for a in s.active if a.uid in done]
+        told += [(s.member, done[a.uid].model_copy(update={"owner_uid": s.uid})) for a in gone]
+        seats.append(s.model_copy(update={"active": [a for a in s.active if a.uid not in done],
+                                          "active_count": max(0, s.active_count - len(gone))}))
+    return _allocate(state.model_copy(update={"seats": seats})), told
+
+
+def holders(state: GroupState) -> list[ObjectReference]:
+    """The Jobs to re-read: the holders the group knows by reference."""
+    return [a for s in state.seats for a in s.active]
+
+
+def rechecking(state: GroupState) -> bool:
+    """Re-read the holders only while someone waits: otherwise a stale holder blocks no one."""
+    return bool(queue(state)) and bool(holders(state))
+
+
+def told(state: GroupState) -> tuple[GroupState, list[tuple[str, datetime]]]:
+    """The grants to signal now; the state forgets them."""
+    return state.model_copy(update={"to_tell": []}), state.to_tell
+
+
+def _allocate(state: GroupState) -> GroupState:
+    free = limit(state) - used(state)
+    if free <= 0:
+        return state
+    chosen = {s.member for s in queue(state)[:free]}
+    seats = [s.model_copy(update={"granted": s.want}) if s.member in chosen else s for s in state.seats]
+    grants = [(s.member, s.want) for s in seats if s.member in chosen and s.want is not None]
+    return state.model_copy(update={"seats": seats, "to_tell": [*state.to_tell, *grants]})
+
+
+def answer(state: GroupState, member: str) -> GroupAnswer:
+    waiting = queue(state)
+    seat = next((s for s in state.seats if s.member == member), None)
+    position = next((i + 1 for i, s in enumerate(waiting) if s.member == member), None)
+    return GroupAnswer(
+        granted=seat is not None and seat.want is not None and seat.granted == seat.want,
+        limit=limit(state), position=position,
+        holders=[Holder(cronjob=s.member, job=a.name) for s in state.seats for a in s.active],
+        queue=[Waiter(cronjob=s.member, scheduled_time=s.want, since=s.since or s.want)
+               for s in waiting if s.want is not None])
+
+
+def describe(state: GroupState) -> dict[str, Any]:
+    """The group's ``describe`` query (``batchd cronjob describe`` shows it beside the member's)."""
+    ans = answer(state, "")
+    return {
+        "namespace": state.namespace, "group": state.group, "limit": ans.limit, "used": used(state),
+        "members": [{"cronjob": s.member, "limit": s.limit, "active": s.active_count} for s in state.seats],
+        "holders": [{"cronjob": h.cronjob, "job": h.job} for h in ans.holders]
+        + [{"cronjob": s.member, "granted": iso(s.granted)} for s in state.seats if s.granted is not None],
+        "queue": [{"cronjob": w.cronjob, "scheduledTime": iso(w.scheduled_time), "waitingSince": iso(w.since)}
+                  for w in ans.queue],
+    }
