@@ -46,6 +46,7 @@ from workflows.identity import (
     SEARCH_ATTRIBUTES,
     TTL_HOLD_MEMO,
     cronjob_workflow_id,
+    group_workflow_id,
 )
 from workflows.models.common import INT64_MAX
 from workflows.models.ttl import (
@@ -472,10 +473,18 @@ def _backfill_table(result: dict[str, Any]) -> str:
 
 
 async def cronjob_describe(client: Client, namespace: str, name: str, *, output: str) -> str:
-    """``batchd cronjob describe``: the CronJob workflow's ``describe`` query."""
+    """``batchd cronjob describe``: the CronJob workflow's ``describe`` query and, for a member of a
+    concurrency group (CJ-GROUP), the group workflow's own, current one as ``group``."""
     wid = cronjob_workflow_id(namespace, name)
     state = await _cronjob_query(client, wid, "describe")
-    return _render_mapping({"workflowId": wid, **(state if isinstance(state, dict) else {"state": state})}, output)
+    doc = {"workflowId": wid, **(state if isinstance(state, dict) else {"state": state})}
+    seat = doc.get("concurrencyGroup")
+    if isinstance(seat, dict) and seat.get("name"):
+        try:
+            doc["group"] = await _cronjob_query(client, group_workflow_id(namespace, seat["name"]), "describe")
+        except NotFoundError:
+            doc["group"] = None  # not started yet, or ended with its last member
+    return _render_mapping(doc, output)
 
 
 async def cronjob_history(client: Client, namespace: str, name: str, *, output: str) -> str:

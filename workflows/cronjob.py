@@ -15,8 +15,10 @@ schedule time:
 1. delete the finished Jobs beyond the history limits;
 2. create the Job that is due (or, with catch-up, each missed one), under the concurrency policy;
 3. create the next Job of a one-at-a-time backfill;
-4. record the Events, and write status and batchd's annotations when they changed;
-5. sleep until the next schedule time (plus the optional jitter), or until a signal or an update
+4. report to its concurrency group (CJ-GROUP, workflows/group.py) when its view changed: a time
+   the group has no slot for waits, and the group's ``group_grant`` signal resumes it;
+5. record the Events, and write status and batchd's annotations when they changed;
+6. sleep until the next schedule time (plus the optional jitter), or until a signal or an update
    changes something.
 
 Armed creation (CJ-52; ``lead_seconds`` > 0, policy Allow): the timer fires ``lead`` before

@@ -19,7 +19,14 @@ from temporalio.testing import WorkflowEnvironment
 from kube.client import Kube
 from tests.conftest import eventually, idle, running, utcnow
 from tests.e2e.test_worker_process import free_port, ready, worker_process
-from tests.integration.test_cronjob import armed_for, cronjob_manifest, describe, jobs_of, started
+from tests.integration.test_cronjob import (
+    armed_for,
+    cronjob_manifest,
+    describe,
+    events_of,
+    jobs_of,
+    started,
+)
 from tests.integration.test_cronjob_backfill import down_since, minute_floor, minutes_of
 from tests.k8s import finish_job, second, stamp
 from workflows.cronjob import ARMED_SLACK
@@ -237,3 +244,76 @@ async def test_a_worker_killed_while_a_creation_is_armed_still_creates_the_job_o
 
 async def _ledger_has(handle: Any, due: datetime) -> bool:
     return any(e["scheduledTime"] == stamp(due) and e["outcome"] == "created" for e in await handle.query("history"))
+
+
+@pytest.mark.timeout(600)
+async def test_a_concurrency_group_survives_sigkills_and_a_holder_deleted_while_no_worker_ran(
+    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
+) -> None:
+    """CJ-GROUP: four CronJobs share one slot. The worker is SIGKILLed at random points as each holder
+    ends, and once a holder is deleted while no worker runs (no bridge sees it: the group's re-read
+    must). Never two Jobs at once, each member served once in turn, and no Job made twice."""
+    client = temporal_env.client
+    rng = random.Random(5)
+    members = [f"m{i}" for i in range(4)]
+    for name in members:
+        kube.create("CronJob", namespace, cronjob_manifest(name, "@every 2s", annotations={
+            "batchd.io/concurrency-group": "gpu", "batchd.io/concurrency-limit": "1"}))
+    most = 0
+
+    def running_jobs() -> list[dict[str, Any]]:
+        return [j for name in members for j in jobs_of(kube, namespace, name)
+                if not any(c["type"] in ("Complete", "Failed") for c in j.get("status", {}).get("conditions", []))]
+
+    async def watch() -> None:
+        nonlocal most
+        while True:
+            most = max(most, len(running_jobs()))
+            await asyncio.sleep(0.05)
+
+    health = free_port()
+    args = ("--group-recheck", "2s")
+    watcher = asyncio.create_task(watch())
+    served: list[str] = []
+    uids: set[str] = set()
+    proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health, *args)
+    proc = proc_cm.__enter__()
+    try:
+        for i in range(len(members)):
+            [job] = await eventually(lambda: [j for j in running_jobs() if j["metadata"]["uid"] not in uids],
+                                     timeout=120, what=f"holder {i + 1}")
+            name = job["metadata"]["name"]
+            served.append(name)
+            uids.add(job["metadata"]["uid"])
+            if i == 0:  # ended while no worker runs: deleted, and no bridge sees it
+                owner = name.rsplit("-", 1)[0]  # once its CronJob's workflow has it (else it just makes it again)
+                await eventually(lambda o=owner, n=name: _holds(client, namespace, o, n), what=f"{owner} holding {name}")
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                kube.delete("Job", namespace, name)
+            else:
+                await ready(health)
+                finish_job(kube, namespace, name, second(utcnow()), failed=rng.random() < 0.5)
+                await asyncio.sleep(rng.uniform(0.0, 0.4))
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+            proc_cm.__exit__(None, None, None)
+            proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i + 1}.log",
+                                     health, *args)
+            proc = proc_cm.__enter__()
+        d = await describe(client, namespace, served[0].rsplit("-", 1)[0])
+    finally:
+        watcher.cancel()
+        proc_cm.__exit__(None, None, None)
+    assert most == 1, f"{most} Jobs of the group ran at once"
+    owners = [n.rsplit("-", 1)[0] for n in served]
+    assert sorted(owners) == members, served  # each member once: the oldest wait goes first
+    everything = [j["metadata"]["name"] for name in members for j in jobs_of(kube, namespace, name)]
+    assert len(everything) == len(set(everything))
+    first = served[0].rsplit("-", 1)[0]  # the group's re-read told its CronJob, as no bridge could
+    assert served[0] not in d["active"] and events_of(kube, namespace, first, "MissingJob")
+
+
+async def _holds(client: Any, ns: str, cronjob: str, job: str) -> bool:
+    seat = (await describe(client, ns, cronjob))["concurrencyGroup"]
+    return {"cronjob": cronjob, "job": job} in seat["holders"]

@@ -8,15 +8,17 @@ slot stays held until a test finishes or deletes its Job.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
 
 from kube.client import Kube
-from tests.conftest import eventually, running, utcnow
+from tests.conftest import eventually, running, save_history, utcnow
 from tests.integration.test_cronjob import cronjob_manifest, describe, events_of, jobs_of, started
 from tests.k8s import finish_job, second
+from worker.commands import cronjob_describe
 from workflows.identity import group_workflow_id
 
 
@@ -49,6 +51,8 @@ async def test_a_group_of_one_slot_runs_its_members_one_after_another_oldest_wai
         assert seat["holders"] == [{"cronjob": "first", "job": held["metadata"]["name"]}]
         view = await group_view(client, namespace, "db")
         assert view["limit"] == 1 and [q["cronjob"] for q in view["queue"]] == ["second"]
+        cli = json.loads(await cronjob_describe(client, namespace, "second", output="json"))  # batchd cronjob describe
+        assert cli["concurrencyGroup"]["name"] == "db" and cli["group"]["holders"] == view["holders"]
         assert jobs_of(kube, namespace, "second") == []
         [event] = await eventually(lambda: events_of(kube, namespace, "second", "WaitingForGroup"))
         assert event["type"] == "Normal" and "concurrency group db" in event["message"]
@@ -67,6 +71,8 @@ async def test_a_group_of_one_slot_runs_its_members_one_after_another_oldest_wai
         kube.delete("Job", namespace, job["metadata"]["name"])
         await eventually(lambda: len(jobs_of(kube, namespace, "first")) == 2, what="the first member's next Job")
         assert jobs_of(kube, namespace, "second") == []
+        await save_history(handle, "cronjob-group-member")
+        await save_history(client.get_workflow_handle(group_workflow_id(namespace, "db")), "cronjob-group")
 
 
 async def test_a_time_that_waits_past_its_starting_deadline_is_missed_and_the_last_member_to_leave_ends_the_group(

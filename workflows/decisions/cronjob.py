@@ -243,9 +243,12 @@ def observe(state: CronJobState, obs: CronJobObservation) -> Observed:
         if obs.uid and obs.uid != old.uid:
             return Observed(state, changed=False, replan=False)  # the end of a namesake that is not ours
         return Observed(gone(state), changed=True, replan=True)
-    if obs.uid != old.uid:  # what the old one had still to tell goes out all the same (NOTIFY-EVENTS)
-        return Observed(new_state(obs).model_copy(update={"outbox": state.outbox}), changed=True, replan=True,
-                        adopted=True)
+    if obs.uid != old.uid:  # what the old one had still to tell goes out all the same (NOTIFY-EVENTS), and
+        # its concurrency group learns the seat changed hands (CJ-GROUP): the new one's report replaces it
+        seat = state.seat.model_copy(update={"want": None, "since": None, "granted": None, "told": ""}) \
+            if state.seat is not None else None
+        return Observed(new_state(obs).model_copy(update={"outbox": state.outbox, "seat": seat}), changed=True,
+                        replan=True, adopted=True)
     return Observed(state.model_copy(update={"observation": obs}), changed=True,
                     replan=obs.decision_key() != old.decision_key())
 
@@ -407,7 +410,8 @@ def _slot(b: Books, run: Run, clock: Clock) -> Steps[bool]:
     """Ask the group for the slot of ``run``'s time. False: the time waits (ledger ``waited-for-group``),
     and the group's ``group_grant`` signal, or a later pass, resumes it."""
     due, seat = run.due, b.state.seat
-    if seat is not None and seat.want == due and seat.granted == due:
+    if seat is not None and seat.granted is not None:  # the slot is the member's, whichever time it now runs
+        _set_seat(b, want=due, granted=due)
         return True
     since = seat.since if seat is not None and seat.since is not None else due
     _set_seat(b, want=due, since=since, granted=None)
@@ -445,14 +449,14 @@ def slot_used(state: CronJobState, due: datetime) -> CronJobState:
 
 
 def wait_ended(state: CronJobState, due: list[datetime], now: datetime) -> CronJobState:
-    """The waiting time is no longer due. A newer time takes its place in the queue (as Forbid runs only
-    the latest); past ``startingDeadlineSeconds`` it is ``missed-deadline``; else (suspended, a window
+    """The waiting time is no longer due. A newer time takes its place in the queue and its slot, if
+    granted (as Forbid runs only the latest); past ``startingDeadlineSeconds`` it is ``missed-deadline``; else (suspended, a window
     ended) the wait just ends."""
     seat = state.seat
     if seat is None or seat.want is None or seat.want in due:
         return state
-    if any(t > seat.want for t in due):
-        return state.model_copy(update={"seat": seat.model_copy(update={"want": None, "granted": None})})
+    if any(t > seat.want for t in due):  # the place in the queue, and a slot granted, go to the newer time
+        return state.model_copy(update={"seat": seat.model_copy(update={"want": None})})
     e = _Edit(state)
     sds = e.obs.spec.starting_deadline_seconds
     deadline = plus_seconds(seat.want, sds) if sds is not None else None
@@ -497,8 +501,8 @@ def sync_group(b: Books, clock: Clock) -> Steps[bool]:
         key = group_key(rep)
         if b.state.seat is not None and b.state.seat.told == key:
             return False
-        ans: GroupAnswer = yield Call(tell_group, rep, summary=f"{'leave' if rep.leave else 'report to'} "
-                                                                 f"concurrency group {rep.group}")
+        ans: GroupAnswer = yield Call(tell_group, rep, queued=True,
+                                      summary=f"{'leave' if rep.leave else 'report to'} concurrency group {rep.group}")
         if rep.leave:
             b.state = b.state.model_copy(update={"seat": None})
             continue

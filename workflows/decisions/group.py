@@ -10,8 +10,9 @@ The rules:
 * a slot is held by each active Job of a member, and by each schedule time granted a slot whose
   Job its member has not reported yet;
 * the limit is the smallest any member asks for;
-* waiting members are served oldest wait first (``since``, then the time, then the name), each
-  for one schedule time at a time.
+* waiting members are served oldest wait first (``since``, then the name), each for one schedule
+  time at a time; a newer time that supersedes a member's waiting one keeps its place, and its
+  slot once granted.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def used(state: GroupState) -> int:
 def queue(state: GroupState) -> list[Seat]:
     """The members waiting for a slot, first served first."""
     waiting = [s for s in state.seats if s.want is not None and s.granted is None]
-    return sorted(waiting, key=lambda s: (s.since or s.want, s.want, s.member))
+    return sorted(waiting, key=lambda s: (s.since or s.want, s.member))
 
 
 def report(state: GroupState, rep: GroupReport) -> tuple[GroupState, GroupAnswer]:
@@ -59,7 +60,8 @@ def report(state: GroupState, rep: GroupReport) -> tuple[GroupState, GroupAnswer
         return state, GroupAnswer(limit=limit(state), refused=(
             f"concurrency group {rep.group} already has {MAX_MEMBERS} CronJobs, the most one holds"))
     same = old is not None and old.uid == rep.member_uid
-    granted = old.granted if same and old is not None and old.granted == rep.want else None
+    # a slot granted stays the member's while it waits, for a newer time too (it supersedes the old one)
+    granted = rep.want if same and old is not None and old.granted is not None else None
     seat = Seat(member=rep.member, uid=rep.member_uid, limit=rep.limit, active=rep.active[:MAX_REFS],
                 active_count=max(rep.active_count, len(rep.active)), want=rep.want, since=rep.since,
                 granted=granted)
