@@ -1078,7 +1078,8 @@ def _describe_seat(state: CronJobState) -> dict[str, Any] | None:
         "waitingFor": iso(seat.want) if seat and seat.want else None,
         "waitingSince": iso(seat.since) if seat and seat.want and seat.since else None,
         "position": ans.position if ans and seat and seat.want and not seat.granted else None,
-        "holders": [{"cronjob": h.cronjob, "job": h.job} for h in ans.holders] if ans else [],
+        "used": ans.used if ans else None, "waiting": ans.waiting if ans else None,
+        "holders": [{"cronjob": h.cronjob, "job": h.job} for h in ans.holders] if ans else [],  # the first 20
         "queue": [{"cronjob": w.cronjob, "scheduledTime": iso(w.scheduled_time)} for w in ans.queue] if ans else [],
         "asOf": iso(seat.answered_at) if seat and seat.answered_at else None,
     }

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from workflows.models.cronjob import (
+    ANSWER_LIST,
     MAX_MEMBERS,
     MAX_REFS,
     GroupAnswer,
@@ -114,20 +115,20 @@ def answer(state: GroupState, member: str) -> GroupAnswer:
     position = next((i + 1 for i, s in enumerate(waiting) if s.member == member), None)
     return GroupAnswer(
         granted=seat is not None and seat.want is not None and seat.granted == seat.want,
-        limit=limit(state), position=position,
-        holders=[Holder(cronjob=s.member, job=a.name) for s in state.seats for a in s.active],
+        limit=limit(state), position=position, used=used(state), waiting=len(waiting),
+        holders=[Holder(cronjob=s.member, job=a.name) for s in state.seats for a in s.active][:ANSWER_LIST],
         queue=[Waiter(cronjob=s.member, scheduled_time=s.want, since=s.since or s.want)
-               for s in waiting if s.want is not None])
+               for s in waiting[:ANSWER_LIST] if s.want is not None])
 
 
 def describe(state: GroupState) -> dict[str, Any]:
-    """The group's ``describe`` query (``batchd cronjob describe`` shows it beside the member's)."""
-    ans = answer(state, "")
+    """The group's ``describe`` query (``batchd cronjob describe`` shows it beside the member's): all of
+    it, not an answer's first few."""
     return {
-        "namespace": state.namespace, "group": state.group, "limit": ans.limit, "used": used(state),
+        "namespace": state.namespace, "group": state.group, "limit": limit(state), "used": used(state),
         "members": [{"cronjob": s.member, "limit": s.limit, "active": s.active_count} for s in state.seats],
-        "holders": [{"cronjob": h.cronjob, "job": h.job} for h in ans.holders]
+        "holders": [{"cronjob": s.member, "job": a.name} for s in state.seats for a in s.active]
         + [{"cronjob": s.member, "granted": iso(s.granted)} for s in state.seats if s.granted is not None],
-        "queue": [{"cronjob": w.cronjob, "scheduledTime": iso(w.scheduled_time), "waitingSince": iso(w.since)}
-                  for w in ans.queue],
+        "queue": [{"cronjob": s.member, "scheduledTime": iso(s.want), "waitingSince": iso(s.since or s.want)}
+                  for s in queue(state) if s.want is not None],
     }

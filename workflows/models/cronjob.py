@@ -253,7 +253,10 @@ class CronJobCounters(K8sModel):
 MAX_MEMBERS = 500
 #: Of a member's active Jobs, the group keeps this many references (the holders it re-reads); the
 #: count it keeps whole. With MAX_MEMBERS, a group's state stays far below a payload's 2 MB.
-MAX_REFS = 10
+MAX_REFS = 5
+#: The most holders and waiters an answer lists (the first of each; the counts are whole): a member
+#: keeps its last answer, and each answer is in the group's history.
+ANSWER_LIST = 20
 
 
 class GroupReport(K8sModel):
@@ -291,8 +294,10 @@ class GroupAnswer(K8sModel):
     granted: bool = False
     limit: int = 1
     position: int | None = None  # 1-based place in the queue while waiting
-    holders: list[Holder] = Field(default_factory=list)
-    queue: list[Waiter] = Field(default_factory=list)
+    used: int = 0  # slots held, by active Jobs and grants
+    holders: list[Holder] = Field(default_factory=list)  # the first ANSWER_LIST
+    queue: list[Waiter] = Field(default_factory=list)  # the first ANSWER_LIST, in order
+    waiting: int = 0  # the whole queue's length
     refused: str | None = None  # the group is full (MAX_MEMBERS)
 
 
