@@ -90,9 +90,10 @@ class CronJobGroupWorkflow(WorkflowSide):
 
     async def _recheck(self) -> None:
         """Re-read the holders' Jobs: an end no worker saw frees its slot, and its member is told."""
+        self.state, batch = decide.to_reread(self.state)
         found: ReadJobsResult = await self.perform(Call(
-            read_group_jobs, ReadJobsInput(namespace=self.state.namespace, jobs=decide.holders(self.state)),
-            summary=f"re-read the holders of group {self.state.group}"))
+            read_group_jobs, ReadJobsInput(namespace=self.state.namespace, jobs=batch),
+            summary=f"re-read {len(batch)} holder(s) of group {self.state.group}"))
         self.state, told = decide.ended(self.state, found.ended)
         for member, job in told:
             await self._signal(member, "job_observed", job)

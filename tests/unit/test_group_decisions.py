@@ -19,6 +19,8 @@ from workflows.decisions import group
 from workflows.execute import Call, execute
 from workflows.models.cronjob import (
     MAX_MEMBERS,
+    MAX_REFS,
+    RECHECK_BATCH,
     CronJobState,
     GroupGrant,
     GroupReport,
@@ -196,3 +198,17 @@ def test_a_namesake_recreated_unseen_takes_over_the_seat_and_a_member_without_th
     m.states["a"] = decide.observe(m.states["a"], obs).state  # its DELETED event was missed
     m.sync("a", JUST_AFTER + timedelta(seconds=1))
     assert m.group.seats == [] and m.states["a"].seat is None  # the old seat is given up, not kept
+
+
+def test_a_re_read_takes_at_most_a_batch_of_holders_and_goes_round_them() -> None:
+    s = fold(*(report(f"m{i:03d}", active=MAX_REFS, limit=10_000) for i in range(30)), report("w", want=T))
+    every = [a.uid for a in group.holders(s)]
+    assert len(every) == 150
+    seen: list[str] = []
+    for _ in range(3):
+        s, batch = group.to_reread(s)
+        assert len(batch) == RECHECK_BATCH
+        seen += [a.uid for a in batch]
+    assert seen == every  # three batches: each holder once, in order
+    s, batch = group.to_reread(s)
+    assert [a.uid for a in batch] == every[:RECHECK_BATCH]  # and round again

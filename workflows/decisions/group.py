@@ -24,6 +24,7 @@ from workflows.models.cronjob import (
     ANSWER_LIST,
     MAX_MEMBERS,
     MAX_REFS,
+    RECHECK_BATCH,
     GroupAnswer,
     GroupReport,
     GroupState,
@@ -85,8 +86,16 @@ def ended(state: GroupState, jobs: list[JobSummary]) -> tuple[GroupState, list[t
 
 
 def holders(state: GroupState) -> list[ObjectReference]:
-    """The Jobs to re-read: the holders the group knows by reference."""
+    """The holders the group knows by reference."""
     return [a for s in state.seats for a in s.active]
+
+
+def to_reread(state: GroupState) -> tuple[GroupState, list[ObjectReference]]:
+    """The next RECHECK_BATCH holders to re-read, round the list from where the last re-read stopped."""
+    known = holders(state)
+    start = state.reread_from % len(known) if known else 0
+    batch = (known[start:] + known[:start])[:RECHECK_BATCH]
+    return state.model_copy(update={"reread_from": start + len(batch)}), batch
 
 
 def rechecking(state: GroupState) -> bool:

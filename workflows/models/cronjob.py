@@ -254,6 +254,9 @@ MAX_MEMBERS = 500
 #: Of a member's active Jobs, the group keeps this many references (the holders it re-reads); the
 #: count it keeps whole. With MAX_MEMBERS, a group's state stays far below a payload's 2 MB.
 MAX_REFS = 5
+#: The most holders one re-read GETs (one local activity, well within its time limit); the next
+#: re-read goes on from there, round the list.
+RECHECK_BATCH = 50
 #: The most holders and waiters an answer lists (the first of each; the counts are whole): a member
 #: keeps its last answer, and each answer is in the group's history.
 ANSWER_LIST = 20
@@ -327,6 +330,7 @@ class GroupState(K8sModel):
     seats: list[Seat] = Field(default_factory=list)
     #: grants decided but not yet signalled to their member, as (member, due)
     to_tell: list[tuple[str, datetime]] = Field(default_factory=list)
+    reread_from: int = 0  # where the next re-read of the holders starts (RECHECK_BATCH at a time)
     recheck_seconds: float = 30.0
 
 
