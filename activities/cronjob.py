@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from opentelemetry import metrics
 from temporalio import activity
-from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -52,7 +52,6 @@ from workflows.models.cronjob import (
     CreateJobResult,
     DeleteJobsInput,
     DeleteJobsResult,
-    GroupAnswer,
     GroupInput,
     GroupReport,
     GroupState,
@@ -492,31 +491,26 @@ class GroupActivities:
         self.kube, self.client, self.recheck = kube, client, recheck
 
     @implements(contract.tell_group)
-    async def tell_group(self, inp: GroupReport) -> GroupAnswer:
-        """Update-with-start ``report`` on ``cronjob-group/{ns}/{group}``; a leave starts no group."""
+    async def tell_group(self, inp: GroupReport) -> None:
+        """Signal-with-start ``report`` on ``cronjob-group/{ns}/{group}``; a leave starts no group."""
         if self.client is None:
             raise ApplicationError("this worker has no Temporal client for concurrency groups", non_retryable=True)
         wid = group_workflow_id(inp.namespace, inp.group)
         if inp.leave:
             try:
-                answer: GroupAnswer = await self.client.get_workflow_handle(wid).execute_update(
-                    "report", inp, result_type=GroupAnswer)
-                return answer
+                await self.client.get_workflow_handle(wid).signal("report", inp)
             except RPCError as err:
-                if err.status == RPCStatusCode.NOT_FOUND:  # no such group, or it already ended
-                    return GroupAnswer()
-                raise
+                if err.status != RPCStatusCode.NOT_FOUND:  # else: no such group, or it already ended
+                    raise
+            return
         state = GroupState(namespace=inp.namespace, group=inp.group, recheck_seconds=self.recheck.total_seconds())
-        start: WithStartWorkflowOperation[Any, str] = WithStartWorkflowOperation(
+        await self.client.start_workflow(
             "CronJobGroup", GroupInput(state=state), id=wid, task_queue=activity.info().task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, result_type=str,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, start_signal="report", start_signal_args=[inp],
             static_summary=f"concurrency group {inp.namespace}/{inp.group}",
             search_attributes=TypedSearchAttributes([
                 SearchAttributePair(K8S_KIND, "ConcurrencyGroup"), SearchAttributePair(K8S_NAMESPACE, inp.namespace),
                 SearchAttributePair(K8S_NAME, inp.group)]))
-        joined: GroupAnswer = await self.client.execute_update_with_start_workflow(
-            "report", inp, start_workflow_operation=start, result_type=GroupAnswer)
-        return joined
 
     @implements(contract.read_group_jobs)
     @temporal_errors

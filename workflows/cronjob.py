@@ -16,7 +16,7 @@ schedule time:
 2. create the Job that is due (or, with catch-up, each missed one), under the concurrency policy;
 3. create the next Job of a one-at-a-time backfill;
 4. report to its concurrency group (CJ-GROUP, workflows/group.py) when its view changed: a time
-   the group has no slot for waits, and the group's ``group_grant`` signal resumes it;
+   the group has no slot for waits, and the group's ``group_answer`` signal resumes it;
 5. record the Events, and write status and batchd's annotations when they changed;
 6. sleep until the next schedule time (plus the optional jitter), or until a signal or an update
    changes something.
@@ -57,7 +57,7 @@ with workflow.unsafe.imports_passed_through():
         CronJobInput,
         CronJobObservation,
         CronJobState,
-        GroupGrant,
+        GroupAnswer,
         JobSummary,
         SuspendInput,
         SuspendResult,
@@ -163,10 +163,11 @@ class CronJobWorkflow(WorkflowSide):
         if changed and self.armed_for is not None and workflow.patched(JOB_END_STOPS_ARMED_WAIT):
             self._interrupt = True
 
-    @workflow.signal(name="group_grant")
-    def group_grant(self, grant: GroupGrant) -> None:
-        """CJ-GROUP: the concurrency group gives the waiting schedule time its slot."""
-        self.state, changed = decide.granted(self.state, grant)
+    @workflow.signal(name="group_answer")
+    def group_answer(self, answer: GroupAnswer) -> None:
+        """CJ-GROUP: the concurrency group answers a report, or gives the waiting schedule time its slot."""
+        self.state, events, changed = decide.answered(self.state, answer, workflow.now())
+        self.events += events
         self._changed |= changed
 
     # -- operator controls ----------------------------------------------------------------
@@ -270,7 +271,7 @@ class CronJobWorkflow(WorkflowSide):
                 await self._continue_as_new()
         workflow.upsert_search_attributes([NEXT_SCHEDULE_TIME.value_unset()])
         workflow.logger.info("CronJob %s/%s is gone; workflow ends", self.obs.namespace, self.obs.name)
-        await execute(decide.sync_group(self, workflow.now), self)  # CJ-GROUP: leave, its slots free
+        await execute(decide.sync_group(self), self)  # CJ-GROUP: leave, its slots free
         if self.state.outbox:  # NOTIFY-EVENTS: what it has to tell goes out before it ends
             await workflow.wait_condition(lambda: not self.state.outbox)
         return "gone"

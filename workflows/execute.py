@@ -43,18 +43,14 @@ R = TypeVar("R")
 class Call(Generic[In]):
     """A Kubernetes side effect: one declared activity and its input; its result is sent back.
 
-    ``bulk``: the heartbeating kind that touches up to 500 Pods on the task queue. ``queued``: an
-    activity on the task queue too, for a call that waits on another workflow (CJ-GROUP's reports):
-    as a local activity it would hold its workflow's task, and with it a worker's workflow task
-    slot, which the workflow it waits on may need. Otherwise a local activity (one object's read
-    or write).
+    ``bulk``: the heartbeating kind that touches up to 500 Pods on the task queue; otherwise a
+    local activity (one object's read or write).
     """
 
     activity: Callable[[In], Any]
     arg: In
     summary: str | None = None
     bulk: bool = False
-    queued: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,10 +134,6 @@ class WorkflowSide:
                 return await workflow.execute_activity(
                     step.activity, step.arg, start_to_close_timeout=BULK_TIMEOUT, heartbeat_timeout=BULK_HEARTBEAT,
                     retry_policy=K8S_RETRY, summary=step.summary)
-            if step.queued:
-                return await workflow.execute_activity(
-                    step.activity, step.arg, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
-                    summary=step.summary)
             return await workflow.execute_local_activity(
                 step.activity, step.arg, start_to_close_timeout=K8S_CALL_TIMEOUT, retry_policy=K8S_RETRY,
                 summary=step.summary)

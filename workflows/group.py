@@ -2,9 +2,11 @@
 group: ``cronjob-group/{ns}/{group}``.
 
 Layer: workflows (deterministic). Members (CronJob workflows) report their whole view through the
-activity ``tell_group``, an update-with-start of ``report``: the group starts with its first
-member's report and ends when its last member leaves. Workflows cannot call each other's updates,
-so the grants go back as signals (``group_grant``) to ``cronjob/{ns}/{name}``.
+activity ``tell_group``, a signal-with-start of ``report``: the group starts with its first
+member's report and ends when its last member leaves. It answers each report, and each grant, with
+the signal ``group_answer`` to ``cronjob/{ns}/{name}``. Signals both ways, as Temporal's mutex
+samples do: an update would answer at once, but the server lets only 10 be in flight per workflow,
+and 300 CronJobs of one group on one schedule report in the same second (bench/group.py).
 
 Slots are held by the members' running Jobs. A member learns of its Jobs' ends from the bridge,
 and reports; a Job that ended while no worker watched (deleted during an outage, say) is found by
@@ -14,6 +16,7 @@ as the bridge would have told it.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -26,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.identity import cronjob_workflow_id
     from workflows.models.cronjob import (
         GroupAnswer,
-        GroupGrant,
         GroupInput,
         GroupReport,
         JobSummary,
@@ -48,18 +50,15 @@ class CronJobGroupWorkflow(WorkflowSide):
         self.state = inp.state
         self._news = False
 
-    @workflow.update(name="report")
-    def report(self, rep: GroupReport) -> GroupAnswer:
-        """A member's whole view (or its leaving); the answer says whether its waiting time has a slot."""
-        self.state, answer = decide.report(self.state, rep)
-        self._news = True
-        return answer
-
-    @report.validator
-    def _validate_report(self, rep: GroupReport) -> None:
+    @workflow.signal(name="report")
+    def report(self, rep: GroupReport) -> None:
+        """A member's whole view (or its leaving); it is answered with ``group_answer``."""
         if (rep.namespace, rep.group) != (self.state.namespace, self.state.group):
-            raise ValueError(f"a report for group {rep.namespace}/{rep.group} sent to {self.state.namespace}/"
-                             f"{self.state.group}")
+            workflow.logger.warning("group %s/%s: a report for %s/%s ignored", self.state.namespace,
+                                    self.state.group, rep.namespace, rep.group)
+            return
+        self.state = decide.report(self.state, rep)
+        self._news = True
 
     @workflow.query(name="describe")
     def describe(self) -> dict[str, Any]:
@@ -69,12 +68,10 @@ class CronJobGroupWorkflow(WorkflowSide):
     @workflow.run
     async def run(self, inp: GroupInput) -> str:
         while True:
-            await self._tell_grants()
-            if not self.state.seats:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                if not self.state.seats:
-                    return "empty"
             self._news = False
+            await self._answer()
+            if not self.state.seats and not self.state.to_tell:
+                return "empty"
             recheck = timedelta(seconds=self.state.recheck_seconds) if decide.rechecking(self.state) else None
             if not await self.perform(Wait(recheck, f"re-read the holders of group {self.state.group}")) \
                     and recheck is not None:
@@ -82,11 +79,11 @@ class CronJobGroupWorkflow(WorkflowSide):
             info = workflow.info()
             if info.is_continue_as_new_suggested() or info.get_current_history_length() > HISTORY_EVENTS:
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                await self._tell_grants()
+                await self._answer()
                 workflow.continue_as_new(GroupInput(state=self.state))
 
     def woken(self) -> bool:
-        return self._news
+        return self._news or bool(self.state.to_tell)
 
     async def _recheck(self) -> None:
         """Re-read the holders' Jobs: an end no worker saw frees its slot, and its member is told."""
@@ -95,15 +92,14 @@ class CronJobGroupWorkflow(WorkflowSide):
             read_group_jobs, ReadJobsInput(namespace=self.state.namespace, jobs=batch),
             summary=f"re-read {len(batch)} holder(s) of group {self.state.group}"))
         self.state, told = decide.ended(self.state, found.ended)
-        for member, job in told:
-            await self._signal(member, "job_observed", job)
+        await asyncio.gather(*(self._signal(member, "job_observed", job) for member, job in told))
 
-    async def _tell_grants(self) -> None:
-        self.state, grants = decide.told(self.state)
-        for member, due in grants:
-            await self._signal(member, "group_grant", GroupGrant(group=self.state.group, due=due))
+    async def _answer(self) -> None:
+        """Signal the queued answers, all at once: one after another, each would wait for its own round trip."""
+        self.state, answers = decide.told(self.state)
+        await asyncio.gather(*(self._signal(member, "group_answer", answer) for member, answer in answers))
 
-    async def _signal(self, member: str, name: str, arg: GroupGrant | JobSummary) -> None:
+    async def _signal(self, member: str, name: str, arg: GroupAnswer | JobSummary) -> None:
         """Signal a member; one whose workflow is gone leaves the group (its CronJob was deleted)."""
         try:
             await workflow.get_external_workflow_handle(cronjob_workflow_id(self.state.namespace, member)).signal(
@@ -111,5 +107,5 @@ class CronJobGroupWorkflow(WorkflowSide):
         except FailureError as err:
             workflow.logger.warning("group %s/%s: member %s unreachable (%s); it leaves the group",
                                     self.state.namespace, self.state.group, member, err)
-            self.state, _ = decide.report(self.state, GroupReport(
+            self.state = decide.report(self.state, GroupReport(
                 namespace=self.state.namespace, group=self.state.group, member=member, member_uid="", leave=True))

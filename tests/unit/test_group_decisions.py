@@ -2,8 +2,8 @@
 (workflows/decisions/cronjob.py), no workflow and no server.
 
 :class:`Members` runs several CronJobs' passes against one in-memory group: each ``tell_group``
-is the group's very :func:`group.report`, and its grants are delivered as the workflow delivers
-them (``group_grant`` to the member), so the protocol is exercised whole.
+is the group's very :func:`group.report`, and its answers are delivered as the workflow delivers
+them (``group_answer`` to the member), so the protocol is exercised whole.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from workflows.models.cronjob import (
     MAX_REFS,
     RECHECK_BATCH,
     CronJobState,
-    GroupGrant,
+    GroupAnswer,
     GroupReport,
     GroupState,
     JobSummary,
@@ -43,57 +43,64 @@ def report(member: str, *, want: datetime | None = None, since: datetime | None 
 def fold(*reports: GroupReport) -> GroupState:
     s = GroupState(namespace="ns", group="g")
     for rep in reports:
-        s, _ = group.report(s, rep)
+        s = group.report(s, rep)
     return s
 
 
+def tell(s: GroupState, rep: GroupReport) -> tuple[GroupState, dict[str, GroupAnswer]]:
+    """One report, and the answers it makes the group send."""
+    s, answers = group.told(group.report(s, rep))
+    return s, dict(answers)
+
+
 def test_the_smallest_limit_of_the_members_holds_and_active_jobs_and_grants_use_slots() -> None:
-    s = fold(report("a", limit=3, active=1), report("b", limit=2, active=1), report("c", limit=5, want=T))
+    s, _ = group.told(fold(report("a", limit=3, active=1), report("b", limit=2, active=1)))
+    s, answers = tell(s, report("c", limit=5, want=T))
     assert group.limit(s) == 2 and group.used(s) == 2
     assert [x.member for x in group.queue(s)] == ["c"]
-    s, ans = group.report(s, report("b", limit=2, active=0))  # b's Job ended: c gets its slot
-    assert ans.limit == 2 and not ans.granted and s.to_tell == [("c", T)] and group.used(s) == 2
-    s, told = group.told(s)
-    assert told == [("c", T)] and s.to_tell == []
+    assert answers["c"].want == T and not answers["c"].granted and answers["c"].position == 1
+    s, answers = tell(s, report("b", limit=2, active=0))  # b's Job ended: c gets its slot
+    assert set(answers) == {"b", "c"} and answers["c"].granted and not answers["b"].granted
+    assert answers["c"].limit == 2 and group.used(s) == 2 and s.to_tell == []
 
 
 def test_the_longest_wait_goes_first_and_a_newer_time_keeps_its_place_and_its_slot() -> None:
     s = fold(report("holder", active=1), report("late", want=HOURLY_AT[1]), report("b", want=HOURLY_AT[0]),
              report("a", want=HOURLY_AT[0]))
     assert [x.member for x in group.queue(s)] == ["a", "b", "late"]  # since, then the name
-    s, ans = group.report(s, report("a", want=HOURLY_AT[2], since=HOURLY_AT[0]))  # superseded, still first
-    assert ans.position == 1
-    s, ans = group.report(s, report("holder"))
-    assert s.to_tell == [("a", HOURLY_AT[2])]
-    s, ans = group.report(s, report("a", want=HOURLY_AT[3], since=HOURLY_AT[0]))  # superseded again, granted
-    assert ans.granted and group.used(s) == 1
-    s, ans = group.report(s, report("a", active=1))  # its Job runs: the grant becomes the Job
-    assert group.used(s) == 1 and not ans.granted and [x.member for x in group.queue(s)] == ["b", "late"]
+    s, answers = tell(s, report("a", want=HOURLY_AT[2], since=HOURLY_AT[0]))  # superseded, still first
+    assert answers["a"].position == 1
+    s, answers = tell(s, report("holder"))
+    assert answers["a"].granted and answers["a"].want == HOURLY_AT[2]
+    s, answers = tell(s, report("a", want=HOURLY_AT[3], since=HOURLY_AT[0]))  # superseded again, still granted
+    assert answers["a"].granted and answers["a"].want == HOURLY_AT[3] and group.used(s) == 1
+    s, answers = tell(s, report("a", active=1))  # its Job runs: the grant becomes the Job
+    assert group.used(s) == 1 and not answers["a"].granted and [x.member for x in group.queue(s)] == ["b", "late"]
 
 
 def test_a_member_that_leaves_or_is_recreated_frees_what_it_held() -> None:
-    s = fold(report("a", active=1), report("b", want=T))
-    s, _ = group.report(s, GroupReport(namespace="ns", group="g", member="a", member_uid="", leave=True))
-    assert [x.member for x in s.seats] == ["b"] and s.to_tell == [("b", T)]
-    s, _ = group.report(s, report("b", want=T, uid="recreated"))  # a namesake: the old one's grant is not its
-    assert group.used(s) == 1 and s.seats[0].granted == T  # granted again, as the queue's first
+    s, _ = group.told(fold(report("a", active=1), report("b", want=T)))
+    s, answers = tell(s, GroupReport(namespace="ns", group="g", member="a", member_uid="", leave=True))
+    assert [x.member for x in s.seats] == ["b"] and list(answers) == ["b"] and answers["b"].granted  # none to a
+    s, answers = tell(s, report("b", want=T, uid="recreated"))  # a namesake: the old one's grant is not its
+    assert group.used(s) == 1 and answers["b"].granted  # granted again, as the queue's first
 
 
 def test_a_group_is_refused_beyond_its_most_members() -> None:
-    s = fold(*(report(f"m{i}") for i in range(MAX_MEMBERS)))
-    s2, ans = group.report(s, report("one-more", want=T))
-    assert ans.refused and "500" in ans.refused and s2 == s
-    _, ans = group.report(s, report("m0", want=T))  # a member already in is not
-    assert ans.refused is None
+    s, _ = group.told(fold(*(report(f"m{i}") for i in range(MAX_MEMBERS))))
+    s2, answers = tell(s, report("one-more", want=T))
+    assert answers["one-more"].refused and "500" in answers["one-more"].refused and s2 == s
+    _, answers = tell(s, report("m0", want=T))  # a member already in is not
+    assert answers["m0"].refused is None
 
 
 def test_holders_found_ended_free_their_slots_and_their_members_are_told() -> None:
-    s = fold(report("a", active=2, limit=2), report("b", want=T, limit=2))
+    s, _ = group.told(fold(report("a", active=2, limit=2), report("b", want=T, limit=2)))
     assert not group.rechecking(fold(report("a", active=2)))  # no one waits: no re-read
     assert group.rechecking(s) and [h.name for h in group.holders(s)] == ["a-0", "a-1"]
     s, told = group.ended(s, [JobSummary(name="a-1", uid="a-1", gone=True)])
     assert told == [("a", JobSummary(name="a-1", uid="a-1", owner_uid="uid-a", gone=True))]
-    assert group.used(s) == 2 and s.to_tell == [("b", T)]  # a-0 and b's grant
+    assert group.used(s) == 2 and s.to_tell == ["b"]  # a-0 and b's grant
     assert group.describe(s)["holders"] == [{"cronjob": "a", "job": "a-0"},
                                             {"cronjob": "b", "granted": "2026-05-19T10:00:00Z"}]
 
@@ -102,7 +109,7 @@ def test_holders_found_ended_free_their_slots_and_their_members_are_told() -> No
 
 class Members:
     """CronJobs whose passes share one group: their ``tell_group`` calls are the group's decisions,
-    and the grants the group queues reach the members as the ``group_grant`` signal does."""
+    and the answers the group queues reach the members as the ``group_answer`` signal does."""
 
     def __init__(self, **states: CronJobState) -> None:
         self.states = states
@@ -117,9 +124,8 @@ class Members:
         class Side(Cluster):
             async def perform(self, step: Any) -> Any:
                 if isinstance(step, Call) and step.activity is tell_group:
-                    assert step.queued  # it waits on the group's workflow: never a local activity
-                    members.group, answer = group.report(members.group, step.arg)
-                    return answer
+                    members.group = group.report(members.group, step.arg)
+                    return None
                 return await super().perform(step)
 
         side = Side(self.states[name])
@@ -128,9 +134,15 @@ class Members:
         self.states[name], self.wakes[name] = side.state, end.wake
         self.created[name] += side.created
         self.reasons[name] += [e.reason for e in side.events]
-        self.group, grants = group.told(self.group)
-        for member, due in grants:
-            self.states[member], _ = decide.granted(self.states[member], GroupGrant(group="g", due=due))
+        self.group, answers = group.told(self.group)
+        woken = []
+        for member, answer in answers:
+            self.states[member], events, changed = decide.answered(self.states[member], answer, now)
+            self.reasons[member] += [e.reason for e in events]
+            if changed and self.states[member].seat and self.states[member].seat.granted:
+                woken.append(member)
+        for member in woken:  # a grant wakes its member's workflow for a pass at once
+            self.sync(member, now)
 
     def finish(self, name: str, now: datetime) -> None:
         [job] = self.states[name].active
@@ -159,9 +171,7 @@ def test_a_member_without_a_slot_waits_and_its_grant_creates_the_job() -> None:
     d = decide.describe(m.states["b"], JUST_AFTER, wake=m.wakes["b"], armed_for=None)["concurrencyGroup"]
     assert (d["name"], d["position"], d["waitingFor"]) == ("g", 1, "2026-05-19T10:00:00Z")
     assert d["holders"] == [{"cronjob": "a", "job": job_name("a", T)}]
-    m.finish("a", JUST_AFTER + timedelta(seconds=5))  # a's end is reported: the group grants b
-    assert m.states["b"].seat is not None and m.states["b"].seat.granted == T
-    m.sync("b", JUST_AFTER + timedelta(seconds=6))
+    m.finish("a", JUST_AFTER + timedelta(seconds=5))  # a's end is reported: the group grants b, which creates
     assert m.created["b"] == [job_name("b", T)] and m.ledger("b") == [(T, "waited-for-group"), (T, "created")]
     assert group.used(m.group) == 1 and m.states["b"].seat is not None and m.states["b"].seat.want is None
 

@@ -62,7 +62,6 @@ from workflows.models.cronjob import (
     DeleteJobsInput,
     DeleteJobsResult,
     GroupAnswer,
-    GroupGrant,
     GroupReport,
     JobSummary,
     LedgerEntry,
@@ -363,8 +362,8 @@ def run_pass(b: Books, now: datetime, *, armed: bool, subminute: Subminute, cloc
             break
         if begun.run is None:
             continue
-        if needs_slot(b.state, begun.run) and not (yield from _slot(b, begun.run, clock)):
-            break  # CJ-GROUP: a slot's grant wakes the workflow
+        if needs_slot(b.state, begun.run) and not (yield from _slot(b, begun.run)):
+            break  # CJ-GROUP: the group's answer wakes the workflow
         if not (yield from _start(b, begun.run, at=now if armed else None, clock=clock)):
             return PassEnd(now, interrupted=True)
         b.state = slot_used(b.state, due)
@@ -373,8 +372,7 @@ def run_pass(b: Books, now: datetime, *, armed: bool, subminute: Subminute, cloc
     if plan.due:
         b.state, events = limits_reached(b.state, now)
         b.events += events
-    if (yield from sync_group(b, clock)):
-        return PassEnd(now, interrupted=True)  # the report's answer granted the wait: create at once
+    yield from sync_group(b)  # CJ-GROUP: a Job created or ended, a wait begun or over
     return PassEnd(wake_after(plan, b.state, now, subminute))
 
 
@@ -406,32 +404,45 @@ def needs_slot(state: CronJobState, run: Run) -> bool:
         and not run.replace
 
 
-def _slot(b: Books, run: Run, clock: Clock) -> Steps[bool]:
-    """Ask the group for the slot of ``run``'s time. False: the time waits (ledger ``waited-for-group``),
-    and the group's ``group_grant`` signal, or a later pass, resumes it."""
+def _slot(b: Books, run: Run) -> Steps[bool]:
+    """Whether ``run``'s time has its slot; if not, the member reports the time as waiting, and the
+    group's answer (``group_answer``: queued, or granted now or later) resumes it."""
     due, seat = run.due, b.state.seat
     if seat is not None and seat.granted is not None:  # the slot is the member's, whichever time it now runs
-        _set_seat(b, want=due, granted=due)
+        _set_seat(b, want=due, source=run.source, granted=due)
         return True
     since = seat.since if seat is not None and seat.since is not None else due
-    _set_seat(b, want=due, since=since, granted=None)
-    if (yield from sync_group(b, clock)):
-        return True
-    e = _Edit(b.state)
-    if not any(x.scheduled_time == due and x.outcome == "waited-for-group" for x in e.s.ledger):
-        e.ledger_add(LedgerEntry(scheduled_time=due, source=run.source, outcome="waited-for-group"))
-    ans = e.s.seat.answer if e.s.seat is not None else None
-    if ans is not None and ans.refused:
-        e.warn_once(f"InvalidAnnotation:{ans.refused}", "InvalidAnnotation", f"{ans.refused}; the CronJob waits")
-    elif ans is not None:
-        held = ", ".join(h.job for h in ans.holders) or "slots granted to other CronJobs"
-        e.warn_once(f"WaitingForGroup:{iso(since)}", "WaitingForGroup",
-                    f"schedule time {iso(due)} waits for a slot in concurrency group "
-                    f"{e.obs.concurrency_group} (limit {ans.limit}, held by {held}; place {ans.position} in "
-                    "the queue)", type_="Normal")
-    b.state = e.s
-    b.events += e.events
+    _set_seat(b, want=due, source=run.source, since=since, granted=None)
+    yield from sync_group(b)
     return False
+
+
+def answered(state: CronJobState, ans: GroupAnswer, now: datetime) -> tuple[CronJobState, list[EventInput], bool]:
+    """The ``group_answer`` signal: the waiting time has its slot (a pass is due), or it waits: ledger
+    ``waited-for-group`` once, and a Normal Event once per wait. An answer about another time is
+    only kept for ``describe``."""
+    seat = state.seat
+    if seat is None or seat.group != ans.group:
+        return state, [], False
+    e = _Edit(state)
+    e.set(seat=seat.model_copy(update={"answer": ans, "answered_at": now.replace(microsecond=0)}))
+    due = seat.want
+    if due is None or (ans.want != due and not ans.refused) or seat.granted is not None:
+        return e.s, [], False
+    if ans.granted:
+        e.set(seat=e.s.seat.model_copy(update={"granted": due}) if e.s.seat else None)
+        return e.s, [], True
+    if not any(x.scheduled_time == due and x.outcome == "waited-for-group" for x in e.s.ledger):
+        e.ledger_add(LedgerEntry(scheduled_time=due, source=seat.source, outcome="waited-for-group"))
+    if ans.refused:
+        e.warn_once(f"InvalidAnnotation:{ans.refused}", "InvalidAnnotation", f"{ans.refused}; the CronJob waits")
+    else:
+        held = ", ".join(h.job for h in ans.holders) or "slots granted to other CronJobs"
+        e.warn_once(f"WaitingForGroup:{iso(seat.since or due)}", "WaitingForGroup",
+                    f"schedule time {iso(due)} waits for a slot in concurrency group {seat.group} (limit "
+                    f"{ans.limit}, {ans.used} used, held by {held}; place {ans.position} of {ans.waiting})",
+                    type_="Normal")
+    return e.s, e.events, bool(e.events)
 
 
 def _set_seat(b: Books, **update: Any) -> None:
@@ -450,8 +461,8 @@ def slot_used(state: CronJobState, due: datetime) -> CronJobState:
 
 def wait_ended(state: CronJobState, due: list[datetime], now: datetime) -> CronJobState:
     """The waiting time is no longer due. A newer time takes its place in the queue and its slot, if
-    granted (as Forbid runs only the latest); past ``startingDeadlineSeconds`` it is ``missed-deadline``; else (suspended, a window
-    ended) the wait just ends."""
+    granted (as Forbid runs only the latest); past ``startingDeadlineSeconds`` it is
+    ``missed-deadline``; else (suspended, a window ended) the wait just ends."""
     seat = state.seat
     if seat is None or seat.want is None or seat.want in due:
         return state
@@ -461,17 +472,9 @@ def wait_ended(state: CronJobState, due: list[datetime], now: datetime) -> CronJ
     sds = e.obs.spec.starting_deadline_seconds
     deadline = plus_seconds(seat.want, sds) if sds is not None else None
     if deadline is not None and now >= deadline:
-        e.ledger_add(LedgerEntry(scheduled_time=seat.want, outcome="missed-deadline"))
+        e.ledger_add(LedgerEntry(scheduled_time=seat.want, source=seat.source, outcome="missed-deadline"))
     e.set(seat=seat.model_copy(update={"want": None, "since": None, "granted": None}))
     return e.s
-
-
-def granted(state: CronJobState, grant: GroupGrant) -> tuple[CronJobState, bool]:
-    """The ``group_grant`` signal: the waiting time has its slot (a grant for another time is stale)."""
-    seat = state.seat
-    if seat is None or seat.group != grant.group or seat.want != grant.due or seat.granted == grant.due:
-        return state, False
-    return state.model_copy(update={"seat": seat.model_copy(update={"granted": grant.due})}), True
 
 
 def group_report(state: CronJobState) -> GroupReport | None:
@@ -494,22 +497,18 @@ def group_key(rep: GroupReport) -> str:
         + ",".join(a.uid for a in rep.active)
 
 
-def sync_group(b: Books, clock: Clock) -> Steps[bool]:
-    """Tell the group the member's view if it changed since the group last answered (leaving an old
-    group first); True when the answer grants the waiting time its slot."""
+def sync_group(b: Books) -> Steps[None]:
+    """Tell the group the member's view if it changed since it was last told (leaving an old group first)."""
     while (rep := group_report(b.state)) is not None:
         key = group_key(rep)
         if b.state.seat is not None and b.state.seat.told == key:
-            return False
-        ans: GroupAnswer = yield Call(tell_group, rep, queued=True,
-                                      summary=f"{'leave' if rep.leave else 'report to'} concurrency group {rep.group}")
+            return
+        yield Call(tell_group, rep, summary=f"{'leave' if rep.leave else 'report to'} concurrency group {rep.group}")
         if rep.leave:
             b.state = b.state.model_copy(update={"seat": None})
             continue
-        _set_seat(b, group=rep.group, told=key, answer=ans, answered_at=clock().replace(microsecond=0),
-                  granted=rep.want if ans.granted else None)
-        return ans.granted
-    return False
+        _set_seat(b, group=rep.group, told=key)
+        return
 
 
 def create(b: Books, run: Run, clock: Clock) -> Steps[CreateJobResult]:
@@ -1079,7 +1078,7 @@ def _describe_seat(state: CronJobState) -> dict[str, Any] | None:
         "waitingSince": iso(seat.since) if seat and seat.want and seat.since else None,
         "position": ans.position if ans and seat and seat.want and not seat.granted else None,
         "used": ans.used if ans else None, "waiting": ans.waiting if ans else None,
-        "holders": [{"cronjob": h.cronjob, "job": h.job} for h in ans.holders] if ans else [],  # the first 20
+        "holders": [{"cronjob": h.cronjob, "job": h.job} for h in ans.holders] if ans else [],  # the first 5
         "queue": [{"cronjob": w.cronjob, "scheduledTime": iso(w.scheduled_time)} for w in ans.queue] if ans else [],
         "asOf": iso(seat.answered_at) if seat and seat.answered_at else None,
     }

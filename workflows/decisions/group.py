@@ -3,7 +3,8 @@ holders found ended in; slots granted out.
 
 Layer: workflows (pure; no Temporal API, no I/O, no clock). The group's workflow
 (workflows/group.py) folds each member's :class:`GroupReport` in with :func:`report`, each re-read
-of its holders with :func:`ended`, and signals the grants they queue in ``to_tell``.
+of its holders with :func:`ended`, and signals :func:`told`'s answers: one to each member that
+reported, and to each one a slot has just been granted.
 
 The rules:
 
@@ -17,7 +18,6 @@ The rules:
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from workflows.models.cronjob import (
@@ -52,23 +52,22 @@ def queue(state: GroupState) -> list[Seat]:
     return sorted(waiting, key=lambda s: (s.since or s.want, s.member))
 
 
-def report(state: GroupState, rep: GroupReport) -> tuple[GroupState, GroupAnswer]:
-    """Take a member's whole view in (or its leaving), grant what is free, and answer it."""
+def report(state: GroupState, rep: GroupReport) -> GroupState:
+    """Take a member's whole view in (or its leaving), grant what is free, and queue its answer."""
     old = next((s for s in state.seats if s.member == rep.member), None)
     others = [s for s in state.seats if s.member != rep.member]
     if rep.leave:
-        return _allocate(state.model_copy(update={"seats": others})), GroupAnswer(limit=limit(state))
+        return _allocate(state.model_copy(update={"seats": others}))
     if old is None and len(others) >= MAX_MEMBERS:
-        return state, GroupAnswer(limit=limit(state), refused=(
-            f"concurrency group {rep.group} already has {MAX_MEMBERS} CronJobs, the most one holds"))
+        return _answering(state, rep.member)  # refused: see answer()
     same = old is not None and old.uid == rep.member_uid
     # a slot granted stays the member's while it waits, for a newer time too (it supersedes the old one)
     granted = rep.want if same and old is not None and old.granted is not None else None
     seat = Seat(member=rep.member, uid=rep.member_uid, limit=rep.limit, active=rep.active[:MAX_REFS],
                 active_count=max(rep.active_count, len(rep.active)), want=rep.want, since=rep.since,
                 granted=granted)
-    state = _allocate(state.model_copy(update={"seats": sorted([*others, seat], key=lambda s: s.member)}))
-    return state, answer(state, rep.member)
+    return _allocate(_answering(state.model_copy(update={"seats": sorted([*others, seat], key=lambda s: s.member)}),
+                                rep.member))
 
 
 def ended(state: GroupState, jobs: list[JobSummary]) -> tuple[GroupState, list[tuple[str, JobSummary]]]:
@@ -103,9 +102,13 @@ def rechecking(state: GroupState) -> bool:
     return bool(queue(state)) and bool(holders(state))
 
 
-def told(state: GroupState) -> tuple[GroupState, list[tuple[str, datetime]]]:
-    """The grants to signal now; the state forgets them."""
-    return state.model_copy(update={"to_tell": []}), state.to_tell
+def told(state: GroupState) -> tuple[GroupState, list[tuple[str, GroupAnswer]]]:
+    """The answers to signal now, each as the group stands now; the state forgets them."""
+    return state.model_copy(update={"to_tell": []}), [(m, answer(state, m)) for m in state.to_tell]
+
+
+def _answering(state: GroupState, member: str) -> GroupState:
+    return state if member in state.to_tell else state.model_copy(update={"to_tell": [*state.to_tell, member]})
 
 
 def _allocate(state: GroupState) -> GroupState:
@@ -113,16 +116,21 @@ def _allocate(state: GroupState) -> GroupState:
     if free <= 0:
         return state
     chosen = {s.member for s in queue(state)[:free]}
-    seats = [s.model_copy(update={"granted": s.want}) if s.member in chosen else s for s in state.seats]
-    grants = [(s.member, s.want) for s in seats if s.member in chosen and s.want is not None]
-    return state.model_copy(update={"seats": seats, "to_tell": [*state.to_tell, *grants]})
+    state = state.model_copy(update={
+        "seats": [s.model_copy(update={"granted": s.want}) if s.member in chosen else s for s in state.seats]})
+    for member in sorted(chosen):
+        state = _answering(state, member)
+    return state
 
 
 def answer(state: GroupState, member: str) -> GroupAnswer:
     waiting = queue(state)
     seat = next((s for s in state.seats if s.member == member), None)
     position = next((i + 1 for i, s in enumerate(waiting) if s.member == member), None)
+    refused = None if seat is not None or len(state.seats) < MAX_MEMBERS else (
+        f"concurrency group {state.group} already has {MAX_MEMBERS} CronJobs, the most one holds")
     return GroupAnswer(
+        group=state.group, want=seat.want if seat is not None else None, refused=refused,
         granted=seat is not None and seat.want is not None and seat.granted == seat.want,
         limit=limit(state), position=position, used=used(state), waiting=len(waiting),
         holders=[Holder(cronjob=s.member, job=a.name) for s in state.seats for a in s.active][:ANSWER_LIST],

@@ -259,12 +259,12 @@ MAX_REFS = 5
 RECHECK_BATCH = 50
 #: The most holders and waiters an answer lists (the first of each; the counts are whole): a member
 #: keeps its last answer, and each answer is in the group's history.
-ANSWER_LIST = 20
+ANSWER_LIST = 5
 
 
 class GroupReport(K8sModel):
-    """A member's whole view, sent whenever it changes (update ``report``); the group answers
-    with :class:`GroupAnswer`. Whole views, not deltas: a repeat or a retry changes nothing."""
+    """A member's whole view, sent whenever it changes (signal ``report``); the group answers with
+    :class:`GroupAnswer`. Whole views, not deltas: a repeat or a retry changes nothing."""
 
     namespace: str
     group: str
@@ -291,9 +291,12 @@ class Waiter(K8sModel):
 
 
 class GroupAnswer(K8sModel):
-    """What the group says back to a report: whether the member's wanted time has its slot, and the
-    group as it stands (``describe`` on the member shows it)."""
+    """Signal ``group_answer`` to a member, after its report and whenever a slot becomes its own:
+    whether its waiting time has a slot, and the group as it stands (``describe`` on the member
+    shows it)."""
 
+    group: str = ""
+    want: datetime | None = None  # the waiting time this answer is about (the member's, as last reported)
     granted: bool = False
     limit: int = 1
     position: int | None = None  # 1-based place in the queue while waiting
@@ -302,13 +305,6 @@ class GroupAnswer(K8sModel):
     queue: list[Waiter] = Field(default_factory=list)  # the first ANSWER_LIST, in order
     waiting: int = 0  # the whole queue's length
     refused: str | None = None  # the group is full (MAX_MEMBERS)
-
-
-class GroupGrant(K8sModel):
-    """Signal ``group_grant`` to a member: a slot is the member's for schedule time ``due``."""
-
-    group: str
-    due: datetime
 
 
 class Seat(K8sModel):
@@ -328,8 +324,8 @@ class GroupState(K8sModel):
     namespace: str
     group: str
     seats: list[Seat] = Field(default_factory=list)
-    #: grants decided but not yet signalled to their member, as (member, due)
-    to_tell: list[tuple[str, datetime]] = Field(default_factory=list)
+    #: the members to answer (``group_answer``): each has reported, or has been granted a slot
+    to_tell: list[str] = Field(default_factory=list)
     reread_from: int = 0  # where the next re-read of the holders starts (RECHECK_BATCH at a time)
     recheck_seconds: float = 30.0
 
@@ -339,8 +335,9 @@ class Membership(K8sModel):
 
     group: str
     want: datetime | None = None  # the schedule time waiting for a slot
+    source: RunSource = "schedule"  # ``want``'s, for the ledger
     since: datetime | None = None  # when this wait began: the place in the group's queue
-    granted: datetime | None = None  # ``want`` has its slot (``group_grant``, or the answer)
+    granted: datetime | None = None  # ``want`` has its slot (``group_answer``)
     told: str = ""  # the key of the last report the group answered (decisions/cronjob.py: group_key)
     answer: GroupAnswer = Field(default_factory=GroupAnswer)
     answered_at: datetime | None = None
@@ -560,11 +557,10 @@ def set_cronjob_suspend(inp: SetSuspendInput) -> SyncCronJobResult:
 
 
 @declare_activity
-async def tell_group(inp: GroupReport) -> GroupAnswer:
-    """Send a member's report to its group's workflow, starting it if it does not run (update-with-start).
-
-    A ``leave`` to a group that does not run starts none.
-    """
+async def tell_group(inp: GroupReport) -> None:
+    """Send a member's report to its group's workflow, starting it if it does not run (signal-with-start);
+    the answer comes back as the signal ``group_answer``. A ``leave`` to a group that does not run
+    starts none."""
     raise NotImplementedError
 
 
