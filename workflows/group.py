@@ -37,8 +37,11 @@ with workflow.unsafe.imports_passed_through():
         read_group_jobs,
     )
 
-#: Continue-as-new beyond this many events: each report is an update of a few events.
+#: Continue-as-new beyond this many events (a report and its answer are a few).
 HISTORY_EVENTS = 2000
+#: How long a group without members waits before it ends: a report arriving as the run completes
+#: would find it gone, so ending is not done in the same instant as the last leave.
+EMPTY_GRACE = timedelta(minutes=1)
 
 
 @workflow.defn(name="CronJobGroup")
@@ -70,7 +73,8 @@ class CronJobGroupWorkflow(WorkflowSide):
         while True:
             self._news = False
             await self._answer()
-            if not self.state.seats and not self.state.to_tell:
+            if not self.state.seats and not self.state.to_tell and not await self.perform(
+                    Wait(EMPTY_GRACE, f"group {self.state.group} has no member; it ends unless one reports")):
                 return "empty"
             recheck = timedelta(seconds=self.state.recheck_seconds) if decide.rechecking(self.state) else None
             if not await self.perform(Wait(recheck, f"re-read the holders of group {self.state.group}")) \

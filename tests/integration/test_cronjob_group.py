@@ -58,20 +58,24 @@ async def test_a_group_of_one_slot_runs_its_members_one_after_another_oldest_wai
         [event] = await eventually(lambda: events_of(kube, namespace, "second", "WaitingForGroup"))
         assert event["type"] == "Normal" and "concurrency group db" in event["message"]
 
-        # the holder ends: the waiting member gets the slot before the holder's own next time
+        kube.create("CronJob", namespace, member("third", "db"))  # no limit: 1
+        await eventually(lambda: _waiting(client, namespace, "third"), what="the third member waiting")
+
+        # the holder ends: the member that has waited longest gets the slot
         finish_job(kube, namespace, held["metadata"]["name"], second(utcnow()))
         [job] = await eventually(lambda: jobs_of(kube, namespace, "second"), what="the waiting member's Job")
-        d = await eventually(lambda: _waiting(client, namespace, "first"), what="the first member waiting now")
-        assert d["concurrencyGroup"]["holders"] == [{"cronjob": "second", "job": job["metadata"]["name"]}]
-        assert [len(jobs_of(kube, namespace, n)) for n in ("first", "second")] == [1, 1]
+        view = await eventually(lambda: _held_by(client, namespace, "db", job["metadata"]["name"]),
+                                what="the group's holder changed")
+        assert [q["cronjob"] for q in view["queue"]][0] == "third"  # describe on the member says so at its next time
+        assert jobs_of(kube, namespace, "third") == []
         ledger = [(x["outcome"], x["job"]) for x in await handle.query("history")]
         made = ledger.index(("created", job["metadata"]["name"]))  # after its wait (and maybe before the next one's)
         assert made > 0 and ("waited-for-group", None) in ledger[:made]
 
         # a holder deleted (not finished) frees its slot too
         kube.delete("Job", namespace, job["metadata"]["name"])
-        await eventually(lambda: len(jobs_of(kube, namespace, "first")) == 2, what="the first member's next Job")
-        assert jobs_of(kube, namespace, "second") == []
+        await eventually(lambda: jobs_of(kube, namespace, "third"), what="the third member's Job")
+        assert len(jobs_of(kube, namespace, "first")) == 1 and jobs_of(kube, namespace, "second") == []
         await save_history(handle, "cronjob-group-member")
         await save_history(client.get_workflow_handle(group_workflow_id(namespace, "db")), "cronjob-group")
 
@@ -90,9 +94,13 @@ async def test_a_time_that_waits_past_its_starting_deadline_is_missed_and_the_la
         assert len(jobs_of(kube, namespace, "solo")) == 1
         view = await group_view(client, namespace, "batch")
         assert view["used"] == 1 and view["members"] == [{"cronjob": "solo", "limit": 1, "active": 1}]
-        # leaving the group: the group, empty, ends
+        # leaving the group: the group, empty, ends a minute later (fast-forwarded)
         kube.patch("CronJob", namespace, "solo", {"metadata": {"annotations": {
             "batchd.io/concurrency-group": None, "batchd.io/concurrency-limit": None}}})
+        group = client.get_workflow_handle(group_workflow_id(namespace, "batch"))
+        await eventually(lambda: _no_members(group), what="the member gone from the group")
+        assert not await _closed(client, namespace, "batch")
+        await skipper.fast_forward(group, timedelta(minutes=2))
         await eventually(lambda: _closed(client, namespace, "batch"), what="the empty group's workflow ending")
         assert (await describe(client, namespace, "solo"))["concurrencyGroup"] is None
 
@@ -103,8 +111,17 @@ async def _waiting(client: Client, ns: str, name: str) -> dict[str, Any] | None:
     return d if seat and seat["waitingFor"] and seat["position"] else None
 
 
+async def _held_by(client: Client, ns: str, group: str, job: str) -> dict[str, Any] | None:
+    view = await group_view(client, ns, group)
+    return view if [h["job"] for h in view["holders"]] == [job] else None
+
+
 async def _outcome(handle: Any, outcome: str) -> bool:
     return any(x["outcome"] == outcome for x in await handle.query("history"))
+
+
+async def _no_members(group: Any) -> bool:
+    return not (await group.query("describe"))["members"]
 
 
 async def _closed(client: Client, ns: str, group: str) -> bool:
