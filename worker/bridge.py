@@ -325,8 +325,10 @@ class Bridge:
         kind = obj.get("kind")
         meta = obj.get("metadata", {})
         EVENTS.add(1, {"kind": str(kind), "type": etype})
-        log.info("%s %s %s/%s", etype, kind, meta.get("namespace"), meta.get("name"),
-                 extra={"rv": meta.get("resourceVersion", ""), "uid": meta.get("uid", "")})
+        # DEBUG: at INFO the log says what batchd decided and did (a Job created, an object deleted),
+        # as kube-controller-manager's does, not every watch event (a screenful a second in `make dev`)
+        log.debug("%s %s %s/%s", etype, kind, meta.get("namespace"), meta.get("name"),
+                  extra={"rv": meta.get("resourceVersion", ""), "uid": meta.get("uid", "")})
         attributes = {"k8s.kind": str(kind), "k8s.namespace": meta.get("namespace", ""),
                       "k8s.name": meta.get("name", ""), "k8s.uid": meta.get("uid", ""), "k8s.event": etype}
         with _tracer.start_as_current_span(f"bridge {etype} {kind}", attributes=attributes):

@@ -284,13 +284,15 @@ def kubesim(host: str, port: int, kubeconfig_out: Path | None, no_kubelet: bool)
 @click.option("--temporal-port", type=int, default=7233, show_default=True)
 @click.option("--ui-port", type=int, default=8233, show_default=True)
 @click.option("--kube-port", type=int, default=0, show_default=True, help="kubesim port (0: free).")
+@click.option("--health-port", type=int, default=0, show_default=True,
+              help="The worker's /metrics, /healthz and /readyz (0: a free port; the banner names it).")
 @click.option("--examples/--no-examples", default=True, show_default=True, help="Apply deploy/examples/.")
-def dev(state_dir: Path, temporal_port: int, ui_port: int, kube_port: int, examples: bool) -> None:
+def dev(state_dir: Path, temporal_port: int, ui_port: int, kube_port: int, health_port: int, examples: bool) -> None:
     """Run everything locally: Temporal dev server + UI, kubesim, the worker, and the examples."""
     from worker import dev as devenv
 
     _exit(asyncio.run(devenv.run(state_dir=state_dir, temporal_port=temporal_port, ui_port=ui_port,
-                                 kube_port=kube_port, examples=examples)))
+                                 kube_port=kube_port, examples=examples, health_port=health_port)))
 
 
 # -- operator commands (logic in worker/commands.py) --------------------------------------------

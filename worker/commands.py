@@ -408,6 +408,46 @@ def _activity(a: Any, now: datetime) -> dict[str, Any]:
     }
 
 
+def _label(key: str) -> str:
+    """``nextScheduleTime`` → ``Next Schedule Time``, as ``kubectl describe`` labels fields."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", key)
+    return words[:1].upper() + words[1:]
+
+
+def _described(value: Any, indent: int) -> list[str]:
+    """A state as ``kubectl describe`` prints an object: labelled lines, nested blocks indented,
+    ``<none>`` for what is empty or unset."""
+    pad = " " * indent
+    if isinstance(value, dict):
+        lines: list[str] = []
+        for key, item in value.items():
+            if isinstance(item, dict) and item or isinstance(item, list) and any(isinstance(x, dict) for x in item):
+                lines += [f"{pad}{_label(key)}:", *_described(item, indent + 2)]
+            else:
+                label = _label(key) + ":"
+                lines.append(f"{pad}{label:<{max(28 - indent, len(label) + 1)}}{_scalar(item)}")  # one value column
+        return lines
+    if isinstance(value, list):
+        return [line for item in value for line in _block(item, indent)]
+    return [f"{pad}{_scalar(value)}"]
+
+
+def _block(item: Any, indent: int) -> list[str]:
+    """One list entry: a dict as a block whose first line carries the dash."""
+    lines = _described(item, indent + 2) if isinstance(item, dict) else [f"{' ' * (indent + 2)}{_scalar(item)}"]
+    return [f"{' ' * indent}- {lines[0].lstrip()}", *lines[1:]] if lines else []
+
+
+def _scalar(value: Any) -> str:
+    if value is None or value == [] or value == {} or value == "":
+        return "<none>"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ", ".join(_scalar(v) for v in value)
+    return str(value)
+
+
 def render_describe(doc: dict[str, Any]) -> str:
     """The human form of ``describe``: one block per workflow."""
     lines = [f"{doc['kind']} {doc['namespace']}/{doc['name']}: {len(doc['workflows'])} workflow(s)"]
@@ -417,7 +457,7 @@ def render_describe(doc: dict[str, Any]) -> str:
         lines += ["", f"Workflow: {wf['workflowId']}"]
         lines += [f"  {key + ':':<15} {value}" for key, value in fields.items() if value is not None]
         if wf["describe"] is not None:
-            lines += ["  State (query describe):"] + [f"    {line}" for line in _json(wf["describe"]).splitlines()]
+            lines += ["  State (query describe; -o json for the raw form):"] + _described(wf["describe"], 4)
         elif wf["describeError"]:
             lines.append(f"  State:          query describe failed: {wf['describeError']}")
         lines.append("  Pending timers:" + ("" if wf["pendingTimers"] else " none"))
@@ -484,7 +524,7 @@ async def cronjob_describe(client: Client, namespace: str, name: str, *, output:
             doc["group"] = await _cronjob_query(client, group_workflow_id(namespace, seat["name"]), "describe")
         except NotFoundError:
             doc["group"] = None  # not started yet, or ended with its last member
-    return _render_mapping(doc, output)
+    return _json(doc) if output == "json" else "\n".join(_described(doc, 0))
 
 
 async def cronjob_history(client: Client, namespace: str, name: str, *, output: str) -> str:

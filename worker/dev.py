@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,8 @@ def apply_examples(kube: Kube, directory: Path = EXAMPLES) -> list[str]:
     return applied
 
 
-async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: int, examples: bool) -> int:
+async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: int, examples: bool,
+              health_port: int = 0) -> int:
     """Run the environment until Ctrl-C; returns the exit code."""
     from kubesim import KubeSim
     from worker import app, telemetry
@@ -119,17 +121,18 @@ async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: i
     sim = KubeSim(port=kube_port)
     sim.start()
     kubeconfig = Path(sim.write_kubeconfig(str(state_dir / "kubeconfig")))
+    health_port = health_port or _free_port()
     try:
         settings = app.WorkerSettings(
-            temporal=TemporalSettings(address=f"127.0.0.1:{temporal_port}"), kubeconfig=kubeconfig, health_port=0,
-            bridge=DEV_BRIDGE,
+            temporal=TemporalSettings(address=f"127.0.0.1:{temporal_port}"), kubeconfig=kubeconfig,
+            health_address="127.0.0.1", health_port=health_port, bridge=DEV_BRIDGE,
         )
         worker_task = asyncio.create_task(app.run(settings, stop=stop))
         await asyncio.sleep(0.5)
         if examples:
             applied = apply_examples(Kube(load_access(kubeconfig)))
             log.info("applied examples: %s", ", ".join(applied))
-        _banner(kubeconfig, temporal_port, ui_port)
+        _banner(kubeconfig, temporal_port, ui_port, health_port)
         await worker_task
         return 0
     finally:
@@ -144,12 +147,21 @@ async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: i
             await server.wait()
 
 
-def _banner(kubeconfig: Path, temporal_port: int, ui_port: int) -> None:
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _banner(kubeconfig: Path, temporal_port: int, ui_port: int, health_port: int) -> None:
     t = f"--address 127.0.0.1:{temporal_port}"
     lines: list[Any] = [
         "",
         "batchd dev is running — Ctrl-C stops everything.",
         f"  Temporal UI:   http://127.0.0.1:{ui_port}",
+        f"  metrics:       http://127.0.0.1:{health_port}/metrics (the worker's and the SDK's; also /healthz, /readyz)",
+        "  monitoring:    deploy/monitoring/ (alerts, recording rules, a Grafana dashboard):",
+        "                 docs/operations.md#monitoring-alerts-and-a-dashboard says how to install them",
         f"  kubeconfig:    export KUBECONFIG={kubeconfig}",
         f"  task queue:    {TASK_QUEUE}",
         "  controllers:   batchd runs every Job (--job-scope all), every CronJob and TTL for every Job:",

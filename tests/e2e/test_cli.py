@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import uuid
 from dataclasses import dataclass
@@ -185,6 +186,7 @@ async def test_describe_job_shows_its_pending_ttl_timer_with_the_summary(
         assert text.code == 0, text
         assert f"TTL of Job {namespace}/etl-42 expires " in text.out
         assert "Pending timers:\n    TIMER" in text.out
+        assert re.search(r"^    Expire At: +\d{4}-", text.out, re.MULTILINE), text.out  # the state, kubectl-like
 
 
 async def test_an_object_without_a_workflow_exits_3(address: str) -> None:
@@ -342,8 +344,9 @@ async def test_the_cli_operates_the_real_cronjob_workflow(
         assert suspended.json()["result"] == {"suspended": True, "changed": True}
         cj = kube.get("CronJob", namespace, "yearly") or {}
         assert cj["spec"]["suspend"] is True and cj["metadata"]["annotations"]["batchd.io/suspend-reason"] == "quarter close"
-        state = await batchd(address, "cronjob", "describe", ref)
-        assert "suspendReason" in state.out and "quarter close" in state.out
+        state = await batchd(address, "cronjob", "describe", ref)  # as kubectl describe prints
+        assert re.search(r"^Suspend Reason: +quarter close$", state.out, re.MULTILINE), state.out
+        assert re.search(r"^Counters:\n  Succeeded: +\d", state.out, re.MULTILINE), state.out
         resumed = await batchd(address, "cronjob", "resume", ref, "-o", "json")
         assert resumed.json()["result"] == {"suspended": False, "changed": True}
         assert "batchd.io/suspend-reason" not in (kube.get("CronJob", namespace, "yearly") or {})["metadata"]["annotations"]

@@ -415,10 +415,13 @@ async def armed_for(client: Client, ns: str, name: str, *, timeout: float = 60.0
 
 
 async def _armed(client: Client, ns: str, name: str) -> dict[str, Any] | None:
+    d = None
     with contextlib.suppress(Exception):  # not started yet
         d = await describe(client, ns, name)
-        return d if d["armedFor"] else None
-    return None
+    if d is None or not d["armedFor"]:
+        return None
+    assert d["nextScheduleTime"] == d["armedFor"], d  # the armed time is the next one, not null beside it
+    return d
 
 
 async def _suspended(client: Client, ns: str, name: str) -> dict[str, Any] | None:

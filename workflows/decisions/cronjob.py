@@ -1046,7 +1046,7 @@ def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
         "suspendReason": o.suspend_reason, "suspendedAt": o.suspended_at,
         "concurrencyPolicy": spec.concurrency_policy,
         "startingDeadlineSeconds": spec.starting_deadline_seconds,
-        "nextScheduleTime": opt(wake), "armedFor": opt(armed_for),
+        "nextScheduleTime": opt(wake or armed_for), "armedFor": opt(armed_for),  # armed: the pass has no wake yet
         "upcoming": [] if spec.suspend else upcoming,
         "active": [a.name for a in state.active],
         "lastScheduleTime": opt(state.last_schedule_time),
