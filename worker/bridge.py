@@ -22,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import Observation
 from temporalio.client import Client
 
 from activities.cronjob import after_creations
@@ -46,6 +48,17 @@ log = logging.getLogger("batchd.bridge")
 _meter = metrics.get_meter("batchd.bridge")
 _tracer = trace.get_tracer("batchd.bridge")
 EVENTS = _meter.create_counter("batchd_bridge_events", description="Watch events received, by kind and type")
+#: The bridges of this process, for ``batchd_bridge_leading`` (tests run several in one process).
+_BRIDGES: weakref.WeakSet[Bridge] = weakref.WeakSet()
+
+
+def _leading(_options: Any) -> list[Observation]:
+    return [Observation(int(any(b.leading for b in _BRIDGES)))] if _BRIDGES else []
+
+
+_meter.create_observable_gauge(
+    "batchd_bridge_leading", callbacks=[_leading],
+    description="1 while this replica's bridge routes changes (it holds the Lease, or leader election is off)")
 DISPATCH_SECONDS = _meter.create_histogram(
     "batchd_bridge_dispatch_seconds", unit="s", description="Bridge lag: watch event received → workflow signalled",
     explicit_bucket_boundaries_advisory=[0.001 * 2**k for k in range(15)],
@@ -119,6 +132,7 @@ class Bridge:
         self.client, self.kube, self.settings = client, kube, settings
         self.elector = elector
         self.leading = elector is None  # dispatching; without an elector, always
+        _BRIDGES.add(self)
         self.clock = clock or SystemClock()
         workflows = Workflows(client, settings.task_queue)
         self.ttl_router = TTLRouter(workflows, kube, self.clock, scope=settings.ttl_scope)

@@ -26,11 +26,19 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from opentelemetry import metrics
+
 from kube.client import Kube
 from kube.errors import KubeError
 from workflows.policies import Backoff
 
 log = logging.getLogger("batchd.bridge")
+
+#: Why an informer had to list again: ``expired`` (the watch's resourceVersion is too old: routine),
+#: ``error`` (another watch error), ``request`` (a list or watch request failed: the API server is
+#: unreachable, overloaded or refuses), ``crash`` (a bug). The alert BatchdWatchesFailing reads it.
+FAILURES = metrics.get_meter("batchd.bridge").create_counter(
+    "batchd_informer_failures", description="List and watch failures of the bridge's informers, by kind and reason")
 
 Handler = Callable[[str, dict[str, Any]], None]
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
@@ -107,11 +115,13 @@ class Informer:
                 backoff.reset()
                 self._watch(rv)
             except KubeError as err:
+                FAILURES.add(1, {"kind": self.kind, "reason": "request"})
                 delay = backoff.next()
                 log.warning("informer %s: %s; retrying in %.0fs", self._thread.name, err, delay,
                             extra={"kind": self.kind, "namespace": self.namespace or ""})
                 self._stop.wait(delay)
             except Exception:  # a bug must not silently kill the informer thread
+                FAILURES.add(1, {"kind": self.kind, "reason": "crash"})
                 log.exception("informer %s crashed; restarting", self._thread.name)
                 self._stop.wait(backoff.next())
 
@@ -165,6 +175,7 @@ class Informer:
                     return
                 etype, obj = ev.get("type"), ev.get("object") or {}
                 if etype == "ERROR":
+                    FAILURES.add(1, {"kind": self.kind, "reason": "expired" if obj.get("code") == 410 else "error"})
                     log.info("informer %s: watch error %s; relisting", self._thread.name, obj.get("message", ""))
                     return
                 rv = str(obj.get("metadata", {}).get("resourceVersion") or rv)

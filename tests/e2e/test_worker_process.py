@@ -5,6 +5,7 @@ through the Kubernetes API, Temporal and the worker's HTTP endpoints — as a us
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import socket
 import sys
@@ -183,6 +184,8 @@ async def test_worker_rides_out_faults_watch_drops_and_a_kubesim_restart(
             assert status == 200
             assert "ttl_after_finished_controller_job_deletion_duration_seconds" in body
             assert "batchd_bridge_events" in body
+            assert re.search(r'^batchd_informer_failures_total\{[^}]*reason="request"[^}]*\} [1-9]', body, re.MULTILINE)
+            assert re.search(r"^batchd_bridge_leading(\{[^}]*\})? 1(\.0)?$", body, re.MULTILINE)  # it holds the Lease
             assert "batchd_ttl_pending_timers" in body
             assert "temporal_" in body  # the SDK's own metrics flow into the same endpoint
             assert proc.poll() is None, "the worker must survive all of it"
