@@ -128,6 +128,7 @@ class CronJobWorkflow(WorkflowSide):
         self.armed_for: datetime | None = None  # the schedule time of the creation now armed
         self._written: Any = None  # what the last status write sent (decide.status_key)
         self._advertised: Any = ()  # the NextScheduleTime search attribute as last upserted
+        self._ledgered = decide.ledger_keys(self.state)  # entries counted in batchd_cronjob_runs_total (or carried over)
 
     @property
     def obs(self) -> CronJobObservation:
@@ -315,6 +316,7 @@ class CronJobWorkflow(WorkflowSide):
             if self.state.backfill:
                 await self._advance_backfill(None)
         await self._flush_events()
+        self._count_runs()
         if decide.status_key(self.state, self.wake) != self._written:
             res = await self.perform(Call(sync_cronjob, decide.status(self.state, self.wake),
                                           summary="write status and annotations"))
@@ -403,6 +405,18 @@ class CronJobWorkflow(WorkflowSide):
             await self.perform(Emit(ev))
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _count_runs(self) -> None:
+        """``batchd_cronjob_runs_total{outcome,source}``: each new ledger entry once (CJ-LEDGER), through
+        the workflow's meter, which records nothing while a history replays."""
+        keys = decide.ledger_keys(self.state)
+        new = [k for k in keys if k not in self._ledgered]
+        if new:
+            counter = workflow.metric_meter().create_counter(
+                "batchd_cronjob_runs", "CronJob schedule times, triggers and backfills, by ledger outcome and source")
+            for _, source, outcome, _ in new:
+                counter.add(1, {"outcome": outcome, "source": source})
+        self._ledgered = set(keys)
 
     def woken(self) -> bool:
         return self._changed or self.obs.gone

@@ -968,6 +968,11 @@ def backfill_queued(state: CronJobState) -> list[str]:
 
 # -- the run ledger (CJ-LEDGER) --------------------------------------------------------------------
 
+def ledger_keys(state: CronJobState) -> set[tuple[datetime, str, str, str | None]]:
+    """Each ledger entry's identity (its result aside, which changes as its Job runs)."""
+    return {(x.scheduled_time, x.source, x.outcome, x.job) for x in state.ledger}
+
+
 def ran(state: CronJobState, due: datetime) -> bool:
     """Whether the ledger shows a Job created for the schedule time ``due`` (its minute's Job, CJ-31)."""
     name = cron.job_name(state.observation.name, due)
