@@ -2,7 +2,7 @@
 worker stay flat?
 
     .venv/bin/python -m bench.soak [--cronjobs 2000] [--sleepers 10000] [--minutes 30] [--sample 20]
-                                   [--settle 2] [-- worker flags…]
+                                   [--settle 2] [--tracemalloc] [-- worker flags…]
 
 One ``batchd worker`` process against kubesim and a dev server. The bench plays the Job controller
 by hand: each Job the CronJobs create is marked Complete a second after it appears, so each
@@ -14,16 +14,24 @@ flags follow ``--``. Prints (never asserts), every minute: the worker's RSS, the
 time and their creation skew (first watch event minus the scheduled time). At the end: the RSS
 slope over the last 10 minutes (MiB per minute, least squares), and for ``--sample`` CronJobs the
 history events of their current run and the Temporal actions per Job their runs cost so far.
+
+``--tracemalloc``: the worker traces its Python allocations (bench/memsite/sitecustomize.py) and,
+each minute, writes the source lines whose allocations grew most; the bench prints the traced
+total beside the RSS, so Python's share of the growth shows apart from the native one (the SDK's
+Rust core, the allocator).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
@@ -66,8 +74,13 @@ async def cronjob_costs(client: Client, ns: str, names: list[str], jobs: int) ->
     return (sum(events) / len(events) if events else float("nan")), actions / max(1, jobs)
 
 
-async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int, worker_args: list[str]) -> None:
+async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int, worker_args: list[str],
+               trace: bool = False) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
+        if trace:  # read by the worker's interpreter as it starts (bench/memsite/sitecustomize.py)
+            site = str(Path(__file__).parent / "memsite")
+            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (site, os.environ.get("PYTHONPATH")) if p)
+            os.environ["BATCHD_TRACEMALLOC_DIR"] = str(wd)
         ns = new_namespace(kube, "bench-soak")
         seen: dict[str, float] = {}
         scheduled: dict[str, datetime] = {}
@@ -98,6 +111,8 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
                 await asyncio.sleep(max(0.0, (due + timedelta(seconds=50) - datetime.now(UTC)).total_seconds()))
                 cur, _ = proc.rss_mb()
                 rss.append((minute, cur))
+                if trace:
+                    os.kill(proc.proc.pid, signal.SIGUSR1)
                 skews = [seen[k] - due.timestamp() for k, t in list(scheduled.items()) if t == due]
                 rows.append((f"  {due:%H:%M}: RSS MiB, Jobs, skew p50 / p99 / max (s)",
                              f"{cur:.0f}, {len(skews)}, {percentile(skews, 50):.2f} / {percentile(skews, 99):.2f} / "
@@ -122,6 +137,11 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
         (f"history events of a CronJob's current run (mean of {len(names)})", f"{events:.0f}"),
         ("Temporal actions per Job, CronJob workflow", f"{actions:.1f}"),
     ]))
+    if trace:
+        for i in range(1, minutes + 1):
+            f = wd / f"tracemalloc-{i}.txt"
+            print(f"  minute {i}: {f.read_text().splitlines()[0] if f.exists() else 'no dump'}")
+        print(f"(the lines that grew most each minute: {wd}/tracemalloc-N.txt)")
     print(f"(logs in {wd})")
 
 
@@ -140,7 +160,8 @@ if __name__ == "__main__":
     parser.add_argument("--minutes", type=int, default=30)
     parser.add_argument("--sample", type=int, default=20)
     parser.add_argument("--settle", type=int, default=2, help="minutes between the set-up and the first measured")
+    parser.add_argument("--tracemalloc", action="store_true", help="trace the worker's Python allocations")
     parser.add_argument("worker", nargs="*", help="worker flags, after --")
     a = parser.parse_args()
     asyncio.run(main(a.cronjobs, a.sleepers, a.minutes, a.sample, a.settle,
-                     a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"]))
+                     a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"], a.tracemalloc))
