@@ -487,7 +487,7 @@ class GroupActivities:
     to a group this worker starts.
     """
 
-    def __init__(self, kube: Kube, client: Client | None, recheck: timedelta = timedelta(seconds=30)) -> None:
+    def __init__(self, kube: Kube, client: Client | None, recheck: timedelta) -> None:
         self.kube, self.client, self.recheck = kube, client, recheck
 
     @implements(contract.tell_group)

@@ -191,6 +191,12 @@ class _Edit:
         self.set(reported=[*self.s.reported, key][-REMEMBERED:])
         self.event(type_, reason, message)
 
+    def ledger_once(self, entry: LedgerEntry) -> None:
+        """Add ``entry`` unless the ledger has its schedule time with its outcome already (a pass that
+        meets the same time again)."""
+        if not any(x.scheduled_time == entry.scheduled_time and x.outcome == entry.outcome for x in self.s.ledger):
+            self.ledger_add(entry)
+
     def ledger_add(self, entry: LedgerEntry) -> None:
         self.set(ledger=[*self.s.ledger, entry][-LEDGER_SIZE:])
         if entry.outcome not in ("created", "replaced"):  # NOTIFY-EVENTS: a run missed or skipped
@@ -244,8 +250,7 @@ def observe(state: CronJobState, obs: CronJobObservation) -> Observed:
         return Observed(gone(state), changed=True, replan=True)
     if obs.uid != old.uid:  # what the old one had still to tell goes out all the same (NOTIFY-EVENTS), and
         # its concurrency group learns the seat changed hands (CJ-GROUP): the new one's report replaces it
-        seat = state.seat.model_copy(update={"want": None, "since": None, "granted": None, "told": ""}) \
-            if state.seat is not None else None
+        seat = state.seat.wait_over().model_copy(update={"told": ""}) if state.seat is not None else None
         return Observed(new_state(obs).model_copy(update={"outbox": state.outbox, "seat": seat}), changed=True,
                         replan=True, adopted=True)
     return Observed(state.model_copy(update={"observation": obs}), changed=True,
@@ -424,16 +429,15 @@ def answered(state: CronJobState, ans: GroupAnswer, now: datetime) -> tuple[Cron
     seat = state.seat
     if seat is None or seat.group != ans.group:
         return state, [], False
-    e = _Edit(state)
-    e.set(seat=seat.model_copy(update={"answer": ans, "answered_at": now.replace(microsecond=0)}))
     due = seat.want
-    if due is None or (ans.want != due and not ans.refused) or seat.granted is not None:
-        return e.s, [], False
-    if ans.granted:
-        e.set(seat=e.s.seat.model_copy(update={"granted": due}) if e.s.seat else None)
-        return e.s, [], True
-    if not any(x.scheduled_time == due and x.outcome == "waited-for-group" for x in e.s.ledger):
-        e.ledger_add(LedgerEntry(scheduled_time=due, source=seat.source, outcome="waited-for-group"))
+    about_the_wait = due is not None and seat.granted is None and (ans.want == due or ans.refused is not None)
+    granted = about_the_wait and ans.granted
+    e = _Edit(state)
+    e.set(seat=seat.model_copy(update={"answer": ans, "answered_at": now.replace(microsecond=0),
+                                       "granted": due if granted else seat.granted}))
+    if not about_the_wait or granted or due is None:
+        return e.s, [], granted
+    e.ledger_once(LedgerEntry(scheduled_time=due, source=seat.source, outcome="waited-for-group"))
     if ans.refused:
         e.warn_once(f"InvalidAnnotation:{ans.refused}", "InvalidAnnotation", f"{ans.refused}; the CronJob waits")
     else:
@@ -456,7 +460,7 @@ def slot_used(state: CronJobState, due: datetime) -> CronJobState:
     seat = state.seat
     if seat is None or seat.want != due:
         return state
-    return state.model_copy(update={"seat": seat.model_copy(update={"want": None, "since": None, "granted": None})})
+    return state.model_copy(update={"seat": seat.wait_over()})
 
 
 def wait_ended(state: CronJobState, due: list[datetime], now: datetime) -> CronJobState:
@@ -469,12 +473,17 @@ def wait_ended(state: CronJobState, due: list[datetime], now: datetime) -> CronJ
     if any(t > seat.want for t in due):  # the place in the queue, and a slot granted, go to the newer time
         return state.model_copy(update={"seat": seat.model_copy(update={"want": None})})
     e = _Edit(state)
-    sds = e.obs.spec.starting_deadline_seconds
-    deadline = plus_seconds(seat.want, sds) if sds is not None else None
+    deadline = wait_deadline(state)
     if deadline is not None and now >= deadline:
         e.ledger_add(LedgerEntry(scheduled_time=seat.want, source=seat.source, outcome="missed-deadline"))
-    e.set(seat=seat.model_copy(update={"want": None, "since": None, "granted": None}))
+    e.set(seat=seat.wait_over())
     return e.s
+
+
+def wait_deadline(state: CronJobState) -> datetime | None:
+    """When the time waiting for its group passes ``startingDeadlineSeconds``; None without either."""
+    sds, seat = state.observation.spec.starting_deadline_seconds, state.seat
+    return plus_seconds(seat.want, sds) if seat is not None and seat.want is not None and sds is not None else None
 
 
 def group_report(state: CronJobState) -> GroupReport | None:
@@ -701,8 +710,7 @@ def start(state: CronJobState, due: datetime, source: RunSource, *, subminute: S
     if already_processed(state, due, subminute) or (catching_up and ran(state, due)):
         return Start(state)
     if _skipped(e.obs, due):  # CJ-SKIP
-        if not any(x.scheduled_time == due and x.outcome == "skipped-calendar" for x in e.s.ledger):
-            e.ledger_add(LedgerEntry(scheduled_time=due, source=source, outcome="skipped-calendar"))
+        e.ledger_once(LedgerEntry(scheduled_time=due, source=source, outcome="skipped-calendar"))
         return Start(e.s, e.events)
     policy = e.obs.spec.concurrency_policy
     if policy == "Forbid" and e.s.active:
@@ -788,11 +796,9 @@ def wake_after(p: Pass, state: CronJobState, now: datetime, subminute: Subminute
     o = state.observation
     if runs_left(state) == 0:
         return None  # CJ-MAX-RUNS
-    if state.seat is not None and state.seat.want is not None and o.spec.starting_deadline_seconds is not None:
-        # CJ-GROUP: a time waiting for its group gives up at its deadline
-        deadline = plus_seconds(state.seat.want, o.spec.starting_deadline_seconds)
-        if deadline is not None and deadline > now and (wake is None or deadline < wake):
-            wake = deadline
+    deadline = wait_deadline(state)  # CJ-GROUP: a time waiting for its group gives up at its deadline
+    if deadline is not None and deadline > now and (wake is None or deadline < wake):
+        wake = deadline
     if wake is not None and o.active_until is not None and wake > o.active_until:
         return o.active_until if now < o.active_until else None  # CJ-WINDOW: wake once more, to say it ended
     if wake is not None and o.jitter_percent:

@@ -338,9 +338,13 @@ class Membership(K8sModel):
     source: RunSource = "schedule"  # ``want``'s, for the ledger
     since: datetime | None = None  # when this wait began: the place in the group's queue
     granted: datetime | None = None  # ``want`` has its slot (``group_answer``)
-    told: str = ""  # the key of the last report the group answered (decisions/cronjob.py: group_key)
+    told: str = ""  # the key of the last report sent (decisions/cronjob.py: group_key)
     answer: GroupAnswer = Field(default_factory=GroupAnswer)
     answered_at: datetime | None = None
+
+    def wait_over(self) -> Membership:
+        """No time waiting any more: none wanted, no place in the queue, no slot."""
+        return self.model_copy(update={"want": None, "since": None, "granted": None})
 
 
 class GroupInput(K8sModel):
