@@ -1,6 +1,6 @@
 """Tier 3: concurrency groups across CronJobs (CJ-GROUP) — kubesim, the dev server, worker + bridge.
 
-The CronJobs run ``@every 2s`` (but one, daily and fast-forwarded): upstream names Jobs by the minute (CJ-31), so each makes at most one
+The CronJobs run ``@every 2s`` (but the daily ones, triggered or fast-forwarded): upstream names Jobs by the minute (CJ-31), so each makes at most one
 Job a minute and a waiting time is superseded by the next one every two seconds, which is what
 these tests want to see hold the queue's order. Their Jobs are run by hand (``HAND_RUN``), so a
 slot stays held until a test finishes or deletes its Job.
@@ -40,8 +40,10 @@ def names(jobs: list[dict[str, Any]]) -> list[str]:
 async def test_a_group_of_one_slot_runs_its_members_one_after_another_oldest_wait_first(
         client, kube: Kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
-        kube.create("CronJob", namespace, member("first", "db", 1))
-        await started(client, namespace, "first")
+        # the first holds the slot by a trigger and has no time of its own to wait for (it is daily),
+        # so the queue's order is the order the others began to wait, whatever the minute
+        kube.create("CronJob", namespace, member("first", "db", 1, "0 0 * * *"))
+        await (await started(client, namespace, "first")).execute_update("trigger", {})
         [held] = await eventually(lambda: jobs_of(kube, namespace, "first"), what="the first member's Job")
         kube.create("CronJob", namespace, member("second", "db", 3))  # disagrees: the smallest limit wins
         handle = await started(client, namespace, "second")
@@ -50,8 +52,7 @@ async def test_a_group_of_one_slot_runs_its_members_one_after_another_oldest_wai
         assert (seat["name"], seat["limit"], seat["groupLimit"], seat["position"]) == ("db", 3, 1, 1)
         assert seat["holders"] == [{"cronjob": "first", "job": held["metadata"]["name"]}]
         view = await group_view(client, namespace, "db")
-        # the first may wait too, for its next minute's time; the second has waited longer
-        assert view["limit"] == 1 and [q["cronjob"] for q in view["queue"]][0] == "second"
+        assert view["limit"] == 1 and [q["cronjob"] for q in view["queue"]] == ["second"]
         cli = json.loads(await cronjob_describe(client, namespace, "second", output="json"))  # batchd cronjob describe
         assert cli["concurrencyGroup"]["name"] == "db" and cli["group"]["holders"] == view["holders"]
         assert jobs_of(kube, namespace, "second") == []
