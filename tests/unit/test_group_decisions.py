@@ -177,12 +177,15 @@ def test_a_member_without_a_slot_waits_and_its_grant_creates_the_job() -> None:
 
 
 def test_a_wait_past_the_starting_deadline_is_missed_and_wakes_at_the_deadline() -> None:
-    m = Members(a=member("a"), b=member("b", deadline=600))
+    b = member("b", deadline=600)
+    m = Members(a=member("a"), b=b.model_copy(update={"observation": b.observation.model_copy(update={"cloudevents": True})}))
     m.sync("a", JUST_AFTER)
     m.sync("b", JUST_AFTER)
     assert m.wakes["b"] == T + timedelta(seconds=600)  # before the next hour: to give up on time
+    assert m.states["b"].outbox == []  # waiting is no missed run (NOTIFY-EVENTS): it may still run
     m.sync("b", T + timedelta(seconds=600))
     assert m.ledger("b") == [(T, "waited-for-group"), (T, "missed-deadline")]
+    assert [e.data["outcome"] for e in m.states["b"].outbox] == ["missed-deadline"]
     assert m.created["b"] == [] and [x.member for x in group.queue(m.group)] == []
 
 

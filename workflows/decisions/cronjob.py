@@ -199,7 +199,9 @@ class _Edit:
 
     def ledger_add(self, entry: LedgerEntry) -> None:
         self.set(ledger=[*self.s.ledger, entry][-LEDGER_SIZE:])
-        if entry.outcome not in ("created", "replaced"):  # NOTIFY-EVENTS: a run missed or skipped
+        # NOTIFY-EVENTS: a run missed or skipped; a time waiting for its group may still run, and is
+        # announced by the outcome its wait ends with
+        if entry.outcome not in ("created", "replaced", "waited-for-group"):
             self.notify(CRONJOB_MISSED_EVENT, f"{iso(entry.scheduled_time)}/{entry.outcome}", entry.scheduled_time,
                         {"scheduledTime": iso(entry.scheduled_time), "source": entry.source, "outcome": entry.outcome})
 
