@@ -120,6 +120,7 @@ class BridgeSettings:
     task_queue: str = TASK_QUEUE
     cronjob_lead: float = 60.0  # seconds: CronJob workflows arm each creation this early (0: off)
     resync_seconds: float = 600.0
+    vanished_seconds: float = 30.0  # CJ-42: how often the leader looks for active Jobs that vanished unseen
     shards: int = 8
     cloudevents: bool = False  # NOTIFY-EVENTS: the workflows send CloudEvents (the worker has a sink)
 
@@ -175,6 +176,7 @@ class Bridge:
             self.job_pods.watch(pods)
             self._informers.append(pods)
         self._tasks.append(asyncio.create_task(self.job_router.poker(), name="bridge-poker"))
+        self._tasks.append(asyncio.create_task(self._find_vanished(cronjobs), name="bridge-vanished"))
         for inf in self._informers[len(cronjobs):]:
             inf.start()
         if self.elector is not None:
@@ -235,6 +237,35 @@ class Bridge:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _find_vanished(self, cronjobs: list[Informer]) -> None:
+        """CJ-42: tell CronJob workflows of active Jobs that were deleted while no replica watched.
+
+        A Job deleted while no worker ran (or no replica held the Lease) sends no event that
+        anyone routes, and a fresh cache has no old copy to miss it from, so a ``Forbid`` CronJob
+        would wait for it for ever. As upstream does at each sync, each Job in a CronJob's
+        ``status.active`` that the cache lacks is read from the API server; gone (or its name now
+        another uid's), its workflow is told as the watch would have told it. The cache answers
+        for nearly all: a GET is only for a Job created or deleted since the cache last heard.
+        """
+        while True:
+            await asyncio.sleep(self.settings.vanished_seconds)
+            if not (self.leading and self.synced):
+                continue
+            for inf in cronjobs:
+                for cj in inf.snapshot():
+                    meta = cj.get("metadata") or {}
+                    for ref in (cj.get("status") or {}).get("active") or []:
+                        if not ref.get("uid") or self.cached("Job", ref["uid"], meta.get("namespace")) is not None:
+                            continue
+                        try:
+                            found = await asyncio.to_thread(self.kube.get_instance, "Job", meta.get("namespace", ""),
+                                                            ref.get("name", ""), ref["uid"])
+                            if found is None:
+                                await self.cronjob_router.vanished(meta, ref)
+                        except Exception:  # the next sweep asks again
+                            log.warning("bridge: could not check active Job %s/%s of CronJob %s",
+                                        meta.get("namespace"), ref.get("name"), meta.get("name"), exc_info=True)
 
     # -- events --------------------------------------------------------------------------
 

@@ -306,6 +306,12 @@ class CronJobRouter:
         await self.workflows.signal(cronjob_workflow_id(job.metadata.namespace, owner.name), summary,
                                     name="job_observed")
 
+    async def vanished(self, cronjob: dict[str, Any], ref: dict[str, Any]) -> None:
+        """CJ-42: an active Job of a managed CronJob (``cronjob``'s metadata) no longer exists."""
+        summary = JobSummary(name=ref.get("name", ""), uid=ref["uid"], owner_uid=cronjob.get("uid", ""), gone=True)
+        await self.workflows.signal(cronjob_workflow_id(cronjob.get("namespace", ""), cronjob.get("name", "")),
+                                    summary, name="job_observed")
+
     async def gone(self, ref: ObjectRef) -> None:
         """WATCH-1: end the workflow of a deleted CronJob from its identity alone."""
         if ref.kind == "CronJob":

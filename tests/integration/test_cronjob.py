@@ -350,6 +350,26 @@ async def test_forbid_skips_while_a_job_is_active_and_the_ledger_and_last_failur
         await save_history(handle, "cronjob-ledger")
 
 
+async def test_an_active_job_deleted_while_no_worker_ran_goes_missing_and_forbid_runs_again(
+        client, kube, namespace, task_queue, skipper):
+    # CJ-42: no watch event tells of a deletion no worker saw; the leader reads each CronJob's
+    # status.active against its cache and the API server, and the skipped time runs late (CJ-28)
+    async with running(client, kube, task_queue, namespace):
+        handle, first = await first_job_then_the_next_time(client, kube, namespace, skipper, "lost", "Forbid")
+        await eventually(lambda: events_of(kube, namespace, "lost", "JobAlreadyActive"), what="JobAlreadyActive")
+        await eventually(lambda: kube.get("CronJob", namespace, "lost")["status"].get("active"), what="status.active")
+    kube.delete("Job", namespace, first["metadata"]["name"])
+    await eventually(lambda: kube.get("Job", namespace, first["metadata"]["name"]) is None, what="the Job gone")
+    async with running(client, kube, task_queue, namespace, vanished_seconds=0.5):
+        [event] = await eventually(lambda: events_of(kube, namespace, "lost", "MissingJob"), what="MissingJob")
+        assert event["message"] == f"Active job went missing: {first['metadata']['name']}"
+        [late] = await eventually(lambda: jobs_of(kube, namespace, "lost"), what="the skipped time run late")
+        active = await eventually(lambda: kube.get("CronJob", namespace, "lost")["status"].get("active"),
+                                  what="the late Job active")
+        assert [a["uid"] for a in active] == [late["metadata"]["uid"]]
+        assert [x["outcome"] for x in await handle.query("history")] == ["created", "skipped-concurrency", "created"]
+
+
 async def _ledger_result(handle: Any, i: int, result: str) -> bool:
     return (await handle.query("history"))[i]["result"] == result
 
