@@ -248,24 +248,27 @@ class Bridge:
         another uid's), its workflow is told as the watch would have told it. The cache answers
         for nearly all: a GET is only for a Job created or deleted since the cache last heard.
         """
+        def uncached() -> list[tuple[dict[str, Any], dict[str, Any]]]:  # in a thread: it unpacks every CronJob
+            found = []
+            for cj in (cj for inf in cronjobs for cj in inf.snapshot()):
+                meta = cj.get("metadata") or {}
+                found += [(meta, ref) for ref in (cj.get("status") or {}).get("active") or []
+                          if ref.get("uid") and self.cached("Job", ref["uid"], meta.get("namespace")) is None]
+            return found
+
         while True:
             await asyncio.sleep(self.settings.vanished_seconds)
             if not (self.leading and self.synced):
                 continue
-            for inf in cronjobs:
-                for cj in inf.snapshot():
-                    meta = cj.get("metadata") or {}
-                    for ref in (cj.get("status") or {}).get("active") or []:
-                        if not ref.get("uid") or self.cached("Job", ref["uid"], meta.get("namespace")) is not None:
-                            continue
-                        try:
-                            found = await asyncio.to_thread(self.kube.get_instance, "Job", meta.get("namespace", ""),
-                                                            ref.get("name", ""), ref["uid"])
-                            if found is None:
-                                await self.cronjob_router.vanished(meta, ref)
-                        except Exception:  # the next sweep asks again
-                            log.warning("bridge: could not check active Job %s/%s of CronJob %s",
-                                        meta.get("namespace"), ref.get("name"), meta.get("name"), exc_info=True)
+            for meta, ref in await asyncio.to_thread(uncached):
+                try:
+                    found = await asyncio.to_thread(self.kube.get_instance, "Job", meta.get("namespace", ""),
+                                                    ref.get("name", ""), ref["uid"])
+                    if found is None:
+                        await self.cronjob_router.vanished(meta, ref)
+                except Exception:  # the next sweep asks again
+                    log.warning("bridge: could not check active Job %s/%s of CronJob %s",
+                                meta.get("namespace"), ref.get("name"), meta.get("name"), exc_info=True)
 
     # -- events --------------------------------------------------------------------------
 
