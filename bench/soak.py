@@ -2,7 +2,7 @@
 worker stay flat?
 
     .venv/bin/python -m bench.soak [--cronjobs 2000] [--sleepers 10000] [--minutes 30] [--sample 20]
-                                   [--settle 2] [--tracemalloc] [-- worker flags…]
+                                   [--settle 2] [--tracemalloc] [--heaptrack] [-- worker flags…]
 
 One ``batchd worker`` process against kubesim and a dev server. The bench plays the Job controller
 by hand: each Job the CronJobs create is marked Complete a second after it appears, so each
@@ -19,6 +19,11 @@ history events of their current run and the Temporal actions per Job their runs 
 each minute, writes the source lines whose allocations grew most; the bench prints the traced
 total beside the RSS, so Python's share of the growth shows apart from the native one (the SDK's
 Rust core, the allocator).
+
+``--heaptrack``: after the first measured minute, heaptrack (Debian's ``heaptrack``, with gdb) attaches
+to the worker and records every native allocation until the worker stops. Allocations made before it
+attached are not seen, so its peak consumers are what the worker allocated during the soak and still
+held at its peak: where the growth is. ``heaptrack_print -f FILE --print-peaks 1`` reads them.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import argparse
 import asyncio
 import os
 import signal
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -75,7 +81,7 @@ async def cronjob_costs(client: Client, ns: str, names: list[str], jobs: int) ->
 
 
 async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int, worker_args: list[str],
-               trace: bool = False) -> None:
+               trace: bool = False, heaptrack: bool = False) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
         if trace:  # read by the worker's interpreter as it starts (bench/memsite/sitecustomize.py)
             site = str(Path(__file__).parent / "memsite")
@@ -113,6 +119,9 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
                 rss.append((minute, cur))
                 if trace:
                     os.kill(proc.proc.pid, signal.SIGUSR1)
+                if heaptrack and minute == 0:
+                    recorder = subprocess.Popen(["heaptrack", "-p", str(proc.proc.pid), "-o", str(wd / "heaptrack")],
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
                 skews = [seen[k] - due.timestamp() for k, t in list(scheduled.items()) if t == due]
                 rows.append((f"  {due:%H:%M}: RSS MiB, Jobs, skew p50 / p99 / max (s)",
                              f"{cur:.0f}, {len(skews)}, {percentile(skews, 50):.2f} / {percentile(skews, 99):.2f} / "
@@ -123,6 +132,8 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
             made = sum(1 for k in list(seen) if k.rsplit("-", 1)[0] in set(names))
             events, actions = await cronjob_costs(env.client, ns, names, made)
         stop.set()
+        if heaptrack:
+            recorder.wait(timeout=600)  # it writes its last data as the worker exits
         finisher.shutdown(wait=False, cancel_futures=True)
     every = [seen[k] - t.timestamp() for k, t in scheduled.items() if start <= t]
     print(f"soak: {count} CronJobs '* * * * *' and {sleepers} sleeping TTL timers, {minutes} minutes from "
@@ -142,6 +153,8 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
             f = wd / f"tracemalloc-{i}.txt"
             print(f"  minute {i}: {f.read_text().splitlines()[0] if f.exists() else 'no dump'}")
         print(f"(the lines that grew most each minute: {wd}/tracemalloc-N.txt)")
+    if heaptrack:
+        print(f"(native allocations: heaptrack_print -f {wd}/heaptrack.zst --print-peaks 1)")
     print(f"(logs in {wd})")
 
 
@@ -161,7 +174,8 @@ if __name__ == "__main__":
     parser.add_argument("--sample", type=int, default=20)
     parser.add_argument("--settle", type=int, default=2, help="minutes between the set-up and the first measured")
     parser.add_argument("--tracemalloc", action="store_true", help="trace the worker's Python allocations")
+    parser.add_argument("--heaptrack", action="store_true", help="record the worker's native allocations")
     parser.add_argument("worker", nargs="*", help="worker flags, after --")
     a = parser.parse_args()
     asyncio.run(main(a.cronjobs, a.sleepers, a.minutes, a.sample, a.settle,
-                     a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"], a.tracemalloc))
+                     a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"], a.tracemalloc, a.heaptrack))
