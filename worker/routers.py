@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from kube.client import Clock, Kube, try_record_event
 from worker.commands import ttl_query
+from workflows import cronjob as cronjob_workflow
 from workflows.cronjob import CronJobWorkflow
 from workflows.identity import (
     EXPIRES_AT,
@@ -282,7 +283,8 @@ class CronJobRouter:
         state = CronJobState(observation=obs, active=obs.status.active,
                              last_schedule_time=obs.status.last_schedule_time,
                              last_successful_time=obs.status.last_successful_time)
-        await self.workflows.start(CronJobWorkflow.run, CronJobInput(state=state, lead_seconds=self.lead),
+        inp = CronJobInput(state=state, lead_seconds=self.lead, run_events=cronjob_workflow.HISTORY_EVENTS)
+        await self.workflows.start(CronJobWorkflow.run, inp,
                                    ref=ObjectRef(kind="CronJob", namespace=obs.namespace, name=obs.name, uid=obs.uid),
                                    wid=wid, signal="observe", signal_args=[obs],
                                    summary=f"CronJob {obs.namespace}/{obs.name}")

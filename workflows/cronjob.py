@@ -81,12 +81,14 @@ JOB_END_STOPS_ARMED_WAIT = "job-end-stops-armed-wait"
 #: worker killed while it waits loses the creation only until this limit, when the retry (idempotent
 #: by name, on another worker) creates the Job (CJ-55).
 ARMED_SLACK = timedelta(seconds=10)
-#: Continue-as-new beyond this many events (about five runs of a ``*/1`` CronJob) plus a share of
-#: as many again drawn from the workflow id (:func:`_history_limit`), well before the server
-#: suggests it: a workflow woken outside the sticky cache replays its whole run, and a cached one
-#: holds about 2 KiB of worker memory per event of its run (500 CronJobs: 21 KiB a workflow per
-#: run, docs/benchmarks.md), so short runs wake cheaply and stay small.
-HISTORY_EVENTS = 60
+#: Continue-as-new beyond this many events (about two runs of a ``*/1`` CronJob, at 8 to 10 events
+#: a run) plus a share of as many again drawn from the workflow id (:func:`_history_limit`), well
+#: before the server suggests it. The SDK's core keeps every state machine of a run (one per
+#: command: timer, activity, marker, upsert, workflow task) until the run ends, so a cached workflow
+#: grows with its run: 2,000 ``*/1`` CronJobs held about 70 MiB less after 20 to 39 events than after
+#: 60 to 119, for 0.8 more Temporal actions a Job (docs/benchmarks.md, the soak). A run started with
+#: another length keeps it (``CronJobInput.run_events``), so it replays as it ran.
+HISTORY_EVENTS = 20
 #: After a "stale" armed creation, how long to wait for the bridge to deliver the new spec.
 STALE_WAIT = timedelta(seconds=60)
 
@@ -101,15 +103,14 @@ def _subminute() -> bool:
     return workflow.patched(ONE_PASS_A_MINUTE)
 
 
-def _history_limit() -> int:
-    """This run's continue-as-new threshold: HISTORY_EVENTS to twice that, fixed by the workflow id.
+def _history_limit(events: int) -> int:
+    """This run's continue-as-new threshold: ``events`` to twice that, fixed by the workflow id.
 
     CronJobs on one schedule run in step; with one threshold they would all start afresh in the
-    same minute, each new run's first task outside the worker's cache. Spread over five more runs,
-    about one in six does each minute. A run started before this never passed HISTORY_EVENTS, so
-    it replays the same.
+    same minute, each new run's first task outside the worker's cache. Spread over as many events
+    again, they start afresh a few at a time.
     """
-    return HISTORY_EVENTS + zlib.crc32(workflow.info().workflow_id.encode()) % HISTORY_EVENTS
+    return events + zlib.crc32(workflow.info().workflow_id.encode()) % events
 
 
 @workflow.defn(name="CronJob")
@@ -124,6 +125,7 @@ class CronJobWorkflow(WorkflowSide):
         self._interrupt = False  # a signal or an update asks an armed creation to stop waiting
         self.events: list[EventInput] = []  # recorded at the end of the pass
         self.lead = timedelta(seconds=inp.lead_seconds)
+        self.run_events = inp.run_events
         self.wake: datetime | None = None  # when the next pass runs, as the last pass planned it
         self.armed_for: datetime | None = None  # the schedule time of the creation now armed
         self._written: Any = None  # what the last status write sent (decide.status_key)
@@ -268,7 +270,7 @@ class CronJobWorkflow(WorkflowSide):
                 break
             as_of = await self._sleep()
             info = workflow.info()
-            if info.is_continue_as_new_suggested() or info.get_current_history_length() > _history_limit():
+            if info.is_continue_as_new_suggested() or info.get_current_history_length() > _history_limit(self.run_events):
                 await self._continue_as_new()
         workflow.upsert_search_attributes([NEXT_SCHEDULE_TIME.value_unset()])
         workflow.logger.info("CronJob %s/%s is gone; workflow ends", self.obs.namespace, self.obs.name)
@@ -296,7 +298,8 @@ class CronJobWorkflow(WorkflowSide):
         while self.events:
             await self._flush_events()
             await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(CronJobInput(state=self.state, lead_seconds=self.lead.total_seconds()))
+        workflow.continue_as_new(CronJobInput(state=self.state, lead_seconds=self.lead.total_seconds(),
+                                              run_events=HISTORY_EVENTS))
 
     async def sync(self, as_of: datetime | None = None) -> None:
         """One pass: execute the planner's steps, then write the status if it changed.

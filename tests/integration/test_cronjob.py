@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import zlib
 from datetime import UTC, datetime, timedelta
@@ -533,6 +534,9 @@ async def test_a_cronjob_continues_as_new_at_its_own_length_and_keeps_its_ledger
         assert events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
         assert limit < len(events) <= limit + 20  # checked once a pass, each pass a few events
         assert await _ledger(handle)  # the new run carries the state, the ledger with it
+        for run in (events[0].workflow_execution_started_event_attributes,  # the bridge's start
+                    events[-1].workflow_execution_continued_as_new_event_attributes):  # and the next run's
+            assert json.loads(run.input.payloads[0].data)["runEvents"] == 10
 
 
 async def test_a_jobs_end_seen_just_before_continue_as_new_still_gets_its_event(
@@ -540,7 +544,7 @@ async def test_a_jobs_end_seen_just_before_continue_as_new_still_gets_its_event(
     # The Job's end wakes the workflow from its wait for the next time; the run then continues as
     # new before its next pass, which is where that end's Event would have been recorded
     limit = [10**6]
-    monkeypatch.setattr(cronjob_workflow, "_history_limit", lambda: limit[0])
+    monkeypatch.setattr(cronjob_workflow, "_history_limit", lambda _events: limit[0])
     async with running(client, kube, task_queue, namespace, cronjob_lead=0):
         kube.create("CronJob", namespace, cronjob_manifest("last", "@every 60s"))
         [job] = await eventually(lambda: jobs_of(kube, namespace, "last"), what="the first Job")

@@ -383,10 +383,13 @@ def test_the_workflow_takes_its_state_out_of_its_input() -> None:
     the run's first state is not kept beside the current one. The input's wire format is unchanged."""
     s = state()
     wire = pydantic_data_converter.payload_converter.to_payloads([CronJobInput(state=s, lead_seconds=60.0)])[0]
-    assert wire.data.startswith(b'{"state":{"observation":{"namespace":"ns"') and wire.data.endswith(b',"leadSeconds":60.0}')
+    assert wire.data.startswith(b'{"state":{"observation":{"namespace":"ns"') \
+        and wire.data.endswith(b',"leadSeconds":60.0,"runEvents":60}')
+    # a run started before runEvents existed replays with the 60 events it was started under
+    wire.data = wire.data.replace(b',"runEvents":60}', b'}')
     inp = pydantic_data_converter.payload_converter.from_payloads([wire], [CronJobInput])[0]
     workflow = CronJobWorkflow(inp)
-    assert workflow.state == s and inp.state is None and inp.lead_seconds == 60.0
+    assert workflow.state == s and inp.state is None and inp.lead_seconds == 60.0 and workflow.run_events == 60
     with pytest.raises(ValueError, match="taken already"):
         inp.take_state()
 

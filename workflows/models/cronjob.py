@@ -403,6 +403,11 @@ class CronJobInput:
     #: then creates it on the second (0: the workflow wakes at the time itself). The bridge sends
     #: its ``--cronjob-lead`` with every ``observe`` signal; continue-as-new carries it here.
     lead_seconds: float = 0.0
+    #: The run continues as new beyond this many events plus a share of as many again
+    #: (workflows/cronjob.py ``_history_limit``). The bridge and continue-as-new send the worker's
+    #: ``HISTORY_EVENTS``; a run started before this field existed has none and replays with the
+    #: 60 it was started under.
+    run_events: int = 60
 
     def take_state(self) -> CronJobState:
         """The state, once: what is left holds none."""
