@@ -120,7 +120,8 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
                 if trace:
                     os.kill(proc.proc.pid, signal.SIGUSR1)
                 if heaptrack and minute == 0:
-                    recorder = subprocess.Popen(["heaptrack", "-p", str(proc.proc.pid), "-o", str(wd / "heaptrack")],
+                    # attached, it names its file itself (heaptrack.batchd.<pid>.zst) in its working directory
+                    recorder = subprocess.Popen(["heaptrack", "-p", str(proc.proc.pid)], cwd=wd,
                                                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
                 skews = [seen[k] - due.timestamp() for k, t in list(scheduled.items()) if t == due]
                 rows.append((f"  {due:%H:%M}: RSS MiB, Jobs, skew p50 / p99 / max (s)",
@@ -154,7 +155,7 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
             print(f"  minute {i}: {f.read_text().splitlines()[0] if f.exists() else 'no dump'}")
         print(f"(the lines that grew most each minute: {wd}/tracemalloc-N.txt)")
     if heaptrack:
-        print(f"(native allocations: heaptrack_print -f {wd}/heaptrack.zst --print-peaks 1)")
+        print(f"(native allocations: heaptrack_print -f {wd}/heaptrack.*.zst --print-peaks 1)")
     print(f"(logs in {wd})")
 
 
