@@ -265,6 +265,8 @@ class Bridge:
                     found = await asyncio.to_thread(self.kube.get_instance, "Job", meta.get("namespace", ""),
                                                     ref.get("name", ""), ref["uid"])
                     if found is None:
+                        log.info("bridge: active Job %s/%s of CronJob %s no longer exists; telling its workflow",
+                                 meta.get("namespace"), ref.get("name"), meta.get("name"))
                         await self.cronjob_router.vanished(meta, ref)
                 except Exception:  # the next sweep asks again
                     log.warning("bridge: could not check active Job %s/%s of CronJob %s",
