@@ -146,6 +146,7 @@ class Bridge:
         self._informers: list[Informer] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._failures: dict[str, int] = {}  # uid -> dispatches of its latest version that failed in a row
+        self._routed: dict[str, str] = {}  # uid -> resourceVersion last routed without error (WATCH-6)
         self._taking_over: asyncio.Task[None] | None = None
 
     # -- life cycle ----------------------------------------------------------------------
@@ -195,6 +196,7 @@ class Bridge:
         """
         for router in (self.ttl_router, self.cronjob_router, self.job_router):
             router.forget()
+        self._routed.clear()
         await self.ttl_router.recall(self.settings.namespaces or (None,))
         self.leading = True
         for inf in self._informers:  # CronJobs first, as at start
@@ -290,6 +292,8 @@ class Bridge:
         ns, name = meta.get("namespace", ""), meta.get("name", "")
         if obj.get("kind") == "CronJob":
             self.cronjob_router.track(etype, obj)
+        if etype == "SYNC" and self._routed.get(meta.get("uid", "")) == meta.get("resourceVersion"):
+            return  # WATCH-6: routed at this version already
         elif obj.get("kind") == "Job":
             owner = controller_of(meta)
             if owner and owner.get("kind") == "CronJob":
@@ -314,6 +318,10 @@ class Bridge:
                         continue  # deleted since: its DELETED event is queued
                     etype, obj = "SYNC" if etype == "REPLAY" else etype, latest
                 await self.handle(etype, obj)
+                if etype == "DELETED":
+                    self._routed.pop(uid, None)
+                else:
+                    self._routed[uid] = obj.get("metadata", {}).get("resourceVersion", "")
                 DISPATCH_SECONDS.record(time.monotonic() - received, {"kind": obj.get("kind", "")})
                 self._failures.pop(uid, None)
             except Exception:  # one bad object must not stop the shard

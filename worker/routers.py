@@ -432,8 +432,9 @@ class JobRouter:
             results = await asyncio.gather(*(self.workflows.signal(wid, name="poke") for wid in batch),
                                            return_exceptions=True)
             for wid, res in zip(batch, results, strict=True):
-                if isinstance(res, Exception):
+                if isinstance(res, Exception):  # poked again next tick: no resync repeats a Pod's change (WATCH-6)
                     log.warning("could not poke %s: %s", wid, res)
+                    self._to_poke.add(wid)
 
     @staticmethod
     def count_tracking_finalizer(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from worker.bridge import _Shard
+from worker.bridge import Bridge, BridgeSettings, _Shard
 from worker.informer import Informer, bridge_view
 from workflows.models.common import Job, Pod
 from workflows.models.cronjob import JITTER_ANNOTATION, CronJob, CronJobObservation, JobSummary
@@ -271,3 +271,44 @@ def test_a_bridge_shard_keeps_one_pending_change_per_object(events: list[Any], e
         return out
 
     assert asyncio.run(drain()) == expected
+
+
+def test_a_resync_routes_only_what_changed_since_it_was_last_routed() -> None:
+    """WATCH-6: a resync hands the whole cache on again; what was routed at that very version is not
+    parsed and routed a second time, and what failed to route is."""
+    async def run() -> list[tuple[str, str, str]]:
+        br = Bridge(None, None, BridgeSettings(shards=1))  # type: ignore[arg-type]  # no router is reached
+        br._loop, br._queues = asyncio.get_running_loop(), [_Shard()]
+        store: dict[str, dict[str, Any]] = {}
+        routed: list[tuple[str, str, str]] = []
+        failing = {"c"}
+
+        async def handle(etype: str, obj: dict[str, Any]) -> None:
+            meta = obj["metadata"]
+            routed.append((etype, meta["uid"], meta["resourceVersion"]))
+            if meta["uid"] in failing:
+                failing.discard(meta["uid"])
+                raise RuntimeError("Temporal unreachable")
+
+        br.handle = handle  # type: ignore[method-assign]
+        br.cached = lambda kind, uid, namespace=None: store.get(uid)  # type: ignore[method-assign]
+        consumer = asyncio.create_task(br._consume(br._queues[0]))
+
+        async def event(etype: str, uid: str, rv: int) -> None:
+            store[uid] = {"kind": "Job", "metadata": {"uid": uid, "namespace": "ns", "name": uid,
+                                                      "resourceVersion": str(rv)}}
+            br._enqueue(etype, store[uid])
+            await asyncio.sleep(0)  # the put, scheduled thread-safely
+            await br._queues[0].join()
+
+        for uid in "abc":
+            await event("SYNC", uid, 1)  # the first list
+        for uid in "abc":
+            await event("SYNC", uid, 1)  # a resync: only c, whose routing failed, goes again
+        await event("MODIFIED", "a", 2)
+        await event("SYNC", "a", 2)
+        consumer.cancel()
+        return routed
+
+    assert asyncio.run(run()) == [("SYNC", "a", "1"), ("SYNC", "b", "1"), ("SYNC", "c", "1"),
+                                  ("SYNC", "c", "1"), ("MODIFIED", "a", "2")]
