@@ -2,9 +2,11 @@
 worker stay flat?
 
     .venv/bin/python -m bench.soak [--cronjobs 2000] [--sleepers 10000] [--minutes 30] [--sample 20]
-                                   [--settle 2] [--tracemalloc] [--heaptrack] [-- worker flags…]
+                                   [--settle 2] [--replicas 1] [--tracemalloc] [--heaptrack] [-- worker flags…]
 
-One ``batchd worker`` process against kubesim and a dev server. The bench plays the Job controller
+One ``batchd worker`` process against kubesim and a dev server (``--replicas N``: N of them on one
+task queue and one Lease, as the manifests run two; each one's RSS is printed, and the first is
+the one ``--tracemalloc`` and ``--heaptrack`` look into). The bench plays the Job controller
 by hand: each Job the CronJobs create is marked Complete a second after it appears, so each
 CronJob keeps its three newest Jobs (the history limit) and its state stays the size it has in a
 cluster. Measuring starts ``--settle`` minutes after every workflow runs (the set-up's own
@@ -49,7 +51,7 @@ from bench.harness import (
     new_namespace,
     percentile,
     table,
-    worker_process,
+    worker_processes,
 )
 from bench.ttl import make_finished_jobs, wait_running
 from tests.k8s import finish_job
@@ -81,7 +83,7 @@ async def cronjob_costs(client: Client, ns: str, names: list[str], jobs: int) ->
 
 
 async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int, worker_args: list[str],
-               trace: bool = False, heaptrack: bool = False) -> None:
+               trace: bool = False, heaptrack: bool = False, replicas: int = 1) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
         if trace:  # read by the worker's interpreter as it starts (bench/memsite/sitecustomize.py)
             site = str(Path(__file__).parent / "memsite")
@@ -102,21 +104,23 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
                 finisher.submit(_finish_later, kube, ns, meta["name"])
 
         threading.Thread(target=watch_jobs, args=(kube, ns, stop, added), daemon=True).start()
-        with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-soak",
-                            extra=["--ttl-scope", "all", *worker_args]) as proc:
+        with worker_processes(replicas, env, kubeconfig, wd, namespace=ns, task_queue="bench-soak",
+                              extra=["--ttl-scope", "all", *worker_args]) as procs:
+            proc = procs[0]  # the one traced
             far = datetime.now(UTC) + timedelta(hours=3)
             await asyncio.to_thread(make_finished_jobs, kube, ns, {f"sleep-{i:05d}": far for i in range(sleepers)})
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(lambda i: kube.create("CronJob", ns, cronjob(f"cj-{i:04d}")), range(count)))
             await wait_running(env.client, ns, count + sleepers, datetime.now(UTC) + timedelta(minutes=15))
             start = (datetime.now(UTC) + timedelta(minutes=1 + settle)).replace(second=0, microsecond=0)
-            rss: list[tuple[float, float]] = []
+            rss: list[list[tuple[float, float]]] = [[] for _ in procs]
             rows = []
             for minute in range(minutes):
                 due = start + timedelta(minutes=minute)
                 await asyncio.sleep(max(0.0, (due + timedelta(seconds=50) - datetime.now(UTC)).total_seconds()))
-                cur, _ = proc.rss_mb()
-                rss.append((minute, cur))
+                now = [p.rss_mb()[0] for p in procs]
+                for series, cur in zip(rss, now, strict=True):
+                    series.append((minute, cur))
                 if trace:
                     os.kill(proc.proc.pid, signal.SIGUSR1)
                 if heaptrack and minute == 0:
@@ -125,10 +129,10 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
                                                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
                 skews = [seen[k] - due.timestamp() for k, t in list(scheduled.items()) if t == due]
                 rows.append((f"  {due:%H:%M}: RSS MiB, Jobs, skew p50 / p99 / max (s)",
-                             f"{cur:.0f}, {len(skews)}, {percentile(skews, 50):.2f} / {percentile(skews, 99):.2f} / "
+                             f"{' / '.join(f'{c:.0f}' for c in now)}, {len(skews)}, {percentile(skews, 50):.2f} / {percentile(skews, 99):.2f} / "
                              f"{max(skews, default=float('nan')):.2f}"))
                 print(rows[-1][0].strip(), rows[-1][1], flush=True)
-            _, peak = proc.rss_mb()
+            peaks = [p.rss_mb()[1] for p in procs]
             names = [f"cj-{i:04d}" for i in range(0, count, max(1, count // sample))][:sample]
             made = sum(1 for k in list(seen) if k.rsplit("-", 1)[0] in set(names))
             events, actions = await cronjob_costs(env.client, ns, names, made)
@@ -138,14 +142,14 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
         finisher.shutdown(wait=False, cancel_futures=True)
     every = [seen[k] - t.timestamp() for k, t in scheduled.items() if start <= t]
     print(f"soak: {count} CronJobs '* * * * *' and {sleepers} sleeping TTL timers, {minutes} minutes from "
-          f"{start:%H:%M} UTC, one worker")
+          f"{start:%H:%M} UTC, {'one worker' if replicas == 1 else f'{replicas} workers'}")
     print(table([
         *rows,
         ("Jobs created / expected", f"{len(every)} / {count * minutes}"),
         ("skew p50 / p99 / max (s), all minutes",
          f"{percentile(every, 50):.2f} / {percentile(every, 99):.2f} / {max(every, default=float('nan')):.2f}"),
-        ("RSS slope over the last 10 minutes (MiB/min)", f"{slope(rss[-10:]):+.2f}"),
-        ("worker peak RSS (MiB)", f"{peak:.0f}"),
+        ("RSS slope over the last 10 minutes (MiB/min)", " / ".join(f"{slope(r[-10:]):+.2f}" for r in rss)),
+        ("worker peak RSS (MiB)", " / ".join(f"{p:.0f}" for p in peaks)),
         (f"history events of a CronJob's current run (mean of {len(names)})", f"{events:.0f}"),
         ("Temporal actions per Job, CronJob workflow", f"{actions:.1f}"),
     ]))
@@ -176,7 +180,8 @@ if __name__ == "__main__":
     parser.add_argument("--settle", type=int, default=2, help="minutes between the set-up and the first measured")
     parser.add_argument("--tracemalloc", action="store_true", help="trace the worker's Python allocations")
     parser.add_argument("--heaptrack", action="store_true", help="record the worker's native allocations")
+    parser.add_argument("--replicas", type=int, default=1, help="worker processes on the task queue (one Lease)")
     parser.add_argument("worker", nargs="*", help="worker flags, after --")
     a = parser.parse_args()
     asyncio.run(main(a.cronjobs, a.sleepers, a.minutes, a.sample, a.settle,
-                     a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"], a.tracemalloc, a.heaptrack))
+                     a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"], a.tracemalloc, a.heaptrack, a.replicas))
