@@ -289,11 +289,11 @@ class Bridge:
         """
         assert self._loop is not None
         meta = obj.get("metadata", {})
+        if etype == "SYNC" and self._routed.get(meta.get("uid", "")) == meta.get("resourceVersion"):
+            return  # WATCH-6: routed (and tracked) at this version already
         ns, name = meta.get("namespace", ""), meta.get("name", "")
         if obj.get("kind") == "CronJob":
             self.cronjob_router.track(etype, obj)
-        if etype == "SYNC" and self._routed.get(meta.get("uid", "")) == meta.get("resourceVersion"):
-            return  # WATCH-6: routed at this version already
         elif obj.get("kind") == "Job":
             owner = controller_of(meta)
             if owner and owner.get("kind") == "CronJob":
