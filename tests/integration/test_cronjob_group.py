@@ -114,7 +114,7 @@ async def _waiting(client: Client, ns: str, name: str) -> dict[str, Any] | None:
 
 async def _held_by(client: Client, ns: str, group: str, job: str) -> dict[str, Any] | None:
     view = await group_view(client, ns, group)
-    return view if [h["job"] for h in view["holders"]] == [job] else None
+    return view if [h.get("job") for h in view["holders"]] == [job] else None  # a grant holds no Job yet
 
 
 async def _outcome(handle: Any, outcome: str) -> bool:
