@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -488,8 +489,16 @@ async def cronjob_update(client: Client, namespace: str, name: str, update: str,
     """
     assert update in CRONJOB_UPDATES
     wid = cronjob_workflow_id(namespace, name)
+    handle, update_id = client.get_workflow_handle(wid), f"batchd-cli-{uuid.uuid4()}"
     try:
-        result = await client.get_workflow_handle(wid).execute_update(update, arg or {})
+        for attempt in range(UPDATE_ATTEMPTS):
+            try:  # one id for every attempt: the server takes an update once, however often it is sent
+                result = await handle.execute_update(update, arg or {}, id=update_id)
+                break
+            except RPCError as err:
+                if not _not_ready(err) or attempt == UPDATE_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.25 * 2 ** attempt)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise NotFoundError(f"no running workflow {wid} ({err.message})") from None
@@ -501,6 +510,20 @@ async def cronjob_update(client: Client, namespace: str, name: str, update: str,
     if update == "backfill" and output != "json":
         return _backfill_table(result)
     return _render_mapping({"workflowId": wid, "update": update, "result": result}, output)
+
+
+#: Tries of an update the server refused as not ready (0.25 s doubling between them: about 8 s).
+UPDATE_ATTEMPTS = 6
+
+
+def _not_ready(err: RPCError) -> bool:
+    """The server refused an update because the workflow's task had just failed (``WorkflowNotReady``).
+
+    A continue-as-new whose task meets a new signal fails once (UnhandledCommand) and is retried at
+    once; an update that arrives in that moment is refused, never taken, so sending it again is safe.
+    """
+    return err.status == RPCStatusCode.FAILED_PRECONDITION and any(
+        d.type_url.endswith("WorkflowNotReadyFailure") for d in err.grpc_status.details)
 
 
 def _backfill_table(result: dict[str, Any]) -> str:
