@@ -252,10 +252,11 @@ class Bridge:
         """
         def uncached() -> list[tuple[dict[str, Any], dict[str, Any]]]:  # in a thread: it unpacks every CronJob
             found = []
-            for cj in (cj for inf in cronjobs for cj in inf.snapshot()):
-                meta = cj.get("metadata") or {}
-                found += [(meta, ref) for ref in (cj.get("status") or {}).get("active") or []
-                          if ref.get("uid") and self.cached("Job", ref["uid"], meta.get("namespace")) is None]
+            for inf in cronjobs:
+                for cj in inf.snapshot():
+                    meta = cj.get("metadata") or {}
+                    found += [(meta, ref) for ref in (cj.get("status") or {}).get("active") or []
+                              if ref.get("uid") and self.cached("Job", ref["uid"], meta.get("namespace")) is None]
             return found
 
         while True:
@@ -317,10 +318,10 @@ class Bridge:
                     if latest is None:
                         continue  # deleted since: its DELETED event is queued
                     etype, obj = "SYNC" if etype == "REPLAY" else etype, latest
-                await self.handle(etype, obj)
-                if etype == "DELETED":
+                if etype == "DELETED":  # forgotten whether or not the deletion routes: no resync brings it back
                     self._routed.pop(uid, None)
-                else:
+                await self.handle(etype, obj)
+                if etype != "DELETED":
                     self._routed[uid] = obj.get("metadata", {}).get("resourceVersion", "")
                 DISPATCH_SECONDS.record(time.monotonic() - received, {"kind": obj.get("kind", "")})
                 self._failures.pop(uid, None)

@@ -32,7 +32,6 @@ from temporalio.service import RPCError, RPCStatusCode
 from kube.client import Clock, Kube, try_record_event
 from worker.commands import ttl_query
 from workflows import cronjob as cronjob_workflow
-from workflows.cronjob import CronJobWorkflow
 from workflows.identity import (
     EXPIRES_AT,
     K8S_KIND,
@@ -284,7 +283,7 @@ class CronJobRouter:
                              last_schedule_time=obs.status.last_schedule_time,
                              last_successful_time=obs.status.last_successful_time)
         inp = CronJobInput(state=state, lead_seconds=self.lead, run_events=cronjob_workflow.HISTORY_EVENTS)
-        await self.workflows.start(CronJobWorkflow.run, inp,
+        await self.workflows.start(cronjob_workflow.CronJobWorkflow.run, inp,
                                    ref=ObjectRef(kind="CronJob", namespace=obs.namespace, name=obs.name, uid=obs.uid),
                                    wid=wid, signal="observe", signal_args=[obs],
                                    summary=f"CronJob {obs.namespace}/{obs.name}")
@@ -305,14 +304,15 @@ class CronJobRouter:
             return  # running, or already reported
         else:
             self._reported[job.metadata.uid] = summary.outcome
-        await self.workflows.signal(cronjob_workflow_id(job.metadata.namespace, owner.name), summary,
-                                    name="job_observed")
+        await self._job_observed(job.metadata.namespace, owner.name, summary)
 
     async def vanished(self, cronjob: dict[str, Any], ref: dict[str, Any]) -> None:
         """CJ-42: an active Job of a managed CronJob (``cronjob``'s metadata) no longer exists."""
         summary = JobSummary(name=ref.get("name", ""), uid=ref["uid"], owner_uid=cronjob.get("uid", ""), gone=True)
-        await self.workflows.signal(cronjob_workflow_id(cronjob.get("namespace", ""), cronjob.get("name", "")),
-                                    summary, name="job_observed")
+        await self._job_observed(cronjob.get("namespace", ""), cronjob.get("name", ""), summary)
+
+    async def _job_observed(self, namespace: str, cronjob: str, summary: JobSummary) -> None:
+        await self.workflows.signal(cronjob_workflow_id(namespace, cronjob), summary, name="job_observed")
 
     async def gone(self, ref: ObjectRef) -> None:
         """WATCH-1: end the workflow of a deleted CronJob from its identity alone."""
