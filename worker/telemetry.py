@@ -128,14 +128,29 @@ def install(service: str = "batchd") -> Telemetry:
 
 
 class _MetricsExporter(MetricsExporter):
-    """The SDK's exporter, converting each update's attributes afresh, and not during a burst.
+    """The SDK's exporter, with instruments found by name and attributes converted afresh, and
+    not draining during a burst.
 
-    The SDK caches converted attribute sets by ``id()`` of the buffer's attribute object without
-    keeping that object alive. An attribute set made for one ``add`` (as ``workflow.metric_meter()``
-    makes them) is freed after its update, and the next set allocated at the same address is
-    then exported with the old labels: an Indexed Job's finished Pods would be counted under
-    another series, and some samples under no labels at all.
+    The SDK caches both by ``id()`` of the buffer's objects without keeping those alive. Each
+    ``create_counter`` (or histogram) call in a workflow makes a new metric object, and each ``add``
+    through ``workflow.metric_meter()`` a new attribute set; once freed, their addresses are
+    reused. By id, the next attribute set at the old address was exported with the old labels (an
+    Indexed Job's finished Pods counted under another series, some samples under no labels), the
+    next metric at an old address went to the old metric's instrument (a histogram's value added to
+    a counter), and the instrument cache kept one entry per address ever seen (4,000 in a soak's
+    first minutes, docs/benchmarks.md).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._named: dict[tuple[str, int], Any] = {}  # (name, kind) -> the SDK's instrument
+
+    def _get_or_create_instrument(self, metric: Any) -> Any:
+        key = (metric.name, metric.kind)
+        if (found := self._named.get(key)) is None:
+            found = self._named[key] = super()._get_or_create_instrument(metric)
+        self._instruments.clear()  # the SDK's own cache, by id()
+        return found
 
     def _get_or_create_attributes(self, attributes: Any) -> Any:
         return dict(attributes)

@@ -1,9 +1,11 @@
-"""Tier 4: upstream's ``job_controller_*`` metrics (POL-48 to POL-56) on a real worker's /metrics.
+"""Tier 4: upstream's ``job_controller_*`` metrics (POL-48 to POL-56) and batchd's
+``batchd_cronjob_runs_total`` on a real worker's /metrics.
 
 The in-process workers of the integration tests use the SDK's default runtime, whose metric meter
 records nowhere; only the ``batchd worker`` process wires ``workflow.metric_meter()`` into its
-Prometheus registry. So: one worker process, four Jobs run on kubesim's fake kubelet, /metrics
-scraped before and after, and the deltas asserted — names, exact label sets and values.
+Prometheus registry. So: one worker process, four Jobs run on kubesim's fake kubelet and one
+CronJob triggered, /metrics scraped before and after, and the deltas asserted — names,
+exact label sets and values.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from temporalio.testing import WorkflowEnvironment
 from kube.client import Kube
 from tests.conftest import eventually, workflow_exists
 from tests.e2e.test_worker_process import free_port, http_get, ready, worker_process
+from tests.integration.test_cronjob import cronjob_manifest
 from tests.integration.test_job import job_manifest
-from workflows.identity import job_workflow_id
+from worker.commands import cronjob_update
+from workflows.identity import cronjob_workflow_id, job_workflow_id
 from workflows.jobmetrics import METRICS, SYNC_DURATION_BUCKETS
 
 Sample = tuple[str, tuple[tuple[str, str], ...]]
@@ -28,13 +32,13 @@ LABELS = {m.name: set(m.labels) for m in METRICS}
 
 
 def scrape(port: int) -> dict[Sample, float]:
-    """The job_controller_* samples on /metrics, keyed by (name, sorted labels)."""
+    """The job_controller_* and batchd_cronjob_runs samples on /metrics, keyed by (name, sorted labels)."""
     status, body = http_get(port, "/metrics")
     assert status == 200
     out: dict[Sample, float] = {}
     for family in text_string_to_metric_families(body):
         for s in family.samples:
-            if s.name.startswith("job_controller_"):
+            if s.name.startswith(("job_controller_", "batchd_cronjob_runs")):
                 out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
 
@@ -42,6 +46,17 @@ def scrape(port: int) -> dict[Sample, float]:
 def delta(before: dict[Sample, float], after: dict[Sample, float], name: str, **labels: str) -> float:
     key = (name, tuple(sorted(labels.items())))
     return after.get(key, 0.0) - before.get(key, 0.0)
+
+
+def runs_moved(before: dict[Sample, float], after: dict[Sample, float]) -> dict[tuple[str, str], float]:
+    """``batchd_cronjob_runs_total`` series that moved, by (outcome, source); the workflow's meter adds
+    its own labels (namespace, task queue, workflow type) beside them."""
+    moved: dict[tuple[str, str], float] = defaultdict(float)
+    for key, value in after.items():
+        if key[0] == "batchd_cronjob_runs_total" and value != before.get(key, 0.0):
+            labels = dict(key[1])
+            moved[(labels["outcome"], labels["source"])] += value - before.get(key, 0.0)
+    return dict(moved)
 
 
 def jobs() -> list[dict[str, Any]]:
@@ -63,7 +78,11 @@ async def test_job_controller_metrics_count_each_job_and_pod_once_with_upstreams
     client = temporal_env.client
     with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker.log", health):
         await ready(health)
+        # a CronJob never due, run by hand: each run a ledger entry, counted by the workflow's meter
+        kube.create("CronJob", namespace, cronjob_manifest("yearly", "0 0 1 1 *"))
+        await eventually(lambda: workflow_exists(client, cronjob_workflow_id(namespace, "yearly")), what="CronJob workflow")
         before = scrape(health)
+        await cronjob_update(client, namespace, "yearly", "trigger", output="json")
         created = [kube.create("Job", namespace, m) for m in jobs()]
         outcomes = {}
         for job in created:
@@ -85,7 +104,9 @@ async def test_job_controller_metrics_count_each_job_and_pod_once_with_upstreams
             gone = delta(before, now, "job_controller_terminated_pods_tracking_finalizer_total", event="delete")
             finished = sum(delta(before, now, "job_controller_jobs_finished_total", **dict(k[1]))
                            for k in now if k[0] == "job_controller_jobs_finished_total")
-            assert gone >= 7 and finished >= 4, f"forwarded: {gone} of 7 finalizer deletes, {finished} of 4 Jobs"
+            runs = sum(runs_moved(before, now).values())
+            assert gone >= 7 and finished >= 4 and runs >= 1, \
+                f"forwarded: {gone} of 7 finalizer deletes, {finished} of 4 Jobs, {runs} of 1 run"
             steady = last == [now]
             last[:] = [now]
             return now if steady else None
@@ -118,6 +139,8 @@ async def test_job_controller_metrics_count_each_job_and_pod_once_with_upstreams
     # POL-54: each of the 7 Pods entered "finished with the finalizer" once and left it once
     assert d("job_controller_terminated_pods_tracking_finalizer_total", event="add") == 7
     assert d("job_controller_terminated_pods_tracking_finalizer_total", event="delete") == 7
+    # CJ-LEDGER: each run once, under its own outcome and source, and no other series moved
+    assert runs_moved(before, after) == {("created", "trigger"): 1.0}
     # POL-49, POL-50: one sample per sync of a live Job, the histogram's count equal to the counter's
     syncs: dict[tuple[str, str, str], float] = defaultdict(float)
     for (name, labels), _ in after.items():
@@ -133,9 +156,12 @@ async def test_job_controller_metrics_count_each_job_and_pod_once_with_upstreams
     assert syncs[("NonIndexed", "success", "tracking")] + syncs[("NonIndexed", "success", "reconciling")] >= 3
     # POL-48: upstream's label sets exactly (the runtime's namespace/task_queue/workflow_type/service dropped)
     for (name, labels), _ in after.items():
+        if not name.startswith("job_controller_"):
+            continue
         base = name.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
         assert {k for k, _ in labels} - {"le"} == LABELS[base], (name, labels)
-    les = sorted({float(dict(labels)["le"]) for (name, labels) in after if name.endswith("_seconds_bucket")})
+    les = sorted({float(dict(labels)["le"]) for (name, labels) in after if name.startswith("job_controller_")
+                  and name.endswith("_seconds_bucket")})
     assert les[:-1] == list(SYNC_DURATION_BUCKETS) and les[-1] == float("inf")
     assert "# TYPE job_controller_job_sync_duration_seconds histogram" in text
     assert "# TYPE job_controller_job_syncs_total counter" in text

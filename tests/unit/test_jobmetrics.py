@@ -172,6 +172,44 @@ def test_each_buffered_update_is_exported_with_its_own_labels() -> None:
     assert samples == {str(i): 1.0 for i in range(50)}
 
 
+def test_each_buffered_metric_is_exported_to_the_instrument_of_its_name() -> None:
+    # A metric object freed after its update leaves its id() to the next one, of any name and kind;
+    # the SDK's exporter found instruments by id(), so the next metric's values went to the old
+    # one's instrument, and its cache kept an entry per address.
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+    from prometheus_client import CollectorRegistry
+    from temporalio.runtime import (
+        BUFFERED_METRIC_KIND_COUNTER,
+        BUFFERED_METRIC_KIND_HISTOGRAM,
+        MetricBuffer,
+    )
+
+    from worker.telemetry import _MetricsExporter
+
+    class Metric:  # one object, renamed: what a reused address looks like to a cache by id()
+        name, description, unit, kind = "runs_total", "", "", BUFFERED_METRIC_KIND_COUNTER
+
+    class Update:
+        def __init__(self, metric: Metric, value: float) -> None:
+            self.metric, self.value, self.attributes = metric, value, {"outcome": "created"}
+
+    registry = CollectorRegistry()
+    exporter = _MetricsExporter(MetricBuffer(10), MeterProvider(metric_readers=[
+        PrometheusMetricReader(registry=registry, scope_info_enabled=False)]))
+    metric = Metric()
+    exporter._apply_update(Update(metric, 1))  # type: ignore[arg-type]
+    metric.name, metric.kind = "delay_seconds", BUFFERED_METRIC_KIND_HISTOGRAM
+    exporter._apply_update(Update(metric, 2.5))  # type: ignore[arg-type]
+    metric.name, metric.kind = "runs_total", BUFFERED_METRIC_KIND_COUNTER
+    for _ in range(3):
+        exporter._apply_update(Update(Metric(), 1))  # type: ignore[arg-type]
+    samples = {s.name: s.value for fam in registry.collect() for s in fam.samples}
+    assert samples["runs_total"] == 4.0
+    assert samples["delay_seconds_sum"] == 2.5 and samples["delay_seconds_count"] == 1.0
+    assert len(exporter._named) == 2 and not exporter._instruments
+
+
 def test_the_sdk_metrics_are_not_forwarded_during_a_burst_of_creations(monkeypatch: pytest.MonkeyPatch) -> None:
     from opentelemetry.sdk.metrics import MeterProvider
 
