@@ -40,6 +40,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import MetricCounter
 from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
@@ -132,7 +133,10 @@ class CronJobWorkflow(WorkflowSide):
         self.armed_for: datetime | None = None  # the schedule time of the creation now armed
         self._written: Any = None  # what the last status write sent (decide.status_key)
         self._advertised: Any = ()  # the NextScheduleTime search attribute as last upserted
-        self._ledgered = decide.ledger_keys(self.state)  # entries counted in batchd_cronjob_runs_total (or carried over)
+        # the newest ledger entry counted in batchd_cronjob_runs_total (or carried over): one key, not a
+        # set of all a hundred: 16 KiB a CronJob once its ledger is full, 30 MiB at 2,000
+        self._counted_up_to = decide.newest_ledger_key(self.state)
+        self._runs_counter: MetricCounter | None = None
 
     @property
     def obs(self) -> CronJobObservation:
@@ -414,14 +418,14 @@ class CronJobWorkflow(WorkflowSide):
     def _count_runs(self) -> None:
         """``batchd_cronjob_runs_total{outcome,source}``: each new ledger entry once (CJ-LEDGER), through
         the workflow's meter, which records nothing while a history replays."""
-        keys = decide.ledger_keys(self.state)
-        new = [k for k in keys if k not in self._ledgered]
+        new = decide.ledger_since(self.state, self._counted_up_to)
         if new:
-            counter = workflow.metric_meter().create_counter(
-                "batchd_cronjob_runs", "CronJob schedule times, triggers and backfills, by ledger outcome and source")
-            for _, source, outcome, _ in new:
-                counter.add(1, {"outcome": outcome, "source": source})
-        self._ledgered = set(keys)
+            if self._runs_counter is None:  # one per run: each create makes a new metric in the SDK
+                self._runs_counter = workflow.metric_meter().create_counter(
+                    "batchd_cronjob_runs", "CronJob schedule times, triggers and backfills, by ledger outcome and source")
+            for entry in new:
+                self._runs_counter.add(1, {"outcome": entry.outcome, "source": entry.source})
+            self._counted_up_to = decide.ledger_key(new[-1])
 
     def woken(self) -> bool:
         return self._changed or self.obs.gone

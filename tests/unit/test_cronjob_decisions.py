@@ -10,7 +10,7 @@ against a cluster in which every call succeeds.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -404,6 +404,24 @@ def test_outcomes_of_a_creation_in_the_ledger() -> None:
     assert s.observation.gone
     held = state(ledger=[LedgerEntry(scheduled_time=T, outcome="created", job=run.name, job_uid="u")])
     assert decide.ran(held, T + timedelta(seconds=30))  # the same minute's Job
+
+
+def test_the_entries_since_the_newest_counted_are_each_new_entry_once() -> None:  # batchd_cronjob_runs_total
+    def entry(minute: int, outcome: str = "created") -> LedgerEntry:
+        t = T + timedelta(minutes=minute)
+        return LedgerEntry(scheduled_time=t, outcome=outcome, job=job_name("cj", t))  # type: ignore[arg-type]
+
+    empty = state()
+    assert decide.newest_ledger_key(empty) is None and decide.ledger_since(empty, None) == []
+    s = state(ledger=[entry(0), entry(1)])
+    counted = decide.newest_ledger_key(s)
+    assert decide.ledger_since(s, counted) == []
+    # a result written into an entry keeps its identity; entries after it are new
+    later = state(ledger=[entry(0), replace(entry(1), result="Complete"), entry(2), entry(3, "missed-deadline")])
+    assert decide.ledger_since(later, counted) == [entry(2), entry(3, "missed-deadline")]
+    # the counted entry has left a full ledger: everything in it came after
+    full = state(ledger=[entry(m) for m in range(10, 10 + decide.LEDGER_SIZE)])
+    assert len(decide.ledger_since(full, counted)) == decide.LEDGER_SIZE
 
 
 def test_an_active_window_bounds_the_times_and_ends_once() -> None:  # CJ-WINDOW

@@ -976,9 +976,25 @@ def backfill_queued(state: CronJobState) -> list[str]:
 
 # -- the run ledger (CJ-LEDGER) --------------------------------------------------------------------
 
-def ledger_keys(state: CronJobState) -> set[tuple[datetime, str, str, str | None]]:
-    """Each ledger entry's identity (its result aside, which changes as its Job runs)."""
-    return {(x.scheduled_time, x.source, x.outcome, x.job) for x in state.ledger}
+LedgerKey = tuple[datetime, str, str, str | None]
+
+
+def ledger_key(entry: LedgerEntry) -> LedgerKey:
+    """A ledger entry's identity (its result aside, which changes as its Job runs)."""
+    return entry.scheduled_time, entry.source, entry.outcome, entry.job
+
+
+def newest_ledger_key(state: CronJobState) -> LedgerKey | None:
+    return ledger_key(state.ledger[-1]) if state.ledger else None
+
+
+def ledger_since(state: CronJobState, newest: LedgerKey | None) -> list[LedgerEntry]:
+    """The entries added after the one whose key is ``newest`` (entries are only ever appended);
+    all of them if it has left the ledger, or if there was none."""
+    for i in range(len(state.ledger) - 1, -1, -1):
+        if ledger_key(state.ledger[i]) == newest:
+            return state.ledger[i + 1:]
+    return list(state.ledger)
 
 
 def ran(state: CronJobState, due: datetime) -> bool:
