@@ -2,11 +2,12 @@
 worker stay flat?
 
     .venv/bin/python -m bench.soak [--cronjobs 2000] [--sleepers 10000] [--minutes 30] [--sample 20]
-                                   [--settle 2] [--replicas 1] [--tracemalloc] [--heaptrack] [-- worker flags…]
+                                   [--settle 2] [--replicas 1] [--tracemalloc | --mallinfo] [--heaptrack]
+                                   [-- worker flags…]
 
 One ``batchd worker`` process against kubesim and a dev server (``--replicas N``: N of them on one
 task queue and one Lease, as the manifests run two; each one's RSS is printed, and the first is
-the one ``--tracemalloc`` and ``--heaptrack`` look into). The bench plays the Job controller
+the one ``--tracemalloc``, ``--mallinfo`` and ``--heaptrack`` look into). The bench plays the Job controller
 by hand: each Job the CronJobs create is marked Complete a second after it appears, so each
 CronJob keeps its three newest Jobs (the history limit) and its state stays the size it has in a
 cluster. Measuring starts ``--settle`` minutes after every workflow runs (the set-up's own
@@ -21,6 +22,10 @@ history events of their current run and the Temporal actions per Job their runs 
 each minute, writes the source lines whose allocations grew most; the bench prints the traced
 total beside the RSS, so Python's share of the growth shows apart from the native one (the SDK's
 Rust core, the allocator).
+
+``--mallinfo``: each minute the worker writes glibc's ``mallinfo2`` (the same sitecustomize), and the
+bench prints the heap's bytes in use and free beside the RSS: memory batchd and the SDK hold apart
+from the allocator's holes. It costs the worker nothing between samples.
 
 ``--heaptrack``: after the first measured minute, heaptrack (Debian's ``heaptrack``, with gdb) attaches
 to the worker and records every native allocation until the worker stops. Allocations made before it
@@ -83,12 +88,12 @@ async def cronjob_costs(client: Client, ns: str, names: list[str], jobs: int) ->
 
 
 async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int, worker_args: list[str],
-               trace: bool = False, heaptrack: bool = False, replicas: int = 1) -> None:
+               trace: bool = False, heaptrack: bool = False, replicas: int = 1, mallinfo: bool = False) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
-        if trace:  # read by the worker's interpreter as it starts (bench/memsite/sitecustomize.py)
+        if trace or mallinfo:  # read by the worker's interpreter as it starts (bench/memsite/sitecustomize.py)
             site = str(Path(__file__).parent / "memsite")
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (site, os.environ.get("PYTHONPATH")) if p)
-            os.environ["BATCHD_TRACEMALLOC_DIR"] = str(wd)
+            os.environ["BATCHD_TRACEMALLOC_DIR" if trace else "BATCHD_MALLINFO_DIR"] = str(wd)
         ns = new_namespace(kube, "bench-soak")
         seen: dict[str, float] = {}
         scheduled: dict[str, datetime] = {}
@@ -121,7 +126,7 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
                 now = [p.rss_mb()[0] for p in procs]
                 for series, cur in zip(rss, now, strict=True):
                     series.append((minute, cur))
-                if trace:
+                if trace or mallinfo:
                     os.kill(proc.proc.pid, signal.SIGUSR1)
                 if heaptrack and minute == 0:
                     # attached, it names its file itself (heaptrack.batchd.<pid>.zst) in its working directory
@@ -131,7 +136,11 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
                 rows.append((f"  {due:%H:%M}: RSS MiB, Jobs, skew p50 / p99 / max (s)",
                              f"{' / '.join(f'{c:.0f}' for c in now)}, {len(skews)}, {percentile(skews, 50):.2f} / {percentile(skews, 99):.2f} / "
                              f"{max(skews, default=float('nan')):.2f}"))
-                print(rows[-1][0].strip(), rows[-1][1], flush=True)
+                if mallinfo:
+                    await asyncio.sleep(2)  # the worker writes it between two bytecodes of its main thread
+                    f = wd / f"mallinfo-{minute + 1}.txt"
+                    rows.append(("    the worker's heap", f.read_text().splitlines()[0] if f.exists() else "no sample"))
+                print(*(f"{a.strip()} {b}" for a, b in rows[-1 - mallinfo:]), sep="\n", flush=True)
             peaks = [p.rss_mb()[1] for p in procs]
             names = [f"cj-{i:04d}" for i in range(0, count, max(1, count // sample))][:sample]
             made = sum(1 for k in list(seen) if k.rsplit("-", 1)[0] in set(names))
@@ -180,9 +189,11 @@ if __name__ == "__main__":
     parser.add_argument("--sample", type=int, default=20)
     parser.add_argument("--settle", type=int, default=2, help="minutes between the set-up and the first measured")
     parser.add_argument("--tracemalloc", action="store_true", help="trace the worker's Python allocations")
+    parser.add_argument("--mallinfo", action="store_true", help="sample the worker's malloc heap each minute")
     parser.add_argument("--heaptrack", action="store_true", help="record the worker's native allocations")
     parser.add_argument("--replicas", type=int, default=1, help="worker processes on the task queue (one Lease)")
     parser.add_argument("worker", nargs="*", help="worker flags, after --")
     a = parser.parse_args()
     asyncio.run(main(a.cronjobs, a.sleepers, a.minutes, a.sample, a.settle,
-                     a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"], a.tracemalloc, a.heaptrack, a.replicas))
+                     a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"], a.tracemalloc, a.heaptrack, a.replicas,
+                     a.mallinfo))

@@ -1,5 +1,14 @@
-"""bench.soak --tracemalloc: loaded into the worker process (``PYTHONPATH``) to say where its Python
-memory grows, without any code of its own in the worker.
+"""bench.soak --tracemalloc and --mallinfo: loaded into the worker process (``PYTHONPATH``) to say
+where its memory grows, without any code of its own in the worker.
+
+With ``BATCHD_MALLINFO_DIR`` set, each SIGUSR1 writes ``mallinfo-<n>.txt`` there: one line of
+glibc's ``mallinfo2`` (the heap's bytes in use and free, summed over every arena, and the bytes in
+chunks of their own ``mmap``), pymalloc's arenas and the objects Python's collector tracks: it tells
+memory the program holds from holes the allocator keeps. With ``BATCHD_CENSUS`` set too, it adds
+the 40 types whose objects take most memory (the tracked objects and the untracked ones they refer
+to directly: strings, numbers, datetimes), which holds the interpreter for a few seconds. With
+``BATCHD_MALLOC_TRIM`` set, each sample then calls ``malloc_trim(0)`` and adds the RSS after it: how
+much of the allocator's free memory is whole pages it could hand back.
 
 With ``BATCHD_TRACEMALLOC_DIR`` set, tracing starts as the interpreter starts; each SIGUSR1 writes
 ``tracemalloc-<n>.txt`` there: the traced total and the 25 source lines whose allocations grew most
@@ -12,18 +21,93 @@ from __future__ import annotations
 import os
 
 _DIR = os.environ.get("BATCHD_TRACEMALLOC_DIR")
+_MALLINFO_DIR = os.environ.get("BATCHD_MALLINFO_DIR")
+
+if _MALLINFO_DIR:
+    import ctypes
+    import gc
+    import signal
+    import time
+
+    class _MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    _libc = ctypes.CDLL(None)
+    _libc.mallinfo2.restype = _MallInfo2
+    _mallinfo_folder: str = _MALLINFO_DIR
+    _samples = [0]
+
+    def _pymalloc_arenas() -> int:
+        """pymalloc's arenas of 1 MiB now held; ``sys._debugmallocstats`` writes them to the C stderr."""
+        import re
+        import sys
+        r, w = os.pipe()
+        saved = os.dup(2)
+        os.dup2(w, 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(w)
+        with os.fdopen(r) as f:
+            found = re.search(r"# arenas allocated current\s*=\s*([\d,]+)", f.read())
+        return int(found.group(1).replace(",", "")) if found else -1
+
+    def _census() -> list[str]:
+        import collections
+        import sys
+        seen: set[int] = set()
+        count: collections.Counter[str] = collections.Counter()
+        size: collections.Counter[str] = collections.Counter()
+        for obj in gc.get_objects():
+            for o in (obj, *(r for r in gc.get_referents(obj) if not gc.is_tracked(r))):
+                if id(o) in seen:
+                    continue
+                seen.add(id(o))
+                kind = f"{type(o).__module__}.{type(o).__qualname__}"
+                count[kind] += 1
+                size[kind] += sys.getsizeof(o)
+        return [f"{b / 2**20:8.1f} MiB {count[k]:9d}  {k}" for k, b in size.most_common(40)]
+
+    def _mallinfo(_signum: int, _frame: object) -> None:
+        info = _libc.mallinfo2()
+        _samples[0] += 1
+        lines = [f"malloc in use {info.uordblks / 2**20:.0f}, free {info.fordblks / 2**20:.0f}, "
+                 f"mmap {info.hblkhd / 2**20:.0f} MiB; pymalloc {_pymalloc_arenas()} MiB; "
+                 f"{len(gc.get_objects())} tracked objects"]
+        if os.environ.get("BATCHD_MALLOC_TRIM"):  # then hand back the free pages, and say what that left
+            began = time.monotonic()
+            _libc.malloc_trim(0)
+            took = time.monotonic() - began
+            with open("/proc/self/status") as status:
+                rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+            lines[0] += f"; malloc_trim(0) took {took * 1000:.0f} ms, RSS after {rss / 1024:.0f} MiB"
+        if os.environ.get("BATCHD_CENSUS"):
+            lines += _census()
+        with open(os.path.join(_mallinfo_folder, f"mallinfo-{_samples[0]}.txt"), "w") as out:
+            out.write("\n".join(lines) + "\n")
+
+    signal.signal(signal.SIGUSR1, _mallinfo)
 
 if _DIR:
     import signal
     import time
     import tracemalloc
 
-    tracemalloc.start(int(os.environ.get("BATCHD_TRACEMALLOC_FRAMES", "1")))
+    # BATCHD_TRACEMALLOC_LATE: the first signal starts the tracing, so the set-up runs at full speed
+    _frames = int(os.environ.get("BATCHD_TRACEMALLOC_FRAMES", "1"))
+    if not os.environ.get("BATCHD_TRACEMALLOC_LATE"):
+        tracemalloc.start(_frames)
     _folder: str = _DIR
     _previous: dict[str, tuple[int, int]] = {}
     _taken = [0]
 
     def _dump(_signum: int, _frame: object) -> None:
+        if not tracemalloc.is_tracing():
+            tracemalloc.start(_frames)
+            return
         began = time.monotonic()
         stats = tracemalloc.take_snapshot().statistics("lineno")
         now = {str(s.traceback): (s.size, s.count) for s in stats}
