@@ -149,7 +149,7 @@ class _MetricsExporter(MetricsExporter):
         key = (metric.name, metric.kind)
         if (found := self._named.get(key)) is None:
             found = self._named[key] = super()._get_or_create_instrument(metric)
-        self._instruments.clear()  # the SDK's own cache, by id()
+            self._instruments.clear()  # the SDK's own cache, by id(), which only that call fills
         return found
 
     def _get_or_create_attributes(self, attributes: Any) -> Any:
