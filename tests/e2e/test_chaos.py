@@ -72,16 +72,26 @@ class Replicas:
         self.args, self.logs = args, logs
         self.ports = [free_port(), free_port()]
         self.procs: list[Forked | None] = [None, None]
+        self.log_paths: list[Path | None] = [None, None]
         self.starts = 0
 
     def start(self, i: int) -> None:
         self.starts += 1
-        self.procs[i] = Forked([*self.args, "--health-port", str(self.ports[i])],
-                               self.logs / f"replica{i}-{self.starts}.log")
+        self.log_paths[i] = self.logs / f"replica{i}-{self.starts}.log"
+        self.procs[i] = Forked([*self.args, "--health-port", str(self.ports[i])], self.log_paths[i])
+
+    async def ready(self, i: int) -> None:
+        """Until replica ``i`` says ready; a failure carries the end of its log (CI keeps no files)."""
+        try:
+            await ready(self.ports[i])
+        except AssertionError as err:
+            log = self.log_paths[i]
+            tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-40:]) if log else ""
+            raise AssertionError(f"{err}\n--- the end of replica {i}'s log:\n{tail}") from None
 
     async def kill(self, i: int) -> None:
         """SIGKILL replica ``i`` once the other one is ready, and start it again at once."""
-        await ready(self.ports[1 - i])
+        await self.ready(1 - i)
         proc = self.procs[i]
         assert proc is not None and proc.poll() is None, f"replica {i} exited by itself; see {self.logs}"
         proc.send_signal(signal.SIGKILL)
@@ -122,8 +132,8 @@ async def test_two_replicas_under_chaos_lose_nothing_and_do_everything_once(tmp_
                                  "--cronjob-selector", "", *lease_args(ns)], tmp_path)
             replicas.start(0)
             replicas.start(1)
-            await ready(replicas.ports[0])
-            await ready(replicas.ports[1])
+            await replicas.ready(0)
+            await replicas.ready(1)
 
             cronjobs = {f"every-minute-{i}": kube.create("CronJob", ns, cronjob_manifest(
                 f"every-minute-{i}", "* * * * *", annotations={"batchd.io/catch-up": "all"})) for i in range(CRONJOBS)}

@@ -75,8 +75,19 @@ def http_get(port: int, path: str) -> tuple[int, str]:
 
 async def ready(port: int, timeout: float = 180) -> None:
     """Until the worker process on ``port`` says ready: starting one (imports, connecting, the
-    first list) takes seconds, and far longer on a loaded machine."""
-    await eventually(lambda: http_get(port, "/readyz")[0] == 200, timeout=timeout, what=f"worker on :{port} ready")
+    first list) takes seconds, and far longer on a loaded machine. A failure names the last answer,
+    whose body says what was not ready."""
+    answer = (0, "")
+
+    def check() -> bool:
+        nonlocal answer
+        answer = http_get(port, "/readyz")
+        return answer[0] == 200
+
+    try:
+        await eventually(check, timeout=timeout, what=f"worker on :{port} ready")
+    except AssertionError as err:
+        raise AssertionError(f"{err}; last answer: {answer[0]} {answer[1].strip()!r}") from None
 
 
 class DeletionWatch:
