@@ -77,6 +77,11 @@ ONE_PASS_A_MINUTE = "one-pass-a-minute"
 #: ``workflow.patched`` id: a Job's end seen during an armed creation's wait stops the wait
 #: (``job_observed``); histories recorded before it replay without it.
 JOB_END_STOPS_ARMED_WAIT = "job-end-stops-armed-wait"
+#: ``workflow.patched`` id: such an end is folded in while the armed creation goes on waiting
+#: (``_tidy``), where the patch above cancelled it and armed the same creation again: each Job's
+#: end cost a cancel, a second activity and a second POST of the Job at the scheduled second.
+#: Histories recorded before it replay as they ran.
+JOB_END_TIDIED_DURING_ARMED_WAIT = "job-end-tidied-during-armed-wait"
 #: An armed creation's time limit beyond its wait. It does not heartbeat: with 2,000 CronJobs on
 #: one minute the heartbeats were the dev server's most frequent call (docs/benchmarks.md), and a
 #: worker killed while it waits loses the creation only until this limit, when the retry (idempotent
@@ -126,6 +131,7 @@ class CronJobWorkflow(WorkflowSide):
         self._lock = asyncio.Lock()  # the loop's pass and the updates' Kubernetes calls never interleave
         self._changed = False  # a pass is due
         self._interrupt = False  # a signal or an update asks an armed creation to stop waiting
+        self._tidy = False  # a Job ended while a creation is armed: fold it in without stopping the wait
         self.events: list[EventInput] = []  # recorded at the end of the pass
         self.lead = timedelta(seconds=inp.lead_seconds)
         self.run_events = inp.run_events
@@ -161,15 +167,24 @@ class CronJobWorkflow(WorkflowSide):
     def job_observed(self, job: JobSummary) -> None:
         """One of this CronJob's Jobs finished, or disappeared.
 
-        A change also stops an armed creation's wait, so the status, the counters and the history
-        limits follow at once rather than at the armed time: with a lead of a whole period (a
-        ``*/1`` schedule) the workflow waits on an armed creation nearly all the time. The pass
-        then arms the same creation again (see ``_create_at``).
+        A change during an armed creation's wait is acted on at once, so the status, the counters
+        and the history limits follow now rather than at the armed time: with a lead of a whole
+        period (a ``*/1`` schedule) the workflow waits on an armed creation nearly all the time.
+        The creation goes on waiting (``_tidy``) unless the end changes what the pass would plan
+        (the breaker trips, or a one-at-a-time backfill may go on): then the wait stops and the
+        pass plans afresh.
         """
         self.state, events, changed = decide.job_observed(self.state, job, workflow.now())
         self.events += events
         self._changed |= changed
-        if changed and self.armed_for is not None and workflow.patched(JOB_END_STOPS_ARMED_WAIT):
+        if not changed or self.armed_for is None:
+            return
+        if workflow.patched(JOB_END_TIDIED_DURING_ARMED_WAIT):
+            if decide.only_tidying(self.state, workflow.now()):
+                self._tidy = True
+            else:
+                self._interrupt = True
+        elif workflow.patched(JOB_END_STOPS_ARMED_WAIT):
             self._interrupt = True
 
     @workflow.signal(name="group_answer")
@@ -270,7 +285,7 @@ class CronJobWorkflow(WorkflowSide):
         as_of: datetime | None = None
         while not self.obs.gone:
             async with self._lock:
-                self._changed = self._interrupt = False
+                self._changed = self._interrupt = self._tidy = False
                 await self.sync(as_of)
             if self.obs.gone:
                 break
@@ -326,12 +341,24 @@ class CronJobWorkflow(WorkflowSide):
                 await self._advance_backfill(None)
         await self._flush_events()
         self._count_runs()
-        if decide.status_key(self.state, self.wake) != self._written:
-            res = await self.perform(Call(sync_cronjob, decide.status(self.state, self.wake),
+        await self._write_status(self.wake)
+
+    async def _write_status(self, wake: datetime | None) -> None:
+        if decide.status_key(self.state, wake) != self._written:
+            res = await self.perform(Call(sync_cronjob, decide.status(self.state, wake),
                                           summary="write status and annotations"))
             if res.gone:
                 self.state = decide.gone(self.state)
-            self._written = decide.status_key(self.state, self.wake)
+            self._written = decide.status_key(self.state, wake)
+
+    async def _tidy_while_armed(self, due: datetime) -> None:
+        """A Job's end during an armed wait: its Events, the history limits and the status, as a pass
+        would do them, while the creation of ``due`` waits on (``job_observed``)."""
+        self._tidy = False
+        await self._flush_events()
+        await execute(decide.tidy(self), self)
+        self._count_runs()
+        await self._write_status(due)
 
     async def _advance_backfill(self, result: BackfillResult | None) -> BackfillResult:
         """CJ-BACKFILL one at a time: create the queue's next Job once the one before it has ended."""
@@ -373,7 +400,12 @@ class CronJobWorkflow(WorkflowSide):
                 start_to_close_timeout=wait + ARMED_SLACK, retry_policy=K8S_RETRY,
                 cancellation_type=ActivityCancellationType.TRY_CANCEL,
                 summary=f"create Job {inp.namespace}/{inp.job_name} at {iso(at)}")
-            await workflow.wait_condition(lambda: handle.done() or self._interrupt)
+            await workflow.wait_condition(lambda: handle.done() or self._interrupt or self._tidy)
+            while self._tidy and not handle.done() and not self._interrupt:
+                await self._tidy_while_armed(run.due)
+                if self.obs.gone:  # the status write found the CronJob gone
+                    break
+                await workflow.wait_condition(lambda: handle.done() or self._interrupt or self._tidy)
             if not handle.done():
                 # The armed activity does not heartbeat, so the cancellation never reaches it: the
                 # abandoned wait fires at its time and re-reads the CronJob. A changed spec makes

@@ -23,7 +23,7 @@ from kube.client import Kube
 from tests.conftest import eventually, idle, running, save_history, utcnow, workflow_exists
 from tests.k8s import finish_job, second
 from workflows import cronjob as cronjob_workflow
-from workflows.cronjob import ARMED_SLACK, JOB_END_STOPS_ARMED_WAIT
+from workflows.cronjob import ARMED_SLACK, JOB_END_TIDIED_DURING_ARMED_WAIT
 from workflows.identity import cronjob_workflow_id
 from workflows.models.job import JOB_MANAGED_BY
 
@@ -485,12 +485,15 @@ async def test_an_armed_creation_is_made_by_the_worker_on_the_second_of_its_time
 async def test_a_job_that_ends_while_the_next_creation_is_armed_is_counted_before_that_time(
         client, kube, namespace, task_queue):
     # CJ-53: with a lead longer than the period the workflow always waits on an armed creation; a
-    # Job's end stops that wait, so the status follows at once, not at the next time (30 s on)
+    # Job's end is folded in during that wait, so the status follows at once, not at the next time
+    # (30 s on), and the armed creation waits on: not cancelled and armed again, which would POST
+    # the next Job twice at its second
     async with running(client, kube, task_queue, namespace, cronjob_lead=60):
         kube.create("CronJob", namespace, cronjob_manifest("ends", "@every 30s"))
         [job] = await eventually(lambda: jobs_of(kube, namespace, "ends"), what="the first Job")
         handle = client.get_workflow_handle(cronjob_workflow_id(namespace, "ends"))
         await eventually(lambda: _armed_after(client, namespace, "ends", _created(job)), what="the next time armed")
+        due = _utc((await describe(client, namespace, "ends"))["armedFor"])
         done_at = second(utcnow())
         finish_job(kube, namespace, job["metadata"]["name"], done_at)
 
@@ -507,11 +510,24 @@ async def test_a_job_that_ends_while_the_next_creation_is_armed_is_counted_befor
             # completion records the patch marker: the history may lag the status by that task.
             markers = [e.marker_recorded_event_attributes for e in (await handle.fetch_history()).events
                        if e.HasField("marker_recorded_event_attributes")]
-            return any(JOB_END_STOPS_ARMED_WAIT.encode() in p.data
+            return any(JOB_END_TIDIED_DURING_ARMED_WAIT.encode() in p.data
                        for m in markers for d in m.details.values() for p in d.payloads)
 
-        await eventually(patched_path_ran, what="the job-end-stops-armed-wait patch marker")
-        await save_history(handle, "cronjob-job-end-while-armed")
+        await eventually(patched_path_ran, what="the job-end-tidied-during-armed-wait patch marker")
+        await eventually(lambda: [j for j in jobs_of(kube, namespace, "ends") if _created(j) >= due],
+                         timeout=60, what="the armed time's Job")
+
+        async def armed_outcomes() -> list[str] | None:
+            """The outcomes of the armed creations, once the one of ``due`` has completed."""
+            events = (await handle.fetch_history()).events
+            assert not any(e.HasField("activity_task_cancel_requested_event_attributes") for e in events)
+            done = [json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)["outcome"]
+                    for e in events if e.HasField("activity_task_completed_event_attributes")]
+            return done or None
+
+        # the armed Job made once: no "exists" from a second attempt after a cancel
+        assert set(await eventually(armed_outcomes, what="the armed creation completed")) == {"created"}
+        await save_history(handle, "cronjob-job-end-tidied-while-armed")
 
 
 async def test_a_cronjob_continues_as_new_at_its_own_length_and_keeps_its_ledger(

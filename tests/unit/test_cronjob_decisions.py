@@ -219,6 +219,25 @@ def test_history_limits_delete_the_oldest_finished_jobs() -> None:
     assert [j.name for j in out.state.finished] == ["j2", "j3", "j4"]
 
 
+def test_a_jobs_end_while_armed_is_tidied_without_replanning() -> None:
+    """CJ-53: the history limits as a pass would apply them, nothing created; a tripping breaker or a
+    one-at-a-time backfill waiting for the end wants a pass instead."""
+    finished = [JobSummary(name=f"j{i}", uid=f"u{i}", owner_uid="cj-uid", outcome="Complete",
+                           start_time=T - timedelta(hours=10 - i)) for i in range(4)]
+    s = state(ran_previously=True, finished=finished)
+    cluster = Cluster(s)
+    asyncio.run(execute(decide.tidy(cluster), cluster))
+    assert cluster.deleted == ["j0"] and cluster.created == [] and cluster.events == []
+    assert [j.name for j in cluster.state.finished] == ["j1", "j2", "j3"]
+    assert decide.only_tidying(s, T)
+    assert not decide.only_tidying(s.model_copy(update={"backfill": [T]}), T)
+    tripping = state(ran_previously=True, observed={"suspend_after_failures": 2}, failures_in_a_row=2)
+    assert not decide.only_tidying(tripping, T)
+    deleting = Cluster(state(deleting=True, finished=finished))
+    asyncio.run(execute(decide.tidy(deleting), deleting))
+    assert deleting.deleted == []  # CJ-24: a CronJob being deleted only reconciles its status
+
+
 def test_sub_minute_schedule_acts_once_a_minute() -> None:
     """CJ-SUBMINUTE: ``@every 20s`` names one Job a minute; the rule is asked only when it matters."""
     first = sync(state(schedule="@every 20s", created=T), T + timedelta(seconds=21))

@@ -827,6 +827,23 @@ def _beyond_history_limits(e: _Edit) -> list[ObjectReference]:
     return [ObjectReference(name=j.name, namespace=e.obs.namespace, uid=j.uid) for j in excess]
 
 
+def only_tidying(state: CronJobState, now: datetime) -> bool:
+    """CJ-53: whether a Job's end during an armed wait leaves the armed creation as planned, so that
+    :func:`tidy` is all a pass would add. Not when the breaker trips (CJ-BREAKER: nothing more is
+    created) or a one-at-a-time backfill waits for that end (CJ-BACKFILL)."""
+    return not state.backfill and breaker(state, now) is None
+
+
+def tidy(b: Books) -> Steps[None]:
+    """What a pass does about a Job's end before it plans, while the creation stays armed: delete
+    the finished Jobs beyond the history limits (CJ-47 to CJ-50)."""
+    e = _Edit(b.state)
+    history = [] if e.obs.deleting else _beyond_history_limits(e)
+    b.state = e.s
+    if history:
+        b.state = history_deleted(b.state, (yield _delete(b.state, history, "history")))
+
+
 def history_deleted(state: CronJobState, res: DeleteJobsResult) -> CronJobState:
     """Fold the history limits' delete in: a deleted Job is neither remembered nor active."""
     gone = set(res.deleted)
