@@ -157,7 +157,8 @@ class TTLRouter:
     def __init__(self, workflows: Workflows, kube: Kube, clock: Clock, *, scope: str) -> None:
         self.workflows, self.kube, self.clock, self.scope = workflows, kube, clock, scope
         self._dispatched: dict[str, str] = {}  # workflow id -> decision key last sent (WATCH-3)
-        self._warned: set[tuple[str, str]] = set()  # (uid, problem) already recorded as an Event
+        # uid -> problems already recorded as an Event, until the object is deleted
+        self._warned: dict[str, set[str]] = {}
 
     def forget(self) -> None:
         """Forget what was sent (WATCH-4: another replica may have sent since)."""
@@ -199,11 +200,12 @@ class TTLRouter:
         """Start or inform the TTL workflow of one object, if this change is news to it."""
         ref = obs.ref
         wid = ttl_workflow_id(ref.kind, ref.namespace, ref.name, ref.uid)
-        if (event := obs.not_applied()) is not None and (ref.uid, event.message) not in self._warned:
-            self._warned.add((ref.uid, event.message))
+        if (event := obs.not_applied()) is not None and event.message not in self._warned.get(ref.uid, ()):
+            self._warned.setdefault(ref.uid, set()).add(event.message)
             await self._record(event)
         if etype == "DELETED":
             self._dispatched.pop(wid, None)
+            self._warned.pop(ref.uid, None)
             if self._waiting(obs):
                 await self.workflows.signal(wid, obs.model_copy(update={"gone": True}))
             return

@@ -265,6 +265,24 @@ def test_ttl_router(events: list[tuple[str, dict[str, Any]]], expected: list[tup
     assert rec.sent == expected
 
 
+def test_ttl_router_forgets_a_warned_object_once_it_is_deleted() -> None:
+    # what it warned of is kept per object, not for the life of the process
+    rec, ttl, _, _ = routers()
+    bad = {"batchd.io/ttl-seconds-after-success": "1m"}
+
+    async def scenario() -> None:
+        for i in range(3):
+            raw = make_job(annotations=bad)
+            raw["metadata"].update(name=f"etl-{i}", uid=f"u{i}")
+            job = Job.model_validate(raw)
+            await ttl.job("ADDED", job)
+            await ttl.job("DELETED", job)
+
+    asyncio.run(scenario())
+    assert rec.sent == [(f"event {TTL_NOT_APPLIED}", f"u{i}") for i in range(3)]
+    assert ttl._warned == {}
+
+
 def test_ttl_router_parses_only_the_pods_that_ask_for_a_ttl() -> None:
     rec, ttl, _, _ = routers()
     unlabelled = {"kind": "Pod", "metadata": {"name": "q", "namespace": "team-a", "uid": "u4", "labels": {}},
