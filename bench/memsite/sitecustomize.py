@@ -5,7 +5,7 @@ With ``BATCHD_MALLINFO_DIR`` set, each SIGUSR1 writes ``mallinfo-<n>.txt`` there
 glibc's ``mallinfo2`` (the heap's bytes in use and free, summed over every arena, and the bytes in
 chunks of their own ``mmap``), pymalloc's arenas and the objects Python's collector tracks: it tells
 memory the program holds from holes the allocator keeps. With ``BATCHD_CENSUS`` set too, it adds
-the 40 types whose objects take most memory (the tracked objects and the untracked ones they refer
+the 200 types whose objects take most memory (the tracked objects and the untracked ones they refer
 to directly: strings, numbers, datetimes), which holds the interpreter for a few seconds. With
 ``BATCHD_MALLOC_TRIM`` set, each sample then calls ``malloc_trim(0)`` and adds the RSS after it: how
 much of the allocator's free memory is whole pages it could hand back.
@@ -55,6 +55,9 @@ if _MALLINFO_DIR:
             found = re.search(r"# arenas allocated current\s*=\s*([\d,]+)", f.read())
         return int(found.group(1).replace(",", "")) if found else -1
 
+    #: the census's types, largest first: enough that two minutes' files show which ones grow
+    CENSUS_TYPES = 200
+
     def _census() -> list[str]:
         import collections
         import sys
@@ -69,7 +72,7 @@ if _MALLINFO_DIR:
                 kind = f"{type(o).__module__}.{type(o).__qualname__}"
                 count[kind] += 1
                 size[kind] += sys.getsizeof(o)
-        return [f"{b / 2**20:8.1f} MiB {count[k]:9d}  {k}" for k, b in size.most_common(40)]
+        return [f"{b / 2**20:8.1f} MiB {count[k]:9d}  {k}" for k, b in size.most_common(CENSUS_TYPES)]
 
     def _mallinfo(_signum: int, _frame: object) -> None:
         info = _libc.mallinfo2()
@@ -89,7 +92,16 @@ if _MALLINFO_DIR:
         with open(os.path.join(_mallinfo_folder, f"mallinfo-{_samples[0]}.txt"), "w") as out:
             out.write("\n".join(lines) + "\n")
 
-    signal.signal(signal.SIGUSR1, _mallinfo)
+    def _mallinfo_safely(signum: int, frame: object) -> None:
+        # The handler runs between two bytecodes of the main thread, which may be a workflow's code
+        # in the SDK's sandbox: there ``open`` is refused, and an exception raised here would fail
+        # that workflow's task. The sample is skipped instead ("no sample" in the bench's row).
+        try:
+            _mallinfo(signum, frame)
+        except Exception:
+            pass
+
+    signal.signal(signal.SIGUSR1, _mallinfo_safely)
 
 if _DIR:
     import signal
