@@ -96,6 +96,9 @@ TRACKING_FINALIZER = _meter.create_counter(
     TERMINATED_PODS_TRACKING_FINALIZER,
     description=next(m.description for m in METRICS if m.name == TERMINATED_PODS_TRACKING_FINALIZER))
 
+#: The most deleted Jobs a CronJob's next report carries (CJ-46); an older one the history limits
+#: still count is dropped from their count when their delete finds it gone.
+ALSO_GONE = 100
 #: seconds a starting bridge spends reading the TTL workflows' memos (a page of 1,000 a call)
 RECALL_TIMEOUT = 120.0
 
@@ -254,6 +257,8 @@ class CronJobRouter:
         self._managed: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of the CronJobs batchd manages
         self._sent: dict[str, str] = {}  # CronJob uid -> decision key last sent
         self._reported: dict[str, str] = {}  # Job uid -> outcome last reported to its CronJob's workflow
+        # (namespace, CronJob) -> uids of its Jobs deleted after their end was reported, for its next report
+        self._also_gone: dict[tuple[str, str], list[str]] = {}
 
     def forget(self) -> None:
         """Forget what was sent (WATCH-4: another replica may have sent since)."""
@@ -266,6 +271,7 @@ class CronJobRouter:
         key = (meta.get("namespace", ""), meta.get("name", ""))
         if etype == "DELETED":
             self._managed.pop(key, None)
+            self._also_gone.pop(key, None)
         else:
             self._managed[key] = meta.get("uid", "")
 
@@ -281,6 +287,10 @@ class CronJobRouter:
         seen = obs.decision_key()
         if self._sent.get(obs.uid) == seen:
             return
+        if held := self._also_gone.get((obs.namespace, obs.name)):
+            # CJ-46: a lowered history limit counts at once, and only the Jobs that are there
+            await self._job_observed(obs.namespace, obs.name,
+                                     JobSummary(name="", uid=held.pop(), owner_uid=obs.uid, gone=True))
         state = CronJobState(observation=obs, active=obs.status.active,
                              last_schedule_time=obs.status.last_schedule_time,
                              last_successful_time=obs.status.last_successful_time)
@@ -300,8 +310,16 @@ class CronJobRouter:
             return  # not a CronJob batchd manages (or a stale owner reference)
         summary = JobSummary.of(job, obj.get("status"))
         if etype == "DELETED":
+            if self._reported.pop(job.metadata.uid, None) is not None:
+                # CJ-46: its workflow knows it ended, and its going changes nothing it shows: only the
+                # finished Jobs its history limits count, which they next do at a Job's end. So it
+                # rides with the next report rather than costing a workflow task of its own, as
+                # every history-limit and TTL delete of a finished Job would.
+                gone = self._also_gone.setdefault((job.metadata.namespace, owner.name), [])
+                gone.append(job.metadata.uid)
+                del gone[:-ALSO_GONE]
+                return
             summary = summary.model_copy(update={"gone": True})
-            self._reported.pop(job.metadata.uid, None)
         elif summary.outcome is None or self._reported.get(job.metadata.uid) == summary.outcome:
             return  # running, or already reported
         else:
@@ -314,7 +332,15 @@ class CronJobRouter:
         await self._job_observed(cronjob.get("namespace", ""), cronjob.get("name", ""), summary)
 
     async def _job_observed(self, namespace: str, cronjob: str, summary: JobSummary) -> None:
-        await self.workflows.signal(cronjob_workflow_id(namespace, cronjob), summary, name="job_observed")
+        also_gone = self._also_gone.pop((namespace, cronjob), None)
+        if also_gone:
+            summary = summary.model_copy(update={"also_gone": tuple(also_gone)})
+        try:
+            await self.workflows.signal(cronjob_workflow_id(namespace, cronjob), summary, name="job_observed")
+        except BaseException:
+            if also_gone:  # for the report after it
+                self._also_gone.setdefault((namespace, cronjob), [])[:0] = also_gone
+            raise
 
     async def gone(self, ref: ObjectRef) -> None:
         """WATCH-1: end the workflow of a deleted CronJob from its identity alone."""

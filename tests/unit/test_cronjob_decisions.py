@@ -284,6 +284,24 @@ def test_an_active_job_that_disappears_is_missing() -> None:
     assert s.recent[-1].outcome == "Missing"
 
 
+def test_jobs_deleted_after_their_end_leave_the_history_limits_count_with_the_next_end() -> None:
+    """CJ-46: the bridge holds back the deletion of a Job whose end it reported, until the next end;
+    the limits then count only the Jobs that are there (upstream reads its informer)."""
+    finished = [JobSummary(name=f"j{i}", uid=f"u{i}", owner_uid="cj-uid", outcome="Complete",
+                           start_time=T - timedelta(hours=10 - i)) for i in range(3)]
+    s = state(ran_previously=True, finished=finished)
+    new = JobSummary(name="j3", uid="u3", owner_uid="cj-uid", outcome="Complete", start_time=T, also_gone=("u1",))
+    s, _, changed = decide.job_observed(s, new, T)
+    assert changed and [j.uid for j in s.finished] == ["u0", "u2", "u3"]
+    assert all(j.also_gone == () for j in s.finished)  # not kept
+    cluster = Cluster(s)
+    asyncio.run(execute(decide.tidy(cluster), cluster))
+    assert cluster.deleted == []  # three Jobs, as the limit allows: j1's delete by a user spares j0
+    s, events, changed = decide.job_observed(
+        s, JobSummary(name="x", uid="ux", owner_uid="cj-uid", gone=True, also_gone=("u0",)), T)
+    assert not changed and events == [] and [j.uid for j in s.finished] == ["u2", "u3"]
+
+
 def test_another_cronjobs_job_is_ignored() -> None:
     s = state(ran_previously=True, still_active=True)
     assert decide.job_observed(s, JobSummary(name="x", uid="old", owner_uid="other", outcome="Complete"), T) == (

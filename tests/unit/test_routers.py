@@ -354,7 +354,52 @@ def test_cronjob_router_reports_a_managed_cronjobs_job_once_per_outcome() -> Non
             await cronjobs.job(etype, Job.model_validate(raw), raw)
 
     asyncio.run(scenario())
-    assert rec.sent == [("job_observed", "cronjob/team-a/nightly"), ("job_observed gone", "cronjob/team-a/nightly")]
+    # its deletion after the report waits for the next report (CJ-46, the test below)
+    assert rec.sent == [("job_observed", "cronjob/team-a/nightly")]
+
+
+def test_cronjob_router_holds_back_the_deletion_of_a_reported_job_until_the_next_report() -> None:
+    """CJ-46: each history-limit or TTL delete of a finished Job would otherwise cost a workflow task."""
+    rec, _, cronjobs, _ = routers()
+    owner = {"kind": "CronJob", "name": "nightly", "uid": "cj1"}
+    cronjobs.track("ADDED", {"kind": "CronJob", "metadata": {"namespace": "team-a", "name": "nightly", "uid": "cj1"}})
+    told: list[Any] = []
+    real_signal = cronjobs.workflows.signal
+
+    async def signal(wid: str, arg: Any = None, *, name: str = "observe") -> None:
+        told.append(arg)
+        await real_signal(wid, arg, name=name)
+
+    cronjobs.workflows.signal = signal  # type: ignore[method-assign]
+
+    def job(uid: str, **kw: Any) -> dict[str, Any]:
+        raw = make_job(owner=owner, **kw)
+        raw["metadata"]["uid"] = uid
+        return raw
+
+    async def scenario() -> None:
+        for etype, raw in [("MODIFIED", job("u1")), ("DELETED", job("u1", rv="2")),  # reported, then deleted
+                           ("DELETED", job("u2", finished=None)),  # deleted while running: told at once
+                           ("MODIFIED", job("u3"))]:
+            await cronjobs.job(etype, Job.model_validate(raw), raw)
+
+    asyncio.run(scenario())
+    assert rec.sent == [("job_observed", "cronjob/team-a/nightly"), ("job_observed gone", "cronjob/team-a/nightly"),
+                        ("job_observed", "cronjob/team-a/nightly")]
+    assert [(s.uid, s.also_gone) for s in told] == [("u1", ()), ("u2", ("u1",)), ("u3", ())]
+    asyncio.run(cronjobs.job("DELETED", Job.model_validate(job("u3", rv="2")), job("u3", rv="2")))
+    asyncio.run(cronjobs.job("MODIFIED", Job.model_validate(job("u4")), job("u4")))
+    asyncio.run(cronjobs.job("DELETED", Job.model_validate(job("u4", rv="2")), job("u4", rv="2")))
+    spec = {"kind": "CronJob", "metadata": {"namespace": "team-a", "name": "nightly", "uid": "cj1"},
+            "spec": {"schedule": "@hourly", "successfulJobsHistoryLimit": 1, "jobTemplate": {"spec": {}}}}
+    asyncio.run(cronjobs.cronjob("MODIFIED", spec))  # a spec change may lower a limit: they go first
+    assert [(s.uid, s.gone, s.also_gone) for s in told[3:]] == [("u4", False, ("u3",)), ("u4", True, ())]
+    assert rec.sent[-2:] == [("job_observed gone", "cronjob/team-a/nightly"), ("start+observe", "cronjob/team-a/nightly")]
+    asyncio.run(cronjobs.job("MODIFIED", Job.model_validate(job("u5")), job("u5")))
+    asyncio.run(cronjobs.job("DELETED", Job.model_validate(job("u5", rv="2")), job("u5", rv="2")))
+    assert cronjobs._also_gone == {("team-a", "nightly"): ["u5"]}
+    cronjobs.track("DELETED", {"kind": "CronJob", "metadata": {"namespace": "team-a", "name": "nightly", "uid": "cj1"}})
+    assert cronjobs._also_gone == {}  # a deleted CronJob's are forgotten
 
 
 def test_the_ttl_decision_key_reads_every_field_but_the_version() -> None:

@@ -268,6 +268,9 @@ def job_observed(state: CronJobState, job: JobSummary, now: datetime) -> tuple[C
     e = _Edit(state)
     if job.owner_uid and job.owner_uid != e.obs.uid:
         return state, [], False
+    if job.also_gone:  # CJ-46: no longer counted by the history limits; nothing shown changes
+        e.set(finished=[j for j in e.s.finished if j.uid not in job.also_gone])
+        job = job.model_copy(update={"also_gone": ()})
     in_active = any(a.uid == job.uid for a in e.s.active)
     _ledger_result(e, job)
     if job.gone:

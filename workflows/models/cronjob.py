@@ -192,6 +192,9 @@ class JobSummary(K8sModel):
     completion_time: datetime | None = None
     finished_at: datetime | None = None  # the Complete/Failed condition's transition (a failed Job has no completionTime)
     gone: bool = False
+    #: uids of other Jobs of the CronJob, whose end was reported before, deleted since (CJ-46): a
+    #: tuple, so the summaries a workflow keeps share one empty default
+    also_gone: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, job: Job, raw_status: dict[str, object] | None = None) -> JobSummary:
