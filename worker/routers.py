@@ -43,6 +43,7 @@ from workflows.identity import (
     TTL_HOLD_MEMO,
     cronjob_workflow_id,
     job_workflow_id,
+    ttl_task_queue,
     ttl_workflow_id,
 )
 from workflows.job import JobWorkflow
@@ -119,18 +120,19 @@ class Workflows:
 
     async def start_or_signal(self, run: Any, arg: Any, observation: Any, *, ref: ObjectRef, wid: str,
                               memo: dict[str, Any], shown: Iterable[SearchAttributePair[Any]] = (),
-                              summary: str) -> None:
+                              summary: str, task_queue: str | None = None) -> None:
         """Start the workflow ``wid`` with ``arg`` (which carries ``observation``), or signal the
         observation to the one that runs: a start alone costs one action where signal-with-start costs two.
 
         ``memo`` and ``shown`` (search attributes beyond the object's identity) let the new
-        workflow show the observation from its first moment without upserting it.
+        workflow show the observation from its first moment without upserting it; a new one runs
+        on ``task_queue`` (default: the bridge's).
         """
         attributes = TypedSearchAttributes([*search_attributes(ref).search_attributes, *shown])
         for _ in range(3):  # a workflow that ended between our start and our signal is started anew
             try:
                 await _retry(lambda: self.client.start_workflow(
-                    run, arg, id=wid, task_queue=self.task_queue, memo=memo, search_attributes=attributes,
+                    run, arg, id=wid, task_queue=task_queue or self.task_queue, memo=memo, search_attributes=attributes,
                     static_summary=summary, id_conflict_policy=WorkflowIDConflictPolicy.FAIL))
                 return
             except WorkflowAlreadyStartedError:
@@ -221,7 +223,7 @@ class TTLRouter:
                 TTLAfterFinishedWorkflow.run, TTLInput(observation=obs), obs, ref=ref, wid=wid,
                 memo={OBSERVED_KEY_MEMO: key, **({TTL_HOLD_MEMO: obs.hold} if obs.held else {})},
                 shown=[SearchAttributePair(EXPIRES_AT, expiry)] if expiry else [],
-                summary=f"TTL-after-finished of {ref.kind} {ref.key()}")
+                summary=f"TTL-after-finished of {ref.kind} {ref.key()}", task_queue=ttl_task_queue(self.workflows.task_queue))
             self._dispatched[wid] = key
         elif wid in self._dispatched and (not obs.deleting or self._waiting(obs)):
             # TTL removed, or someone else began deleting it: the workflow re-checks and ends.

@@ -45,7 +45,7 @@ from activities.ttl import TTLActivities
 from kube.client import Clock, Kube
 from workflows.cronjob import CronJobWorkflow
 from workflows.group import CronJobGroupWorkflow
-from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE, timed_task_queue
+from workflows.identity import SEARCH_ATTRIBUTES, TASK_QUEUE, timed_task_queue, ttl_task_queue
 from workflows.job import JobWorkflow
 from workflows.ttl import TTLAfterFinishedWorkflow
 
@@ -263,6 +263,13 @@ GROUP_RECHECK = timedelta(seconds=30)
 
 #: Armed CronJob creations one worker holds at once: each is a sleeping coroutine until its time.
 MAX_ARMED = 10_000
+#: TTL workflows the TTL worker keeps cached (``ttl_task_queue``). A cached sleeper holds about
+#: 70 KiB (docs/benchmarks.md) and wakes once, hours later; this is room for the ones at work
+#: (at most TTL_WORKFLOW_TASKS at once, each with its local activities) and those just started,
+#: which the next change of their object (a second signal) finds cached.
+TTL_CACHED_WORKFLOWS = 200
+#: Its workflow tasks at once: they share the interpreter with the main worker's.
+TTL_WORKFLOW_TASKS = 10
 
 
 @dataclass(frozen=True)
@@ -368,22 +375,27 @@ def build_workers(
     group_recheck: timedelta = GROUP_RECHECK,
     **options: Any,
 ) -> list[Worker]:
-    """The main worker (every workflow and activity; sync activities in a thread pool) and the timed one.
+    """The main worker (every workflow and activity; sync activities in a thread pool), the timed
+    one and the TTL one.
 
     The timed worker polls ``{task_queue}-timed`` for armed CronJob creations only: they wait in
     the worker until their schedule time, so they must not take the main queue's slots and threads.
+    The TTL worker polls ``{task_queue}-ttl`` for the TTL workflows, with a cache of its own
+    (``TTL_CACHED_WORKFLOWS``), so that sleepers neither fill the main cache nor, expiring by the
+    thousand, evict the CronJobs from it. It shares the main worker's activities and threads.
     ``cronjob_cache`` is the bridge's :meth:`~worker.bridge.Bridge.cached_cronjob` and ``job_pods``
     its :attr:`~worker.bridge.Bridge.job_pods` when it runs in the same process. Raises
     :class:`TypeError` as :func:`activities` does.
     """
     main, timed = activities(kube, clock, cronjob_cache, job_pods, cloudevents_sink, client, group_recheck)
+    threads = ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="activity")
     return [
         Worker(
             client,
             task_queue=task_queue,
             workflows=WORKFLOWS,
             activities=main,
-            activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="activity"),
+            activity_executor=threads,
             max_concurrent_activities=max_concurrent_activities,
             workflow_runner=WORKFLOW_RUNNER,
             max_concurrent_workflow_tasks=MAX_WORKFLOW_TASKS,
@@ -392,4 +404,8 @@ def build_workers(
         ),
         Worker(client, task_queue=timed_task_queue(task_queue), activities=timed,
                max_concurrent_activities=MAX_ARMED),
+        Worker(client, task_queue=ttl_task_queue(task_queue), workflows=[TTLAfterFinishedWorkflow], activities=main,
+               activity_executor=threads, max_concurrent_activities=max_concurrent_activities,
+               workflow_runner=WORKFLOW_RUNNER, max_concurrent_workflow_tasks=TTL_WORKFLOW_TASKS,
+               max_cached_workflows=TTL_CACHED_WORKFLOWS, sticky_queue_schedule_to_start_timeout=sticky_wait),
     ]

@@ -7,7 +7,7 @@ batchd's decisions are total over what the API accepts (TIME-1 in docs/design.md
 fails is a bug. The Temporal server marks such a workflow with the search attribute
 ``TemporalReportedProblems`` after a few consecutive failures (its dynamic config
 ``system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute``, 5 by default). The
-watchdog lists those on its task queue every ``interval`` seconds and, once per run:
+watchdog lists those on its task queues (the main one and the TTL one) every ``interval`` seconds and, once per run:
 
 * logs an ERROR line with the workflow id and the problem;
 * records a Warning Event ``WorkflowTaskFailing`` on the object the workflow manages (named by
@@ -30,7 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from kube.client import Kube, try_record_event
 from kube.errors import KubeError
-from workflows.identity import K8S_KIND, K8S_NAME, K8S_NAMESPACE, K8S_UID
+from workflows.identity import K8S_KIND, K8S_NAME, K8S_NAMESPACE, K8S_UID, ttl_task_queue
 from workflows.models.common import EventInput, ObjectRef
 
 log = logging.getLogger("batchd.watchdog")
@@ -44,7 +44,8 @@ class Watchdog:
 
     def __init__(self, client: Client, kube: Kube, *, task_queue: str, interval: float = 15.0) -> None:
         self.client, self.kube, self.interval = client, kube, interval
-        self.query = f'TemporalReportedProblems IS NOT NULL AND ExecutionStatus = "Running" AND TaskQueue = "{task_queue}"'
+        self.query = ('TemporalReportedProblems IS NOT NULL AND ExecutionStatus = "Running" AND '
+                      f'TaskQueue IN ("{task_queue}", "{ttl_task_queue(task_queue)}")')
         self._reported: set[tuple[str, str]] = set()  # (workflow id, run id) reported and still failing
 
     async def run(self) -> None:

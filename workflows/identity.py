@@ -20,6 +20,17 @@ def timed_task_queue(task_queue: str) -> str:
     """
     return f"{task_queue}-timed"
 
+
+def ttl_task_queue(task_queue: str) -> str:
+    """The queue of the TTL-after-finished workflows (``{queue}-ttl``), from 2026-11-27 on.
+
+    A TTL workflow mostly sleeps until its expiry, hours or days away: kept in the main worker's
+    cache it takes the room of a CronJob that wakes each minute. Its own worker keeps a small
+    cache, and a sleeper is replayed (a few events) when it wakes. Those started before run on
+    the main queue until they end.
+    """
+    return f"{task_queue}-ttl"
+
 K8S_KIND = SearchAttributeKey.for_keyword("K8sKind")
 K8S_NAMESPACE = SearchAttributeKey.for_keyword("K8sNamespace")
 K8S_NAME = SearchAttributeKey.for_keyword("K8sName")

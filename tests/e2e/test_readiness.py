@@ -31,7 +31,8 @@ async def test_ready_only_while_the_server_sees_this_processs_pollers_on_every_q
     workers = build_workers(client, kube, task_queue=task_queue)
     synced = True
     readiness = Readiness(client, lambda: synced, workers,
-                          [(task_queue, WORKFLOW), (task_queue, ACTIVITY), (f"{task_queue}-timed", ACTIVITY)])
+                          [(task_queue, WORKFLOW), (task_queue, ACTIVITY), (f"{task_queue}-timed", ACTIVITY),
+                           (f"{task_queue}-ttl", WORKFLOW)])
     probing = asyncio.create_task(readiness.run())
     try:
         assert readiness.problems() == ["workers: not running"]

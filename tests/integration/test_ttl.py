@@ -43,6 +43,8 @@ async def test_finished_job_is_deleted_once_its_ttl_expires_and_not_before(clien
         finished = second(utcnow())
         finish_job(kube, namespace, "etl", finished)
         res = await result_of(client, wf_id("Job", namespace, job))
+        # its own queue and worker: a sleeper never takes a CronJob's room in the main cache
+        assert (await client.get_workflow_handle(wf_id("Job", namespace, job)).describe()).task_queue == f"{task_queue}-ttl"
     assert res.outcome == "deleted"
     assert res.expire_at == finished + timedelta(seconds=2)
     assert res.deleted_at is not None and res.deleted_at >= res.expire_at

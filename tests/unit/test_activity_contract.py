@@ -26,7 +26,7 @@ Activity = Callable[..., object]
 
 @pytest.fixture(scope="module")
 def registered() -> list[Activity]:
-    """What build_workers registers on its two task queues (the Kubernetes client never connects)."""
+    """What build_workers registers on its task queues (the Kubernetes client never connects)."""
     main, timed = activities(Kube(Access(server="http://127.0.0.1:1")))
     return [*main, *timed]
 

@@ -30,6 +30,7 @@ from temporalio.worker.workflow_sandbox import _runner
 from worker import app, cli, temporal
 from worker.temporal import TemporalSettings
 from workflows.models.cronjob import CronJobObservation, CronJobState
+from workflows.ttl import TTLAfterFinishedWorkflow
 
 
 def _flaky(monkeypatch: pytest.MonkeyPatch, failures: int) -> list[str]:
@@ -192,9 +193,13 @@ def test_the_sticky_wait_flag_reaches_the_main_worker(monkeypatch: pytest.Monkey
     made: list[dict[str, Any]] = []
     monkeypatch.setattr(temporal, "Worker", lambda *a, **kw: made.append(kw))
     temporal.build_workers(mock.Mock(), mock.Mock(), sticky_wait=timedelta(seconds=5))
-    main, timed = made
+    main, timed, ttl = made
     assert main["sticky_queue_schedule_to_start_timeout"] == timedelta(seconds=5)
     assert "workflows" not in timed  # the timed worker runs activities only: no workflow tasks
+    # the TTL workflows' sleepers stay out of the main cache, in a small one of their own
+    assert (ttl["task_queue"], ttl["workflows"], ttl["max_cached_workflows"]) == (
+        "batchd-ttl", [TTLAfterFinishedWorkflow], temporal.TTL_CACHED_WORKFLOWS)
+    assert ttl["activities"] == main["activities"] and ttl["activity_executor"] is main["activity_executor"]
 
 
 def test_a_backoff_doubles_to_its_cap_and_starts_again_after_a_success() -> None:
