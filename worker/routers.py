@@ -223,7 +223,8 @@ class TTLRouter:
                 TTLAfterFinishedWorkflow.run, TTLInput(observation=obs), obs, ref=ref, wid=wid,
                 memo={OBSERVED_KEY_MEMO: key, **({TTL_HOLD_MEMO: obs.hold} if obs.held else {})},
                 shown=[SearchAttributePair(EXPIRES_AT, expiry)] if expiry else [],
-                summary=f"TTL-after-finished of {ref.kind} {ref.key()}", task_queue=ttl_task_queue(self.workflows.task_queue))
+                summary=f"TTL-after-finished of {ref.kind} {ref.key()}",
+                task_queue=ttl_task_queue(self.workflows.task_queue))
             self._dispatched[wid] = key
         elif wid in self._dispatched and (not obs.deleting or self._waiting(obs)):
             # TTL removed, or someone else began deleting it: the workflow re-checks and ends.
