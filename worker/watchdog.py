@@ -7,7 +7,8 @@ batchd's decisions are total over what the API accepts (TIME-1 in docs/design.md
 fails is a bug. The Temporal server marks such a workflow with the search attribute
 ``TemporalReportedProblems`` after a few consecutive failures (its dynamic config
 ``system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute``, 5 by default). The
-watchdog lists those on its task queues (the main one and the TTL one) every ``interval`` seconds and, once per run:
+watchdog lists those on its task queues (the main one and the TTL one) every ``interval``
+seconds and, once per run:
 
 * logs an ERROR line with the workflow id and the problem;
 * records a Warning Event ``WorkflowTaskFailing`` on the object the workflow manages (named by

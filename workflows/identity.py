@@ -31,6 +31,7 @@ def ttl_task_queue(task_queue: str) -> str:
     """
     return f"{task_queue}-ttl"
 
+
 K8S_KIND = SearchAttributeKey.for_keyword("K8sKind")
 K8S_NAMESPACE = SearchAttributeKey.for_keyword("K8sNamespace")
 K8S_NAME = SearchAttributeKey.for_keyword("K8sName")
