@@ -39,10 +39,10 @@ from worker.temporal import (
     build_workers,
     connect,
     ensure_search_attributes,
+    polled_queues,
     return_large_blocks_at_once,
 )
 from worker.watchdog import Watchdog
-from workflows.identity import timed_task_queue, ttl_task_queue
 from workflows.policies import Backoff
 
 log = logging.getLogger("batchd.worker")
@@ -271,11 +271,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
                             job_pods=bridge.job_pods, cloudevents_sink=settings.cloudevents_sink,
                             group_recheck=timedelta(seconds=settings.group_recheck),
                             sticky_wait=timedelta(seconds=settings.sticky_wait))
-    main_queue = settings.bridge.task_queue
-    readiness = Readiness(client, lambda: bridge.synced, workers, [
-        (main_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW), (main_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
-        (timed_task_queue(main_queue), TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY),
-        (ttl_task_queue(main_queue), TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)])
+    readiness = Readiness(client, lambda: bridge.synced, workers, polled_queues(settings.bridge.task_queue))
 
     async with tel.exporter:
         worker_task = asyncio.create_task(_run_all(workers))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import Message
-from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.enums.v1 import IndexedValueType, TaskQueueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
@@ -359,6 +359,13 @@ def activities(kube: Kube, clock: Clock | None = None, cronjob_cache: CronJobCac
     timed: list[Callable[..., object]] = [cronjob.create_job_at]
     check_implemented([*main, *timed])
     return main, timed
+
+
+def polled_queues(task_queue: str = TASK_QUEUE) -> list[tuple[str, TaskQueueType.ValueType]]:
+    """The queues, with their task types, that the workers of :func:`build_workers` poll."""
+    workflow, activity = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+    return [(task_queue, workflow), (task_queue, activity), (timed_task_queue(task_queue), activity),
+            (ttl_task_queue(task_queue), workflow), (ttl_task_queue(task_queue), activity)]
 
 
 def build_workers(

@@ -21,7 +21,7 @@ from kube.client import Kube
 from tests.conftest import eventually
 from tests.e2e.test_worker_process import free_port, http_get, worker_process
 from worker.app import Readiness
-from worker.temporal import build_workers
+from worker.temporal import build_workers, polled_queues
 
 WORKFLOW, ACTIVITY = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
 
@@ -30,9 +30,7 @@ async def test_ready_only_while_the_server_sees_this_processs_pollers_on_every_q
         client: Client, kube: Kube, task_queue: str) -> None:
     workers = build_workers(client, kube, task_queue=task_queue)
     synced = True
-    readiness = Readiness(client, lambda: synced, workers,
-                          [(task_queue, WORKFLOW), (task_queue, ACTIVITY), (f"{task_queue}-timed", ACTIVITY),
-                           (f"{task_queue}-ttl", WORKFLOW)])
+    readiness = Readiness(client, lambda: synced, workers, polled_queues(task_queue))
     probing = asyncio.create_task(readiness.run())
     try:
         assert readiness.problems() == ["workers: not running"]

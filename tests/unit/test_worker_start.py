@@ -20,6 +20,7 @@ from unittest import mock
 
 import pytest
 from click.testing import CliRunner
+from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.converter import CompositePayloadConverter
@@ -200,6 +201,11 @@ def test_the_sticky_wait_flag_reaches_the_main_worker(monkeypatch: pytest.Monkey
     assert (ttl["task_queue"], ttl["workflows"], ttl["max_cached_workflows"]) == (
         "batchd-ttl", [TTLAfterFinishedWorkflow], temporal.TTL_CACHED_WORKFLOWS)
     assert ttl["activities"] == main["activities"] and ttl["activity_executor"] is main["activity_executor"]
+    # readiness asks the server for pollers on each of them, by the kinds of task each polls
+    WORKFLOW, ACTIVITY = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+    assert sorted(temporal.polled_queues()) == sorted(
+        (w["task_queue"], kind) for w in made for kind, key in ((WORKFLOW, "workflows"), (ACTIVITY, "activities"))
+        if w.get(key))
 
 
 def test_a_backoff_doubles_to_its_cap_and_starts_again_after_a_success() -> None:
