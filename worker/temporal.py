@@ -135,6 +135,34 @@ def _release_completions() -> None:
     sandbox_runner._Instance.activate = activate_and_release  # type: ignore[method-assign]
 
 
+def _no_command_contexts_without_codec() -> None:
+    """Let a workflow's payloads skip the per-command context lookup when nothing would read it.
+
+    The SDK (1.35) wraps the data converter of each activation and completion so that every
+    payload sequence it visits asks the workflow, inside the sandbox, which command the payloads
+    belong to (the serialization context, and for storing, the external store's context): two or
+    three entries into the sandbox per sequence, about a sixth of the interpreter time a busy
+    CronJob worker spends (docs/benchmarks.md). Only a payload codec or external storage reads
+    those contexts; batchd's converter has neither, so each of the wrapper's calls returns its
+    payloads unchanged whatever the context. A converter with either is wrapped as before, and an
+    SDK without this method is left alone (the unit test then fails).
+    """
+    aware: Any = getattr(workflow_worker, "_CommandAwareDataConverter", None)
+    create: Callable[..., Any] | None = getattr(aware, "create", None)
+    if create is None or getattr(create, "skips_unread_contexts", False):
+        return
+
+    def create_if_read(instance: Any, context_free_dc: DataConverter, workflow_context_dc: DataConverter,
+                       workflow_context: Any) -> DataConverter:
+        if workflow_context_dc.payload_codec is None and workflow_context_dc.external_storage is None:
+            return workflow_context_dc
+        return create(instance=instance, context_free_dc=context_free_dc, workflow_context_dc=workflow_context_dc,
+                      workflow_context=workflow_context)
+
+    create_if_read.skips_unread_contexts = True  # type: ignore[attr-defined]
+    aware.create = staticmethod(create_if_read)
+
+
 def _detached(msg: Message, *, without: str = "") -> Message:
     """A copy of ``msg`` in its own protobuf arena, leaving out the field ``without``."""
     out = type(msg)()
@@ -242,6 +270,7 @@ def return_large_blocks_at_once() -> bool:
 
 _compile_sandbox_calls_once()
 _release_completions()
+_no_command_contexts_without_codec()
 _release_first_activations()
 _seed_random_on_first_use()
 

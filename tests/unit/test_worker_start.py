@@ -1,6 +1,7 @@
 """A starting worker waits out a Temporal frontend that is briefly away, and gives up on one
 that stays away (worker/app.py ``_connect_while_starting``); its workflow sandbox compiles each
-call snippet once and keeps no completion between activations, a workflow instance makes its
+call snippet once and keeps no completion between activations, its payloads skip the per-command
+context lookup that nothing reads, a workflow instance makes its
 random generator only when asked for one, every workflow shares one set of payload encodings,
 and ``--sticky-wait`` reaches its main worker (worker/temporal.py); the worker gives large freed
 blocks back to the system at once (worker/temporal.py)."""
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import dataclasses
 import inspect
 import random
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,10 +23,15 @@ from unittest import mock
 
 import pytest
 from click.testing import CliRunner
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
-from temporalio.converter import CompositePayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    PayloadCodec,
+    WorkflowSerializationContext,
+)
 from temporalio.worker import _workflow as workflow_worker
 from temporalio.worker import _workflow_instance as workflow_instance
 from temporalio.worker.workflow_sandbox import _runner
@@ -148,6 +156,45 @@ def test_every_workflow_shares_one_pydantic_encoding() -> None:
     assert first is not second and first.converters[b"json/plain"] is second.converters[b"json/plain"]
     state = CronJobState(observation=CronJobObservation(namespace="ns", name="cj", lead_seconds=60.0))
     assert second.from_payloads(first.to_payloads([state]), [CronJobState]) == [state]
+
+
+class _NoContextHere:
+    """A workflow instance whose contexts no one may ask for."""
+
+    def get_serialization_context(self, command_info: Any) -> Any:
+        raise AssertionError("asked for a serialization context")
+
+    get_external_store_context = get_serialization_context
+
+
+class _Reversing(PayloadCodec):
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [Payload(metadata=p.metadata, data=p.data[::-1]) for p in payloads]
+
+    decode = encode
+
+
+async def test_payloads_skip_the_command_context_lookup_only_when_nothing_reads_it() -> None:
+    # The SDK asks the workflow, inside its sandbox, for a context per payload sequence; without
+    # a codec or external storage nothing reads it (docs/benchmarks.md)
+    ctx = WorkflowSerializationContext(namespace="default", workflow_id="w")
+    plain = temporal.DATA_CONVERTER.with_context(ctx)
+    made = workflow_worker._CommandAwareDataConverter.create(
+        instance=_NoContextHere(), context_free_dc=temporal.DATA_CONVERTER, workflow_context_dc=plain,  # type: ignore[arg-type]
+        workflow_context=ctx)
+    assert made is plain
+    payload = made.payload_converter.to_payloads(["x"])[0]
+    assert await made._encode_payload_sequence([payload]) == [payload]
+    assert await made._external_store_payload_sequence([payload]) == [payload]
+    assert await made._decode_reference_payload_sequence([payload]) == [payload]
+
+    coded = dataclasses.replace(temporal.DATA_CONVERTER, payload_codec=_Reversing())
+    aware = workflow_worker._CommandAwareDataConverter.create(
+        instance=_NoContextHere(), context_free_dc=coded, workflow_context_dc=coded.with_context(ctx),  # type: ignore[arg-type]
+        workflow_context=ctx)
+    assert isinstance(aware, workflow_worker._CommandAwareDataConverter)  # a codec may read the context
+    with pytest.raises(AssertionError, match="serialization context"):
+        await aware._encode_payload_sequence([payload])
 
 
 class _MallInfo2(ctypes.Structure):
