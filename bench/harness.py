@@ -11,12 +11,12 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -24,12 +24,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from kube.client import Kube
 from kube.config import load_access
-from worker.dev import ephemeral_dev_server
+from worker.dev import ephemeral_dev_server, free_port
 
 BIN = Path(sys.executable).parent
 
@@ -42,12 +43,6 @@ BILLABLE = frozenset(f"{event}_event_attributes" for event in (
 def billable_actions(history: WorkflowHistory) -> int:
     """How many actions ``history`` cost."""
     return sum(1 for ev in history.events if ev.WhichOneof("attributes") in BILLABLE)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def dev_server(extra_args: list[str] | None = None) -> WorkflowEnvironment:
@@ -65,6 +60,7 @@ class Process:
 
     proc: subprocess.Popen[bytes]
     log: Path
+    port: int | None = None  # a worker's health port, which serves /metrics
 
     def rss_mb(self) -> tuple[float, float]:
         """(current, peak) resident set size in MiB, from /proc."""
@@ -133,11 +129,24 @@ def worker_process(env: WorkflowEnvironment, kubeconfig: Path, workdir: Path, *,
             *(extra or [])]
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-    p = Process(proc, log)
+    p = Process(proc, log, port)
     try:
         yield p
     finally:
         p.stop()
+
+
+def histogram_buckets(port: int, name: str) -> dict[float, float]:
+    """The cumulative bucket counts of histogram ``name`` on a worker's /metrics, summed over its labels."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    buckets: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == f"{name}_bucket":
+                le = float(sample.labels["le"])
+                buckets[le] = buckets.get(le, 0.0) + sample.value
+    return buckets
 
 
 @contextlib.contextmanager
@@ -193,6 +202,14 @@ def dev_server_pid(env: WorkflowEnvironment) -> int:
                 if b"start-dev" in argv and port.encode() in argv:
                     return int(proc.name)
     raise RuntimeError(f"no dev server process on port {port}")
+
+
+def renice(pid: int, nice: int) -> None:
+    """Set the nice value of every thread of ``pid`` (on Linux it is per thread; threads it starts
+    later inherit it from the thread that starts them)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):
+            os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
 
 
 async def start_workflows(client: Client, run: Any, args: list[Any], *, task_queue: str, count: int) -> None:

@@ -121,7 +121,7 @@ async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: i
     sim = KubeSim(port=kube_port)
     sim.start()
     kubeconfig = Path(sim.write_kubeconfig(str(state_dir / "kubeconfig")))
-    health_port = health_port or _free_port()
+    health_port = health_port or free_port()
     try:
         settings = app.WorkerSettings(
             temporal=TemporalSettings(address=f"127.0.0.1:{temporal_port}"), kubeconfig=kubeconfig,
@@ -147,7 +147,8 @@ async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: i
             await server.wait()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for the dev world, tests and benchmarks)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -33,11 +33,11 @@ from kubesim.server import AuditKey
 from kubesim.store import WatchEvent
 from tests.conftest import eventually, new_namespace, utcnow
 from tests.e2e.forked import Forked
-from tests.e2e.test_worker_process import free_port, lease_args, ready
+from tests.e2e.test_worker_process import lease_args, ready
 from tests.integration.test_cronjob import cronjob_manifest
 from tests.integration.test_job import job_manifest
 from tests.k8s import create_job, finish_job, second
-from worker.dev import start_dev_server
+from worker.dev import free_port, start_dev_server
 from workflows.models.cronjob import SCHEDULED_TIMESTAMP_ANNOTATION
 from workflows.models.job import JOB_TRACKING_FINALIZER
 

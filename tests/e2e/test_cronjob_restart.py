@@ -18,7 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from kube.client import Kube
 from tests.conftest import eventually, idle, running, utcnow
-from tests.e2e.test_worker_process import free_port, ready, worker_process
+from tests.e2e.test_worker_process import ready, worker_process
 from tests.integration.test_cronjob import (
     armed_for,
     cronjob_manifest,
@@ -29,6 +29,7 @@ from tests.integration.test_cronjob import (
 )
 from tests.integration.test_cronjob_backfill import down_since, minute_floor, minutes_of
 from tests.k8s import finish_job, second, stamp
+from worker.dev import free_port
 from workflows.cronjob import ARMED_SLACK
 from workflows.identity import cronjob_workflow_id
 

@@ -32,8 +32,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from kube.client import Kube
 from tests.conftest import eventually
-from tests.e2e.test_worker_process import free_port, http_get, lease_args
+from tests.e2e.test_worker_process import http_get, lease_args
 from tests.integration.test_job import job_manifest
+from worker.dev import free_port
 
 # the module fixture is built once per test process: its tests share one process (make test: -n)
 pytestmark = pytest.mark.xdist_group("image")

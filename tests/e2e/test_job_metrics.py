@@ -20,10 +20,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from kube.client import Kube
 from tests.conftest import eventually, workflow_exists
-from tests.e2e.test_worker_process import free_port, http_get, ready, worker_process
+from tests.e2e.test_worker_process import http_get, ready, worker_process
 from tests.integration.test_cronjob import cronjob_manifest
 from tests.integration.test_job import job_manifest
 from worker.commands import cronjob_update
+from worker.dev import free_port
 from workflows.identity import cronjob_workflow_id, job_workflow_id
 from workflows.jobmetrics import METRICS, SYNC_DURATION_BUCKETS
 

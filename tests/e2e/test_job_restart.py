@@ -17,9 +17,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from kube.client import Kube
 from tests.conftest import eventually, workflow_exists
-from tests.e2e.test_worker_process import free_port, ready, worker_process
+from tests.e2e.test_worker_process import ready, worker_process
 from tests.integration.test_job import job_manifest, no_finalizers_left, pods_of
 from tests.sink import sink_server
+from worker.dev import free_port
 from workflows.identity import job_workflow_id
 from workflows.models.jobpods import (
     format_indexes,

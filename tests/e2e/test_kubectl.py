@@ -20,8 +20,8 @@ import pytest
 
 from kube.client import Kube
 from tests.conftest import eventually, new_namespace
-from tests.e2e.test_worker_process import BATCHD, free_port, http_get, lease_args
-from worker.dev import DEV_BRIDGE, dev_server_args
+from tests.e2e.test_worker_process import BATCHD, http_get, lease_args
+from worker.dev import DEV_BRIDGE, dev_server_args, free_port
 
 
 # `kubectl` and the versioned binaries beside it (kubectl.1.27 … kubectl.1.33) that exist here.

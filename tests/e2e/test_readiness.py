@@ -19,8 +19,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from kube.client import Kube
 from tests.conftest import eventually
-from tests.e2e.test_worker_process import free_port, http_get, worker_process
+from tests.e2e.test_worker_process import http_get, worker_process
 from worker.app import Readiness
+from worker.dev import free_port
 from worker.temporal import build_workers, polled_queues
 
 WORKFLOW, ACTIVITY = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import tempfile
 import urllib.parse
 import uuid
@@ -33,7 +32,7 @@ from temporalio.testing import WorkflowEnvironment
 from kube.client import Kube
 from tests.conftest import eventually, running, utcnow
 from tests.k8s import create_job, finish_job, second
-from worker.dev import ephemeral_dev_server
+from worker.dev import ephemeral_dev_server, free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -55,17 +54,11 @@ def _require_browser() -> None:
     assert not missing, f"CI must provide {', '.join(missing)} (.ci/run installs them)"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest_asyncio.fixture(scope="module")
 async def ui_env() -> AsyncIterator[tuple[WorkflowEnvironment, int]]:
     """A dev server with its UI on a free port, and that port."""
     _require_browser()
-    ui_port = _free_port()
+    ui_port = free_port()
     env = await ephemeral_dev_server(ui=True, ui_port=ui_port)
     async with env:
         yield env, ui_port

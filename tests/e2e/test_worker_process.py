@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-import socket
 import sys
 import threading
 import time
@@ -26,14 +25,9 @@ from kube.config import load_access
 from tests.conftest import eventually, utcnow
 from tests.e2e.forked import Forked
 from tests.k8s import create_job, finish_job, second
+from worker.dev import free_port
 
 BATCHD = str(Path(sys.executable).parent / "batchd")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def lease_args(namespace: str) -> list[str]:

@@ -25,8 +25,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import eventually
-from tests.e2e.test_worker_process import free_port, http_get, ready, worker_process
+from tests.e2e.test_worker_process import http_get, ready, worker_process
 from tests.monitoring.exported import exported
+from worker.dev import free_port
 
 RULES = Path(__file__).resolve().parents[2] / "deploy" / "monitoring" / "rules.yaml"
 
