@@ -2,8 +2,8 @@
 worker stay flat?
 
     .venv/bin/python -m bench.soak [--cronjobs 2000] [--sleepers 10000] [--minutes 30] [--sample 20]
-                                   [--settle 2] [--replicas 1] [--tracemalloc | --mallinfo] [--heaptrack]
-                                   [-- worker flags…]
+                                   [--settle 2] [--replicas 1] [--server-nice N]
+                                   [--tracemalloc | --mallinfo] [--heaptrack] [-- worker flags…]
 
 One ``batchd worker`` process against kubesim and a dev server (``--replicas N``: N of them on one
 task queue and one Lease, as the manifests run two; each one's RSS is printed, and the first is
@@ -14,9 +14,16 @@ history limit) and its state stays the size it has in a cluster. Measuring start
 bursts done). The worker runs with ``--max-cached-workflows 2500 --sticky-wait 60s`` (2,000
 CronJobs on one minute need a cache larger than they are, docs/benchmarks.md) unless other worker
 flags follow ``--``. Prints (never asserts), every minute: the worker's RSS, the Jobs of that minute's schedule
-time and their creation skew (first watch event minus the scheduled time). At the end: the RSS
+time and their creation skew (first watch event minus the scheduled time), and how many of the
+creations the workers themselves recorded in that minute were more than 1 s late (their
+``cronjob_controller_cronjob_job_creation_skew_duration_seconds``, scraped from each /metrics): the
+skew as made, apart from the watch that shows it to the bench. At the end: the RSS
 slope over the last 10 minutes (MiB per minute, least squares), and for ``--sample`` CronJobs the
 history events of their current run and the Temporal actions per Job their runs cost so far.
+
+``--server-nice N``: the dev server runs at nice N, so that the workers and kubesim get the cores
+first when both want them, as they would with the Temporal server on machines of its own; it still
+gets every cycle they leave.
 
 ``--tracemalloc``: the worker traces its Python allocations (bench/memsite/sitecustomize.py) and,
 each minute, writes the source lines whose allocations grew most; the bench prints the traced
@@ -54,8 +61,12 @@ from bench.cronjob import cronjob, watch_jobs
 from bench.harness import (
     billable_actions,
     cluster,
+    cpu_seconds,
+    dev_server_pid,
+    histogram_buckets,
     new_namespace,
     percentile,
+    renice,
     table,
     worker_processes,
 )
@@ -89,8 +100,11 @@ async def cronjob_costs(client: Client, ns: str, names: list[str], jobs: int) ->
 
 
 async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int, worker_args: list[str],
-               trace: bool = False, heaptrack: bool = False, replicas: int = 1, mallinfo: bool = False) -> None:
+               trace: bool = False, heaptrack: bool = False, replicas: int = 1, mallinfo: bool = False,
+               server_nice: int = 0) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
+        if server_nice:
+            renice(dev_server_pid(env), server_nice)
         if trace or mallinfo:  # read by the worker's interpreter as it starts (bench/memsite/sitecustomize.py)
             site = str(Path(__file__).parent / "memsite")
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (site, os.environ.get("PYTHONPATH")) if p)
@@ -120,6 +134,11 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
             await wait_running(env.client, ns, count + sleepers, datetime.now(UTC) + timedelta(minutes=15))
             start = (datetime.now(UTC) + timedelta(minutes=1 + settle)).replace(second=0, microsecond=0)
             rss: list[list[tuple[float, float]]] = [[] for _ in procs]
+            created_skew = SkewScrape([p.port for p in procs if p.port])
+            await asyncio.sleep(max(0.0, (start - timedelta(seconds=10) - datetime.now(UTC)).total_seconds()))
+            created_skew.minute()
+            pids = [p.proc.pid for p in procs] + [dev_server_pid(env)]
+            cpu = [cpu_seconds(pid) for pid in pids]
             rows = []
             for minute in range(minutes):
                 due = start + timedelta(minutes=minute)
@@ -134,14 +153,16 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
                     recorder = subprocess.Popen(["heaptrack", "-p", str(proc.proc.pid)], cwd=wd,
                                                 stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
                 skews = [seen[k] - due.timestamp() for k, t in list(scheduled.items()) if t == due]
-                rows.append((f"  {due:%H:%M}: RSS MiB, Jobs, skew p50 / p99 / max (s), to finish",
+                created, over = created_skew.minute()
+                rows.append((f"  {due:%H:%M}: RSS MiB, Jobs, skew p50 / p99 / max (s), to finish, workers' count > 1 s",
                              f"{' / '.join(f'{c:.0f}' for c in now)}, {len(skews)}, {percentile(skews, 50):.2f} / {percentile(skews, 99):.2f} / "
-                             f"{max(skews, default=float('nan')):.2f}, {finisher.backlog()}"))
+                             f"{max(skews, default=float('nan')):.2f}, {finisher.backlog()}, {over:.0f} of {created:.0f}"))
                 if mallinfo:
                     await asyncio.sleep(2)  # the worker writes it between two bytecodes of its main thread
                     f = wd / f"mallinfo-{minute + 1}.txt"
                     rows.append(("    the worker's heap", f.read_text().splitlines()[0] if f.exists() else "no sample"))
                 print(*(f"{a.strip()} {b}" for a, b in rows[-1 - mallinfo:]), sep="\n", flush=True)
+            cpu = [cpu_seconds(pid) - before for pid, before in zip(pids, cpu, strict=True)]
             peaks = [p.rss_mb()[1] for p in procs]
             names = [f"cj-{i:04d}" for i in range(0, count, max(1, count // sample))][:sample]
             made = sum(1 for k in list(seen) if k.rsplit("-", 1)[0] in set(names))
@@ -153,7 +174,8 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
     end = start + timedelta(minutes=minutes)  # Jobs of the times after it, made while the bench wound up, are not counted
     every = [seen[k] - t.timestamp() for k, t in scheduled.items() if start <= t < end]
     print(f"soak: {count} CronJobs '* * * * *' and {sleepers} sleeping TTL timers, {minutes} minutes from "
-          f"{start:%H:%M} UTC, {'one worker' if replicas == 1 else f'{replicas} workers'}")
+          f"{start:%H:%M} UTC, {'one worker' if replicas == 1 else f'{replicas} workers'}"
+          f"{f', the dev server at nice {server_nice}' if server_nice else ''}")
     print(table([
         *rows,
         ("Jobs created / expected", f"{len(every)} / {count * minutes}"),
@@ -162,6 +184,8 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
          f"{percentile(every, 50):.2f} / {percentile(every, 99):.2f} / {max(every, default=float('nan')):.2f}"),
         ("RSS slope over the last 10 minutes (MiB/min)", " / ".join(f"{slope(r[-10:]):+.2f}" for r in rss)),
         ("worker peak RSS (MiB)", " / ".join(f"{p:.0f}" for p in peaks)),
+        ("CPU ms per Job made: each worker / the dev server",
+         " / ".join(f"{1000 * c / max(1, len(every)):.1f}" for c in cpu)),
         (f"history events of a CronJob's current run (mean of {len(names)})", f"{events:.0f}"),
         ("Temporal actions per Job, CronJob workflow", f"{actions:.1f}"),
     ]))
@@ -173,6 +197,30 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
     if heaptrack:
         print(f"(native allocations: heaptrack_print -f {wd}/heaptrack.*.zst --print-peaks 1)")
     print(f"(logs in {wd})")
+
+
+class SkewScrape:
+    """The skew the workers record as they create (CJ-38's histogram), minute by minute.
+
+    The bench's own skew is when its watch saw each Job; the workers' is when the API server
+    answered their create. The difference is kubesim's watch and the bench's own process, both on
+    the same two cores: a minute whose watch skew is bad and whose creation skew is not was late
+    in being seen, not in being made.
+    """
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+        self.last: dict[float, float] = {}
+
+    def minute(self) -> tuple[float, float]:
+        """Creations since the last call, and how many of them were more than 1 s after their time."""
+        now: dict[float, float] = {}
+        for port in self.ports:
+            for le, n in histogram_buckets(port, "cronjob_controller_cronjob_job_creation_skew_duration_seconds").items():
+                now[le] = now.get(le, 0.0) + n
+        delta = {le: n - self.last.get(le, 0.0) for le, n in now.items()}
+        self.last = now
+        return delta.get(float("inf"), 0.0), delta.get(float("inf"), 0.0) - delta.get(1.0, 0.0)
 
 
 class Finisher:
@@ -230,8 +278,10 @@ if __name__ == "__main__":
     parser.add_argument("--mallinfo", action="store_true", help="sample the worker's malloc heap each minute")
     parser.add_argument("--heaptrack", action="store_true", help="record the worker's native allocations")
     parser.add_argument("--replicas", type=int, default=1, help="worker processes on the task queue (one Lease)")
+    parser.add_argument("--server-nice", type=int, default=0,
+                        help="the dev server's nice value: in a cluster it does not share the workers' cores")
     parser.add_argument("worker", nargs="*", help="worker flags, after --")
     a = parser.parse_args()
     asyncio.run(main(a.cronjobs, a.sleepers, a.minutes, a.sample, a.settle,
                      a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"], a.tracemalloc, a.heaptrack, a.replicas,
-                     a.mallinfo))
+                     a.mallinfo, a.server_nice))
