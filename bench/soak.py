@@ -18,7 +18,8 @@ time and their creation skew (first watch event minus the scheduled time), and h
 creations the workers themselves recorded in that minute were more than 1 s late (their
 ``cronjob_controller_cronjob_job_creation_skew_duration_seconds``, scraped from each /metrics): the
 skew as made, apart from the watch that shows it to the bench. At the end: the RSS
-slope over the last 10 minutes (MiB per minute, least squares), and for ``--sample`` CronJobs the
+slope over the last 10 minutes (MiB per minute, least squares), the CPU each worker and the dev
+server spent per Job made in the measured minutes, and for ``--sample`` CronJobs the
 history events of their current run and the Temporal actions per Job their runs cost so far.
 
 ``--server-nice N``: the dev server runs at nice N, so that the workers and kubesim get the cores
