@@ -14,6 +14,11 @@ With ``BATCHD_TRACEMALLOC_DIR`` set, tracing starts as the interpreter starts; e
 ``tracemalloc-<n>.txt`` there: the traced total and the 25 source lines whose allocations grew most
 since the previous signal (by size, with their counts). Lines, not snapshots: a snapshot of a worker
 holding thousands of workflows is itself hundreds of MB.
+
+With ``BATCHD_GC_LOG`` set to a folder, every collection of the oldest generation, and any other
+that takes 50 ms or more, appends a line to ``gc-<pid>.txt`` there: its wall-clock end, generation,
+duration in ms and objects collected. A full collection holds the interpreter, so one that lands
+just before a schedule time delays every creation of that time.
 """
 
 from __future__ import annotations
@@ -22,6 +27,26 @@ import os
 
 _DIR = os.environ.get("BATCHD_TRACEMALLOC_DIR")
 _MALLINFO_DIR = os.environ.get("BATCHD_MALLINFO_DIR")
+
+_GC_LOG = os.environ.get("BATCHD_GC_LOG")
+
+if _GC_LOG:
+    import gc as _gc
+    import time as _time
+
+    _gc_file = os.path.join(_GC_LOG, f"gc-{os.getpid()}.txt")
+    _gc_began = [0.0]
+
+    def _gc_timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            _gc_began[0] = _time.perf_counter()
+            return
+        took = (_time.perf_counter() - _gc_began[0]) * 1000
+        if info["generation"] == 2 or took >= 50:
+            with open(_gc_file, "a") as out:
+                out.write(f"{_time.time():.3f} {info['generation']} {took:.1f} {info['collected']}\n")
+
+    _gc.callbacks.append(_gc_timed)
 
 if _MALLINFO_DIR:
     import ctypes
