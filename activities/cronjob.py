@@ -17,7 +17,7 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from opentelemetry import metrics
@@ -178,7 +178,8 @@ class _BurstHold:
     Python's cyclic garbage collector: a full collection of a worker with many cached workflows
     holds the GIL long enough that, landing in a burst, it would delay every creation still to
     come by that much. Memory freed by reference counting is unaffected, and the collection runs
-    once the burst is done. The bridge's dispatch of watch events (:func:`after_creations`): in a
+    once the burst is done (a full one waits longer: :func:`collect_when_quiet`, which also reads
+    the armed creations' times kept here). The bridge's dispatch of watch events (:func:`after_creations`): in a
     large burst the worker holds the GIL throughout, and dispatching the ADDED events of the Jobs
     just created, which no decision waits for, would take a share of it. The forwarding of the
     Temporal SDK's metrics (:func:`in_burst`, worker/telemetry.py), which converts every buffered
@@ -189,6 +190,12 @@ class _BurstHold:
         self.holders = 0
         self.was_enabled = True
         self.since = 0.0  # monotonic: when the running burst began
+        self.armed: collections.Counter[datetime] = collections.Counter()  # waiting creations by due instant
+        self.ended = 0.0  # monotonic: when the last burst ended
+
+    def next_due(self) -> datetime | None:
+        """The earliest instant an armed creation of this process waits for."""
+        return min(self.armed, default=None)
 
     def hold(self) -> None:
         if self.holders == 0:
@@ -199,8 +206,10 @@ class _BurstHold:
 
     def release(self) -> None:
         self.holders -= 1
-        if self.holders == 0 and self.was_enabled:
-            gc.enable()
+        if self.holders == 0:
+            self.ended = time.monotonic()
+            if self.was_enabled:
+                gc.enable()
 
 
 _BURST = _BurstHold()  # process-wide, as the collector is; used on the event loop only
@@ -215,6 +224,51 @@ async def after_creations(at_most: float = BURST_WAIT) -> None:
     """Return once no burst of armed creations is running in this process, or it has run ``at_most``."""
     while in_burst(at_most):
         await asyncio.sleep(0.05)
+
+
+#: How often the worker makes a full collection of its own (``collect_when_quiet``).
+FULL_COLLECTION_EVERY = 60.0
+#: A full collection does not start this close to an armed creation's time, before it or after
+#: its burst (whose completions wake the workflows that take in the Jobs made).
+QUIET = 10.0
+
+
+def _full_collection_due(since_last: float, burst_running: bool, next_due_in: float | None,
+                         since_burst: float) -> bool:
+    """Whether to make a full collection now: its interval is up, no burst runs, and none is due
+    or just over within QUIET, unless the interval has been up three times over (creations due
+    every few seconds must not put it off for good)."""
+    if since_last < FULL_COLLECTION_EVERY or burst_running:
+        return False
+    quiet = (next_due_in is None or next_due_in > QUIET or next_due_in < 0) and since_burst > QUIET
+    return quiet or since_last >= 3 * FULL_COLLECTION_EVERY
+
+
+async def collect_when_quiet(poll: float = 1.0) -> None:
+    """Make the cyclic collector's full collections at moments of the worker's choosing.
+
+    With thousands of cached workflows Python's collector made a full collection every 20–40 s on
+    its own, each holding the interpreter for 0.5–1.4 s, and where one began just before a
+    schedule time every creation of that time waited for it, and the one held off by a burst ran
+    as it ended, stalling the hand-back of its results (docs/benchmarks.md). Here the oldest
+    generation is never collected by the interpreter's own thresholds; this task collects it
+    every FULL_COLLECTION_EVERY, away from the armed creations' times. The younger generations
+    are collected as before. The thresholds are put back when the task ends.
+    """
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], thresholds[1], 2**31 - 1)
+    last = time.monotonic()
+    try:
+        while True:
+            await asyncio.sleep(poll)
+            due = _BURST.next_due()
+            due_in = None if due is None else (due - datetime.now(UTC)).total_seconds()
+            now = time.monotonic()
+            if _full_collection_due(now - last, bool(_BURST.holders), due_in, now - _BURST.ended):
+                gc.collect()
+                last = time.monotonic()
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 #: ``(namespace, uid)`` → the CronJob as this worker's informer last saw it, or None.
@@ -334,6 +388,7 @@ class CronJobActivities:
         burst = self._bursts.setdefault(due, _Burst())
         burst.pending += 1
         burst.size += 1
+        _BURST.armed[due] += 1
         beat = _heartbeats()
         try:
             wait = min((due - self.clock.now()).total_seconds(), inp.wait_at_most)
@@ -351,6 +406,9 @@ class CronJobActivities:
         finally:
             if beat is not None:
                 beat.cancel()
+            _BURST.armed[due] -= 1
+            if not _BURST.armed[due]:
+                del _BURST.armed[due]
             burst.pending -= 1
             if burst.pending == 0:
                 if burst.running:

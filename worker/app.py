@@ -28,6 +28,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.cronjob import collect_when_quiet
 from kube.client import Kube
 from kube.config import load_access
 from worker import telemetry
@@ -278,6 +279,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
         pending = asyncio.create_task(PendingTimers(client).run())
         watchdog = asyncio.create_task(Watchdog(client, kube, task_queue=settings.bridge.task_queue).run())
         probing = asyncio.create_task(readiness.run())
+        collecting = asyncio.create_task(collect_when_quiet())
         await bridge.start()
         log.info("batchd worker running", extra={
             "temporal": settings.temporal.address, "namespace": settings.temporal.namespace,
@@ -294,6 +296,7 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
         pending.cancel()
         watchdog.cancel()
         probing.cancel()
+        collecting.cancel()
         await worker_task  # re-raises a worker failure after the clean-up above
         await health.stop()
     log.info("batchd worker stopped")

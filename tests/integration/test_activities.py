@@ -13,7 +13,16 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.cronjob import CronJobActivities, after_creations, in_burst
+from activities.cronjob import (
+    _BURST,
+    FULL_COLLECTION_EVERY,
+    QUIET,
+    CronJobActivities,
+    _full_collection_due,
+    after_creations,
+    collect_when_quiet,
+    in_burst,
+)
 from activities.errors import to_application_error
 from activities.ttl import TTLActivities
 from kube import errors
@@ -233,11 +242,13 @@ async def test_the_garbage_collector_and_the_bridge_wait_while_a_burst_of_creati
     cjs = [_cronjob(kube, namespace, f"burst-{i}") for i in range(3)]
     collecting: list[bool] = []
     bursting: list[bool] = []  # what the SDK metrics' forwarding asks (worker/telemetry.py)
+    armed: set[datetime | None] = set()  # the time full collections keep away from (collect_when_quiet)
     read: list[float] = []
 
     def cache(ns: str, uid: str) -> dict | None:  # called as each creation runs, in the pool's thread
         collecting.append(gc.isenabled())
         bursting.append(in_burst())
+        armed.add(_BURST.next_due())
         time.sleep(0.3)  # a slow burst, so the bridge's wait below starts inside it
         read.append(time.monotonic())
         return None
@@ -256,6 +267,38 @@ async def test_the_garbage_collector_and_the_bridge_wait_while_a_burst_of_creati
     assert collecting == [False] * 3 and gc.isenabled()
     assert bursting == [True] * 3 and not in_burst()
     assert len(read) == 3 and dispatched >= max(read)
+    assert armed == {due} and _BURST.next_due() is None
+
+
+def test_a_full_collection_waits_for_its_interval_and_keeps_away_from_a_burst() -> None:
+    every, quiet, long_ago = FULL_COLLECTION_EVERY, QUIET, 10 * QUIET
+    assert not _full_collection_due(every - 1, False, None, long_ago)  # not yet
+    assert _full_collection_due(every, False, None, long_ago)  # nothing armed
+    assert _full_collection_due(every, False, quiet + 1, long_ago)  # the next time is far enough
+    assert not _full_collection_due(every, False, quiet - 1, long_ago)  # too close to a time
+    assert not _full_collection_due(every, False, None, quiet - 1)  # a burst just over
+    assert not _full_collection_due(every, True, None, long_ago)  # a burst runs
+    assert _full_collection_due(3 * every, False, 1.0, 1.0)  # creations every few seconds: not put off for good
+    assert not _full_collection_due(3 * every, True, None, long_ago)  # but never inside a burst
+
+
+async def test_the_worker_makes_its_own_full_collections_and_gives_the_thresholds_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import activities.cronjob as cronjob_activities
+
+    monkeypatch.setattr(cronjob_activities, "FULL_COLLECTION_EVERY", 0.05)
+    monkeypatch.setattr(_BURST, "ended", 0.0)  # no burst of the tests above just over
+    collections: list[tuple[int, ...]] = []
+    monkeypatch.setattr(gc, "collect", lambda *a: collections.append(gc.get_threshold()) or 0)
+    before = gc.get_threshold()
+    task = asyncio.create_task(collect_when_quiet(poll=0.01))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # the oldest generation is left to the task, the younger ones to the interpreter
+    assert 2 <= len(collections) <= 6 and all(t[:2] == before[:2] and t[2] >= 2**30 for t in collections)
+    assert gc.get_threshold() == before
 
 
 async def test_a_burst_hands_its_completions_back_one_after_another(kube: Kube, namespace,
