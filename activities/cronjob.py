@@ -179,10 +179,10 @@ class _BurstHold:
     holds the GIL long enough that, landing in a burst, it would delay every creation still to
     come by that much. Memory freed by reference counting is unaffected, and the collection runs
     once the burst is done (a full one waits longer: :func:`collect_when_quiet`, which also reads
-    the armed creations' times kept here). The bridge's dispatch of watch events (:func:`after_creations`): in a
-    large burst the worker holds the GIL throughout, and dispatching the ADDED events of the Jobs
-    just created, which no decision waits for, would take a share of it. The forwarding of the
-    Temporal SDK's metrics (:func:`in_burst`, worker/telemetry.py), which converts every buffered
+    the armed creations' times kept here). The bridge's dispatch of watch events
+    (:func:`after_creations`): in a large burst the worker holds the GIL throughout, and
+    dispatching the ADDED events of the Jobs just created, which no decision waits for, would
+    take a share of it. The forwarding of the Temporal SDK's metrics (:func:`in_burst`, worker/telemetry.py), which converts every buffered
     update in one go (docs/design.md).
     """
 
