@@ -28,7 +28,7 @@ venv: $(STAMP)
 dev: $(STAMP)
 	$(BIN)/batchd dev
 
-# The tests write byte code even where PYTHONDONTWRITEBYTECODE is set: else each of the 8 test
+# The tests write byte code even where PYTHONDONTWRITEBYTECODE is set: else each of the test
 # processes, and each worker and CLI process they start, compiles batchd and rewrites the tests'
 # asserts again (about 5 CPU-seconds a process). One collection writes it first. mypy runs beside
 # the tests (a cold run takes 20 s of one core); its verdict and output come after theirs.
