@@ -20,7 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from workflows.cron import job_name
 from workflows.cronjob import CronJobWorkflow
 from workflows.decisions import cronjob as decide
-from workflows.execute import Call, Log, execute
+from workflows.execute import Call, Log, Patched, execute
 from workflows.models.cronjob import (
     BackfillInput,
     BackfillResult,
@@ -94,6 +94,8 @@ class Cluster:
         if isinstance(step, Log):
             self.logged.append(step.message)
             return None
+        if isinstance(step, Patched):
+            return True  # a new run
         assert isinstance(step, Call), step
         if step.activity is delete_cronjob_jobs:
             names = [r.name for r in step.arg.jobs]
@@ -360,7 +362,7 @@ def test_backfill_one_at_a_time_advances_as_each_job_ends() -> None:
     assert due == times[0]
     run = decide.backfill_run(s, due)
     res = CreateJobResult(outcome="created", job=ObjectReference(name=run.name, namespace="ns", uid="b0"))
-    s, _ = decide.created(s, run, res, T)
+    s, _, _ = decide.created(s, run, res, T)
     s = decide.backfill_started(s, res)
     assert decide.next_backfill(s) == (s, None)  # its Job is active
     assert decide.backfill_queued(s) == [job_name("cj", t) for t in times[1:]]
@@ -377,9 +379,51 @@ def test_a_created_job_found_finished_is_not_active_again() -> None:
     s = state()
     run = decide.Run(job_name("cj", T), T)
     res = CreateJobResult(outcome="exists", finished=True, job=ObjectReference(name=run.name, namespace="ns", uid="u"))
-    s, _ = decide.created(s, run, res, T)
-    assert s.active == [] and s.last_schedule_time == T
+    s, events, _ = decide.created(s, run, res, T)
+    assert s.active == [] and s.last_schedule_time == T and events == []
     assert [e.outcome for e in s.ledger] == ["created"]
+
+
+class EndFirst(Cluster):
+    """The bridge's report of a Job that ended at once reaches the workflow with the creation's
+    result, and the signal is handled first: the end is folded in before the result."""
+
+    def __init__(self, s: CronJobState, patched: bool) -> None:
+        super().__init__(s)
+        self.patched = patched
+
+    async def perform(self, step: Any) -> Any:
+        if isinstance(step, Patched):
+            assert step.patch_id == decide.END_BEFORE_CREATION_PATCH
+            return self.patched
+        res = await super().perform(step)
+        if isinstance(step, Call) and step.activity is create_cronjob_job:
+            end = JobSummary(name=res.job.name, uid=res.job.uid, owner_uid="cj-uid", outcome="Complete",
+                             completion_time=JUST_AFTER)
+            self.state, events, _ = decide.job_observed(self.state, end, JUST_AFTER)
+            self.events += events
+        return res
+
+
+@pytest.mark.parametrize("policy", ["Allow", "Forbid"])
+def test_a_job_whose_end_is_folded_in_before_its_creation_is_not_active(policy: str) -> None:
+    cluster = EndFirst(state(policy=policy), patched=True)
+    asyncio.run(execute(decide.run_pass(cluster, JUST_AFTER, armed=False, subminute=always,
+                                        clock=lambda: JUST_AFTER), cluster))
+    s = cluster.state
+    assert cluster.created == [job_name("cj", T)] and s.active == []
+    assert [ev.reason for ev in cluster.events] == ["SawCompletedJob"]  # as upstream's next pass sees it
+    assert [(e.outcome, e.result) for e in s.ledger] == [("created", "Complete")]
+    assert s.last_successful_time == JUST_AFTER and s.counters.succeeded == 1
+    # a Forbid CronJob's next time runs: nothing active holds it back
+    assert sync(s, T + timedelta(hours=1, minutes=1)).created == [job_name("cj", T + timedelta(hours=1))]
+
+
+def test_a_history_recorded_before_the_patch_keeps_such_a_job_active() -> None:
+    cluster = EndFirst(state(), patched=False)
+    asyncio.run(execute(decide.run_pass(cluster, JUST_AFTER, armed=False, subminute=always,
+                                        clock=lambda: JUST_AFTER), cluster))
+    assert [a.name for a in cluster.state.active] == [job_name("cj", T)] and cluster.events == []
 
 
 def test_a_ledger_entry_follows_its_job_and_keeps_its_wire_format() -> None:
@@ -389,7 +433,7 @@ def test_a_ledger_entry_follows_its_job_and_keeps_its_wire_format() -> None:
     a model took 1.1 KiB, and a workflow holds a hundred)."""
     run = decide.Run(job_name("cj", T), T)
     res = CreateJobResult(outcome="created", job=ObjectReference(name=run.name, namespace="ns", uid="u"))
-    s, _ = decide.created(state(), run, res, T + timedelta(seconds=1, microseconds=5))
+    s, _, _ = decide.created(state(), run, res, T + timedelta(seconds=1, microseconds=5))
     assert s.ledger[-1].result == "running"
     s, _, _ = decide.job_observed(s, JobSummary(name=run.name, uid="u", owner_uid="cj-uid", outcome="Complete"), T)
     s, _, _ = decide.job_observed(s, JobSummary(name=run.name, uid="u", owner_uid="cj-uid", gone=True), T)
@@ -433,11 +477,11 @@ def test_the_workflow_takes_its_state_out_of_its_input() -> None:
 
 def test_outcomes_of_a_creation_in_the_ledger() -> None:
     run = decide.Run(job_name("cj", T), T)
-    s, problem = decide.created(state(), run, CreateJobResult(outcome="too_late"), T)
+    s, _, problem = decide.created(state(), run, CreateJobResult(outcome="too_late"), T)
     assert (s.ledger[-1].outcome, s.last_schedule_time, problem) == ("missed-deadline", None, None)
-    s, problem = decide.created(state(), run, CreateJobResult(outcome="not_ours", message="owned by x"), T)
+    s, _, problem = decide.created(state(), run, CreateJobResult(outcome="not_ours", message="owned by x"), T)
     assert (s.ledger[-1].outcome, problem) == ("create-failed", "owned by x")
-    s, _ = decide.created(state(), run, CreateJobResult(outcome="cronjob_gone"), T)
+    s, _, _ = decide.created(state(), run, CreateJobResult(outcome="cronjob_gone"), T)
     assert s.observation.gone
     held = state(ledger=[LedgerEntry(scheduled_time=T, outcome="created", job=run.name, job_uid="u")])
     assert decide.ran(held, T + timedelta(seconds=30))  # the same minute's Job
@@ -490,7 +534,7 @@ def test_a_run_limit_counts_scheduled_jobs_only_and_stops_the_timer() -> None:  
         update={"max_runs": 3, "catch_up": "latest"})})
     assert sync(raised, T + timedelta(hours=5, minutes=1)).created == [job_name("cj", T + timedelta(hours=5))]
     run = decide.trigger(again.state, T)  # a trigger does not count
-    s2, _ = decide.created(again.state, run, CreateJobResult(
+    s2, _, _ = decide.created(again.state, run, CreateJobResult(
         outcome="created", job=ObjectReference(name=run.name, namespace="ns", uid="t")), T)
     assert s2.scheduled_runs == again.state.scheduled_runs
 

@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from workflows import cron
-from workflows.execute import Call, Log, Steps
+from workflows.execute import Call, Log, Patched, Steps
 from workflows.models.common import (
     CRONJOB_MISSED_EVENT,
     CRONJOB_SUSPENDED_EVENT,
@@ -285,7 +285,7 @@ def job_observed(state: CronJobState, job: JobSummary, now: datetime) -> tuple[C
         return e.s, e.events, False
     if in_active:
         e.set(active=[a for a in e.s.active if a.uid != job.uid])
-        e.event("Normal", "SawCompletedJob", f"Saw completed job: {job.name}, condition: {job.outcome}")
+        _saw_completed(e, job)
     e.set(finished=[*(j for j in e.s.finished if j.uid != job.uid), job])
     if job.outcome == "Complete" and job.completion_time is not None:
         if e.s.last_successful_time is None or job.completion_time > e.s.last_successful_time:
@@ -293,6 +293,10 @@ def job_observed(state: CronJobState, job: JobSummary, now: datetime) -> tuple[C
     if job.uid not in e.s.counted:
         _count(e, job, now)
     return e.s, e.events, True
+
+
+def _saw_completed(e: _Edit, job: JobSummary) -> None:
+    e.event("Normal", "SawCompletedJob", f"Saw completed job: {job.name}, condition: {job.outcome}")
 
 
 def _count(e: _Edit, job: JobSummary, now: datetime) -> None:
@@ -534,7 +538,9 @@ def create(b: Books, run: Run, clock: Clock) -> Steps[CreateJobResult]:
 
 
 def _fold_created(b: Books, run: Run, res: CreateJobResult, clock: Clock) -> Steps[None]:
-    b.state, problem = created(b.state, run, res, clock())
+    early = _ended_before_folded(b.state, res) is not None and (yield Patched(END_BEFORE_CREATION_PATCH))
+    b.state, events, problem = created(b.state, run, res, clock(), end_first=early)
+    b.events += events
     if problem:
         o = b.state.observation
         yield Log("warning", f"CronJob {o.namespace}/{o.name}: {problem}")
@@ -758,28 +764,52 @@ def armed_input(state: CronJobState, run: Run, *, at: datetime, wait_seconds: fl
         "latest": plus_seconds(run.due, sds) if sds is not None else None})
 
 
-def created(state: CronJobState, run: Run, res: CreateJobResult, now: datetime) -> tuple[CronJobState, str | None]:
-    """Fold a creation's result in (CJ-39, CJ-44, CJ-LEDGER); returns the state and a line to log, if any.
+#: ``Patched`` id: a Job whose end was folded in before its creation's result is not made active
+#: (:func:`created`); histories recorded before it replay as they ran.
+END_BEFORE_CREATION_PATCH = "end-before-creation"
 
-    ``now``: when the creation returned (the ledger's ``createdAt``).
+
+def _ended_before_folded(state: CronJobState, res: CreateJobResult) -> JobSummary | None:
+    """The end of ``res``'s new Job, when it was folded in first: the bridge's report of a Job that
+    ended at once can reach the workflow in the same activation as the creation's result, and a
+    signal is handled before a result."""
+    if res.outcome != "created" or res.job is None:
+        return None
+    return next((j for j in state.finished if j.uid == res.job.uid), None)
+
+
+def created(state: CronJobState, run: Run, res: CreateJobResult, now: datetime, *,
+            end_first: bool = False) -> tuple[CronJobState, list[EventInput], str | None]:
+    """Fold a creation's result in (CJ-39, CJ-44, CJ-LEDGER); returns the state, the Events and a
+    line to log, if any.
+
+    ``now``: when the creation returned (the ledger's ``createdAt``). ``end_first``: a Job whose end
+    was folded in first (:func:`_ended_before_folded`) is not active: it is seen completed at once,
+    as upstream's next pass would see it. Else it stayed active until the history limits deleted it,
+    and a ``Forbid`` CronJob waited for it for ever.
     """
     e = _Edit(state)
+    ended = _ended_before_folded(state, res) if end_first else None
     if res.outcome == "cronjob_gone":
         e.gone()
+    elif ended is not None:
+        _saw_completed(e, ended)
     elif res.job is not None and not res.finished and not any(a.uid == res.job.uid for a in e.s.active):
         # A finished namesake (two runs in one minute, CJ-31) is not active again: the bridge
         # already reported its end and would not report it twice.
         e.set(active=[*e.s.active, res.job])
     _ledger_created(e, run, res, now)
+    if ended is not None:
+        _ledger_result(e, ended)
     if run.manual or run.source == "backfill":
-        return e.s, None
+        return e.s, e.events, None
     if res.outcome in ("created", "exists"):
         e.set(last_schedule_time=run.due)
         if e.obs.max_runs is not None:  # CJ-MAX-RUNS
             e.set(scheduled_runs=e.s.scheduled_runs + 1)
     elif res.outcome == "not_ours":
-        return e.s, res.message
-    return e.s, None  # "too_late" included: the missed time is dropped silently (CJ-20)
+        return e.s, e.events, res.message
+    return e.s, e.events, None  # "too_late" included: the missed time is dropped silently (CJ-20)
 
 
 def pass_goes_on(state: CronJobState) -> bool:
