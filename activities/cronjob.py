@@ -500,10 +500,11 @@ class CronJobActivities:
     @implements(contract.sync_cronjob)
     @temporal_errors
     def sync(self, inp: SyncCronJobInput) -> SyncCronJobResult:
-        """Write ``status`` (active, lastScheduleTime, lastSuccessfulTime) and batchd's annotations."""
+        """Write ``status`` (active, lastScheduleTime, lastSuccessfulTime) and batchd's annotations,
+        then record the pass's Events."""
         cj = self.kube.get_instance("CronJob", inp.namespace, inp.name, inp.uid)
         if cj is None:
-            return SyncCronJobResult(gone=True)
+            return SyncCronJobResult(gone=True, unrecorded=self._record(inp.events))
         status = {
             "active": [a.model_dump(mode="json", by_alias=True, exclude_none=True) for a in inp.active] or None,
             "lastScheduleTime": rfc3339(inp.last_schedule_time),
@@ -516,7 +517,13 @@ class CronJobActivities:
         changed = {k: v for k, v in inp.annotations.items() if have.get(k) != v}
         if changed:
             self.kube.patch("CronJob", inp.namespace, inp.name, {"metadata": {"annotations": changed}})
-        return SyncCronJobResult()
+        return SyncCronJobResult(unrecorded=self._record(inp.events))
+
+    def _record(self, events: list[EventInput]) -> list[EventInput]:
+        """Record each Event once, after the writes: a write that fails is retried with the Events
+        not yet recorded, so a retry records none twice. The ones not recorded are returned."""
+        now = self.clock.now()
+        return [ev for ev in events if not try_record_event(self.kube, ev, now=now, log=activity.logger)]
 
     @implements(contract.set_cronjob_suspend)
     @temporal_errors

@@ -82,6 +82,11 @@ JOB_END_STOPS_ARMED_WAIT = "job-end-stops-armed-wait"
 #: end cost a cancel, a second activity and a second POST of the Job at the scheduled second.
 #: Histories recorded before it replay as they ran.
 JOB_END_TIDIED_DURING_ARMED_WAIT = "job-end-tidied-during-armed-wait"
+#: ``workflow.patched`` id: the Events of a pass or of a Job's end are recorded by the status
+#: write's local activity, after the write, where each Event had one of its own before it: two
+#: local activities, two activations and two markers fewer for each run of a ``*/1`` CronJob.
+#: Histories recorded before it replay as they ran.
+EVENTS_WITH_STATUS = "events-with-status"
 #: An armed creation's time limit beyond its wait. It does not heartbeat: with 2,000 CronJobs on
 #: one minute the heartbeats were the dev server's most frequent call (docs/benchmarks.md), and a
 #: worker killed while it waits loses the creation only until this limit, when the retry (idempotent
@@ -339,23 +344,37 @@ class CronJobWorkflow(WorkflowSide):
             self.wake = end.wake
             if self.state.backfill:
                 await self._advance_backfill(None)
-        await self._flush_events()
         self._count_runs()
         await self._write_status(self.wake)
 
     async def _write_status(self, wake: datetime | None) -> None:
-        if decide.status_key(self.state, wake) != self._written:
-            res = await self.perform(Call(sync_cronjob, decide.status(self.state, wake),
-                                          summary="write status and annotations"))
-            if res.gone:
-                self.state = decide.gone(self.state)
-            self._written = decide.status_key(self.state, wake)
+        """Record the Events still to record and write the status if it changed: in one local
+        activity when there are both (EVENTS_WITH_STATUS); the Events its one try missed are
+        recorded after it with the usual retries."""
+        due = decide.status_key(self.state, wake) != self._written
+        events: list[EventInput] = []
+        if due and self.events and workflow.patched(EVENTS_WITH_STATUS):
+            events, self.events = self.events, []
+            self._log_warnings(events)
+        else:
+            await self._flush_events()
+        if not due:
+            return
+        summary = f"write status and annotations, record {len(events)} Event(s)" if events else \
+            "write status and annotations"
+        res = await self.perform(Call(sync_cronjob, decide.status(self.state, wake, events), summary=summary))
+        if res.gone:
+            self.state = decide.gone(self.state)
+        self._written = decide.status_key(self.state, wake)
+        for ev in res.unrecorded:
+            await self.perform(Emit(ev))
 
     async def _tidy_while_armed(self, due: datetime) -> None:
         """A Job's end during an armed wait: its Events, the history limits and the status, as a pass
         would do them, while the creation of ``due`` waits on (``job_observed``)."""
         self._tidy = False
-        await self._flush_events()
+        if not workflow.patched(EVENTS_WITH_STATUS):  # since it, the Events ride with the status write
+            await self._flush_events()
         await execute(decide.tidy(self), self)
         self._count_runs()
         await self._write_status(due)
@@ -439,11 +458,15 @@ class CronJobWorkflow(WorkflowSide):
 
     async def _flush_events(self) -> None:
         events, self.events = self.events, []
+        self._log_warnings(events)
+        for ev in events:
+            await self.perform(Emit(ev))
+
+    def _log_warnings(self, events: list[EventInput]) -> None:
         for ev in events:
             if ev.type == "Warning":
                 workflow.logger.warning("CronJob %s/%s: %s: %s", self.obs.namespace, self.obs.name, ev.reason,
                                         ev.message)
-            await self.perform(Emit(ev))
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -30,8 +30,8 @@ from kube.client import Kube
 from kube.config import load_access
 from tests.conftest import utcnow
 from tests.k8s import create_job, finish_job, second
-from workflows.models.common import ObjectRef, ObserveInput
-from workflows.models.cronjob import CreateJobInput
+from workflows.models.common import EventInput, ObjectRef, ObserveInput
+from workflows.models.cronjob import CRONJOB_COMPONENT, CreateJobInput, SyncCronJobInput
 from workflows.models.ttl import DeleteExpiredInput
 
 STATUS_TABLE = [
@@ -161,6 +161,22 @@ def _armed(cj: dict, **kw: object) -> CreateJobInput:
     return CreateJobInput(namespace=m["namespace"], cronjob_name=m["name"], cronjob_uid=m["uid"],
                           job_name=f"{m['name']}-{int(due.timestamp()) // 60}", scheduled=due,
                           generation=m["generation"], **kw)  # type: ignore[arg-type]
+
+
+def test_the_status_write_records_the_events_after_it_and_returns_those_it_could_not(kube: Kube, namespace) -> None:
+    cj = _cronjob(kube, namespace, "noted")
+    m = cj["metadata"]
+    ref = ObjectRef(kind="CronJob", namespace=namespace, name=m["name"], uid=m["uid"])
+    seen = EventInput(ref=ref, type="Normal", reason="SawCompletedJob", message="Saw completed job: noted-1, condition: Complete",
+                      component=CRONJOB_COMPONENT)
+    lost = seen.model_copy(update={"ref": ref.model_copy(update={"namespace": f"{namespace}-none"})})  # 404
+    res = ActivityEnvironment().run(CronJobActivities(kube).sync, SyncCronJobInput(
+        namespace=namespace, name=m["name"], uid=m["uid"], active=[], last_successful_time=second(utcnow()),
+        events=[seen, lost]))
+    assert res.unrecorded == [lost] and not res.gone
+    assert kube.get("CronJob", namespace, "noted")["status"]["lastSuccessfulTime"]
+    [event] = [e for e in kube.list("Event", namespace)["items"] if e["reason"] == "SawCompletedJob"]
+    assert event["involvedObject"]["uid"] == m["uid"] and event["count"] == 1
 
 
 async def test_an_armed_creation_waits_until_its_time_then_creates(kube: Kube, namespace) -> None:

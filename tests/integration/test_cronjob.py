@@ -530,6 +530,25 @@ async def test_a_job_that_ends_while_the_next_creation_is_armed_is_counted_befor
         await save_history(handle, "cronjob-job-end-tidied-while-armed")
 
 
+async def test_a_jobs_end_is_recorded_by_the_status_write(client, kube, namespace, task_queue):
+    # EVENTS_WITH_STATUS: SawCompletedJob rides with the status write's local activity, where it
+    # had one of its own; the creation activity records SuccessfulCreate itself
+    async with running(client, kube, task_queue, namespace, cronjob_lead=60):
+        kube.create("CronJob", namespace, cronjob_manifest("ride", "@every 10s"))
+        [job] = await eventually(lambda: jobs_of(kube, namespace, "ride")[:1], what="the first Job")
+        handle = client.get_workflow_handle(cronjob_workflow_id(namespace, "ride"))
+        finish_job(kube, namespace, job["metadata"]["name"], second(utcnow()))
+        await eventually(lambda: events_of(kube, namespace, "ride", "SawCompletedJob"), what="SawCompletedJob")
+        await eventually(lambda: not (kube.get("CronJob", namespace, "ride").get("status") or {}).get("active"),
+                         what="the status without the Job")
+        local = [json.loads(m.details["data"].payloads[0].data)["activity_type"]
+                 for m in [e.marker_recorded_event_attributes for e in (await handle.fetch_history()).events
+                           if e.HasField("marker_recorded_event_attributes")]
+                 if m.marker_name == "core_local_activity"]
+        assert "sync_cronjob" in local and "record_event" not in local, local
+        await save_history(handle, "cronjob-events-with-status")
+
+
 async def test_a_cronjob_continues_as_new_at_its_own_length_and_keeps_its_ledger(
         client, kube, namespace, task_queue, monkeypatch):
     # CronJobs on one schedule continue as new at different lengths (HISTORY_EVENTS plus a share

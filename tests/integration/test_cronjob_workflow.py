@@ -35,10 +35,12 @@ from workflows.models.cronjob import (
 
 
 class FakeKube:
-    def __init__(self) -> None:
+    def __init__(self, *, events_fail_with_status: bool = False) -> None:
         self.created: list[str] = []
         self.events: list[tuple[str, str]] = []
         self.syncs = 0
+        self.events_fail_with_status = events_fail_with_status  # the status write's one try records none
+        self.unrecorded: list[str] = []
 
     def activities(self) -> list:
         @activity.defn(name="create_cronjob_job")
@@ -55,6 +57,10 @@ class FakeKube:
         @activity.defn(name="sync_cronjob")
         async def sync(inp: SyncCronJobInput) -> SyncCronJobResult:
             self.syncs += 1
+            if self.events_fail_with_status:
+                self.unrecorded += [ev.reason for ev in inp.events]
+                return SyncCronJobResult(unrecorded=inp.events)
+            self.events += [(ev.reason, ev.message) for ev in inp.events]  # recorded after the write
             return SyncCronJobResult()
 
         @activity.defn(name="set_cronjob_suspend")
@@ -135,6 +141,16 @@ async def test_tz_prefix_warns_unsupported_but_still_schedules(client: Client, t
         await handle.signal("observe", observation("TZ=UTC @every 1s"))
         await eventually(lambda: _signal_handled(handle, timers=True), what="the later pass done")
         assert [r for r, _ in kube.events if r == "UnsupportedSchedule"] == ["UnsupportedSchedule"]
+        await handle.terminate("done")
+
+
+async def test_events_the_status_write_could_not_record_are_recorded_with_retries(client: Client, task_queue: str) -> None:
+    kube = FakeKube(events_fail_with_status=True)
+    async with Worker(client, task_queue=task_queue, workflows=[CronJobWorkflow], activities=kube.activities()):
+        handle = await start(client, task_queue, observation("TZ=UTC @every 1s"))
+        await eventually(lambda: kube.created and kube.syncs)
+        await eventually(lambda: kube.events, what="the Event, through record_event")
+        assert kube.unrecorded == [r for r, _ in kube.events] == ["UnsupportedSchedule"]
         await handle.terminate("done")
 
 

@@ -886,11 +886,11 @@ def history_deleted(state: CronJobState, res: DeleteJobsResult) -> CronJobState:
 
 # -- the status write --------------------------------------------------------------------------
 
-def status(state: CronJobState, wake: datetime | None) -> SyncCronJobInput:
-    """The status and batchd's annotations (CJ-45, CJ-58, CJ-59)."""
+def status(state: CronJobState, wake: datetime | None, events: list[EventInput] | None = None) -> SyncCronJobInput:
+    """The status and batchd's annotations (CJ-45, CJ-58, CJ-59), and ``events`` to record after them."""
     o, c = state.observation, state.counters
     return SyncCronJobInput(
-        namespace=o.namespace, name=o.name, uid=o.uid, active=state.active,
+        namespace=o.namespace, name=o.name, uid=o.uid, active=state.active, events=events or [],
         last_schedule_time=state.last_schedule_time, last_successful_time=state.last_successful_time,
         annotations={
             NEXT_SCHEDULE_ANNOTATION: iso(wake) if wake else None,

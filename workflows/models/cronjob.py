@@ -17,6 +17,7 @@ from workflows.models.common import (
     MAX_INT32,
     WIRE,
     CloudEvent,
+    EventInput,
     Job,
     K8sModel,
     ObjectMeta,
@@ -466,7 +467,9 @@ class DeleteJobsResult(K8sModel):
 
 
 class SyncCronJobInput(K8sModel):
-    """Write the CronJob's status (CJ-45) and batchd's annotations (next schedule time, counters)."""
+    """Write the CronJob's status (CJ-45) and batchd's annotations (next schedule time, counters),
+    then record ``events``, the pass's Events, once each (one local activity where there were
+    one per Event and one for the status)."""
 
     namespace: str
     name: str
@@ -475,10 +478,13 @@ class SyncCronJobInput(K8sModel):
     last_schedule_time: datetime | None = None
     last_successful_time: datetime | None = None
     annotations: dict[str, str | None] = Field(default_factory=dict)
+    events: list[EventInput] = Field(default_factory=list)
 
 
 class SyncCronJobResult(K8sModel):
     gone: bool = False
+    #: the Events the one try did not record: the workflow records them with its retries
+    unrecorded: list[EventInput] = Field(default_factory=list)
 
 
 class SetSuspendInput(K8sModel):
