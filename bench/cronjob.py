@@ -60,12 +60,16 @@ from workflows.identity import cronjob_workflow_id
 LATE = 5.0
 
 
-def cronjob(name: str) -> dict[str, Any]:
+def cronjob(name: str, history_limit: int | None = None) -> dict[str, Any]:
+    """An every-minute CronJob whose Jobs no controller runs; ``history_limit``: its
+    ``successfulJobsHistoryLimit`` (None: the API server's default, 3)."""
+    spec: dict[str, Any] = {"schedule": "* * * * *", "jobTemplate": {"spec": {
+        "managedBy": "bench.batchd.io/nobody",
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}
+    if history_limit is not None:
+        spec["successfulJobsHistoryLimit"] = history_limit
     return {"apiVersion": "batch/v1", "kind": "CronJob",
-            "metadata": {"name": name, "labels": {"batchd.io/managed": "true"}},
-            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {
-                "managedBy": "bench.batchd.io/nobody",
-                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}}
+            "metadata": {"name": name, "labels": {"batchd.io/managed": "true"}}, "spec": spec}
 
 
 def window(minutes: int) -> tuple[datetime, datetime]:

@@ -2,7 +2,7 @@
 worker stay flat?
 
     .venv/bin/python -m bench.soak [--cronjobs 2000] [--sleepers 10000] [--minutes 30] [--sample 20]
-                                   [--settle 2] [--replicas 1] [--server-nice N]
+                                   [--settle 2] [--replicas 1] [--server-nice N] [--history-limit N]
                                    [--tracemalloc | --mallinfo] [--heaptrack] [-- worker flags…]
 
 One ``batchd worker`` process against kubesim and a dev server (``--replicas N``: N of them on one
@@ -25,6 +25,10 @@ history events of their current run and the Temporal actions per Job their runs 
 ``--server-nice N``: the dev server runs at nice N, so that the workers and kubesim get the cores
 first when both want them, as they would with the Temporal server on machines of its own; it still
 gets every cycle they leave.
+
+``--history-limit N``: the CronJobs' ``successfulJobsHistoryLimit``. With the default of 3 each
+CronJob deletes one Job a minute from its fourth minute on (a DELETE, a SuccessfulDelete Event and
+a watch event for every worker); 10 keeps those deletes out of a run of up to 8 measured minutes.
 
 ``--tracemalloc``: the worker traces its Python allocations (bench/memsite/sitecustomize.py) and,
 each minute, writes the source lines whose allocations grew most; the bench prints the traced
@@ -102,7 +106,7 @@ async def cronjob_costs(client: Client, ns: str, names: list[str], jobs: int) ->
 
 async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int, worker_args: list[str],
                trace: bool = False, heaptrack: bool = False, replicas: int = 1, mallinfo: bool = False,
-               server_nice: int = 0) -> None:
+               server_nice: int = 0, history_limit: int | None = None) -> None:
     async with cluster() as (wd, env, kubeconfig, kube):
         if server_nice:
             renice(dev_server_pid(env), server_nice)
@@ -131,7 +135,8 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
             far = datetime.now(UTC) + timedelta(hours=3)
             await asyncio.to_thread(make_finished_jobs, kube, ns, {f"sleep-{i:05d}": far for i in range(sleepers)})
             with ThreadPoolExecutor(8) as pool:
-                list(pool.map(lambda i: kube.create("CronJob", ns, cronjob(f"cj-{i:04d}")), range(count)))
+                list(pool.map(lambda i: kube.create("CronJob", ns, cronjob(f"cj-{i:04d}", history_limit)),
+                              range(count)))
             await wait_running(env.client, ns, count + sleepers, datetime.now(UTC) + timedelta(minutes=15))
             start = (datetime.now(UTC) + timedelta(minutes=1 + settle)).replace(second=0, microsecond=0)
             rss: list[list[tuple[float, float]]] = [[] for _ in procs]
@@ -281,8 +286,11 @@ if __name__ == "__main__":
     parser.add_argument("--replicas", type=int, default=1, help="worker processes on the task queue (one Lease)")
     parser.add_argument("--server-nice", type=int, default=0,
                         help="the dev server's nice value: in a cluster it does not share the workers' cores")
+    parser.add_argument("--history-limit", type=int, default=None,
+                        help="the CronJobs' successfulJobsHistoryLimit (default 3: from the fourth minute each "
+                             "CronJob deletes a Job a minute)")
     parser.add_argument("worker", nargs="*", help="worker flags, after --")
     a = parser.parse_args()
     asyncio.run(main(a.cronjobs, a.sleepers, a.minutes, a.sample, a.settle,
                      a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"], a.tracemalloc, a.heaptrack, a.replicas,
-                     a.mallinfo, a.server_nice))
+                     a.mallinfo, a.server_nice, a.history_limit))

@@ -83,9 +83,9 @@ JOB_END_STOPS_ARMED_WAIT = "job-end-stops-armed-wait"
 #: Histories recorded before it replay as they ran.
 JOB_END_TIDIED_DURING_ARMED_WAIT = "job-end-tidied-during-armed-wait"
 #: ``workflow.patched`` id: the Events of a pass or of a Job's end are recorded by the status
-#: write's local activity, after the write, where each Event had one of its own before it: two
-#: local activities, two activations and two markers fewer for each run of a ``*/1`` CronJob.
-#: Histories recorded before it replay as they ran.
+#: write's local activity, after the write, where each Event had one of its own before it: each
+#: Job end of a ``*/1`` CronJob costs one local activity, activation and marker fewer (its
+#: ``SuccessfulCreate`` comes from the armed creation). Histories recorded before it replay as they ran.
 EVENTS_WITH_STATUS = "events-with-status"
 #: An armed creation's time limit beyond its wait. It does not heartbeat: with 2,000 CronJobs on
 #: one minute the heartbeats were the dev server's most frequent call (docs/benchmarks.md), and a
