@@ -538,8 +538,10 @@ def create(b: Books, run: Run, clock: Clock) -> Steps[CreateJobResult]:
 
 
 def _fold_created(b: Books, run: Run, res: CreateJobResult, clock: Clock) -> Steps[None]:
-    early = _ended_before_folded(b.state, res) is not None and (yield Patched(END_BEFORE_CREATION_PATCH))
-    b.state, events, problem = created(b.state, run, res, clock(), end_first=early)
+    ended = _ended_before_folded(b.state, res)
+    if ended is not None and not (yield Patched(END_BEFORE_CREATION_PATCH)):
+        ended = None  # a history recorded before the patch
+    b.state, events, problem = created(b.state, run, res, clock(), ended=ended)
     b.events += events
     if problem:
         o = b.state.observation
@@ -779,17 +781,16 @@ def _ended_before_folded(state: CronJobState, res: CreateJobResult) -> JobSummar
 
 
 def created(state: CronJobState, run: Run, res: CreateJobResult, now: datetime, *,
-            end_first: bool = False) -> tuple[CronJobState, list[EventInput], str | None]:
+            ended: JobSummary | None = None) -> tuple[CronJobState, list[EventInput], str | None]:
     """Fold a creation's result in (CJ-39, CJ-44, CJ-LEDGER); returns the state, the Events and a
     line to log, if any.
 
-    ``now``: when the creation returned (the ledger's ``createdAt``). ``end_first``: a Job whose end
-    was folded in first (:func:`_ended_before_folded`) is not active: it is seen completed at once,
-    as upstream's next pass would see it. Else it stayed active until the history limits deleted it,
-    and a ``Forbid`` CronJob waited for it for ever.
+    ``now``: when the creation returned (the ledger's ``createdAt``). ``ended``: the new Job's end,
+    folded in first (:func:`_ended_before_folded`): the Job is not active, it is seen completed at
+    once, as upstream's next pass would see it. Else it stayed active until the history limits
+    deleted it, and a ``Forbid`` CronJob waited for it for ever.
     """
     e = _Edit(state)
-    ended = _ended_before_folded(state, res) if end_first else None
     if res.outcome == "cronjob_gone":
         e.gone()
     elif ended is not None:
