@@ -3,6 +3,7 @@ worker stay flat?
 
     .venv/bin/python -m bench.soak [--cronjobs 2000] [--sleepers 10000] [--minutes 30] [--sample 20]
                                    [--settle 2] [--replicas 1] [--server-nice N] [--history-limit N]
+                                   [--dynamic-config KEY=VALUE …]
                                    [--tracemalloc | --mallinfo] [--heaptrack] [-- worker flags…]
 
 One ``batchd worker`` process against kubesim and a dev server (``--replicas N``: N of them on one
@@ -29,6 +30,9 @@ gets every cycle they leave.
 ``--history-limit N``: the CronJobs' ``successfulJobsHistoryLimit``. With the default of 3 each
 CronJob deletes one Job a minute from its fourth minute on (a DELETE, a SuccessfulDelete Event and
 a watch event for every worker); 10 keeps those deletes out of a run of up to 8 measured minutes.
+
+``--dynamic-config KEY=VALUE`` (repeatable): a dynamic config value of the dev server, beside the
+ones every bench sets (bench/harness.py), e.g. ``matching.numTaskqueueReadPartitions=1``.
 
 ``--tracemalloc``: the worker traces its Python allocations (bench/memsite/sitecustomize.py) and,
 each minute, writes the source lines whose allocations grew most; the bench prints the traced
@@ -106,8 +110,9 @@ async def cronjob_costs(client: Client, ns: str, names: list[str], jobs: int) ->
 
 async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int, worker_args: list[str],
                trace: bool = False, heaptrack: bool = False, replicas: int = 1, mallinfo: bool = False,
-               server_nice: int = 0, history_limit: int | None = None) -> None:
-    async with cluster() as (wd, env, kubeconfig, kube):
+               server_nice: int = 0, history_limit: int | None = None, dynamic_config: list[str] | None = None) -> None:
+    async with cluster([a for kv in dynamic_config or [] for a in ("--dynamic-config-value", kv)]) as (
+            wd, env, kubeconfig, kube):
         if server_nice:
             renice(dev_server_pid(env), server_nice)
         if trace or mallinfo:  # read by the worker's interpreter as it starts (bench/memsite/sitecustomize.py)
@@ -289,8 +294,10 @@ if __name__ == "__main__":
     parser.add_argument("--history-limit", type=int, default=None,
                         help="the CronJobs' successfulJobsHistoryLimit (default 3: from the fourth minute each "
                              "CronJob deletes a Job a minute)")
+    parser.add_argument("--dynamic-config", action="append", metavar="KEY=VALUE",
+                        help="a dynamic config value of the dev server (repeatable)")
     parser.add_argument("worker", nargs="*", help="worker flags, after --")
     a = parser.parse_args()
     asyncio.run(main(a.cronjobs, a.sleepers, a.minutes, a.sample, a.settle,
                      a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"], a.tracemalloc, a.heaptrack, a.replicas,
-                     a.mallinfo, a.server_nice, a.history_limit))
+                     a.mallinfo, a.server_nice, a.history_limit, a.dynamic_config))
