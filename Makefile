@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test lint venv clean bench image debian-base
+.PHONY: dev test lint venv clean bench image debian-base upstream
 
 # `make image` builds the Dockerfile with buildah into local container storage. BASE_IMAGE is
 # the build's base: python:3.11-slim from a registry, or $(DEBIAN_BASE) (`make debian-base`)
@@ -25,6 +25,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Upstream's control plane for the tests' second backend and `batchd dev --kube cluster`: etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok, built from their Go
+# modules (hack/upstream/) into a per-machine cache, once; a line per binary with its time.
+upstream: $(STAMP)
+	$(BIN)/python -m worker.upstream
+
 dev: $(STAMP)
 	$(BIN)/batchd dev
 
@@ -32,7 +38,7 @@ dev: $(STAMP)
 # processes, and each worker and CLI process they start, compiles batchd and rewrites the tests'
 # asserts again (about 5 CPU-seconds a process). One collection writes it first. mypy runs beside
 # the tests (a cold run takes 20 s of one core); its verdict and output come after theirs.
-test: $(STAMP)
+test: $(STAMP) upstream
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 	rm -f $(VENV)/mypy.out; { $(BIN)/mypy > $(VENV)/mypy.out 2>&1; echo $$? >> $(VENV)/mypy.out; } & \

@@ -491,7 +491,7 @@ class Kube:
             return None
 
     def watch(self, kind: str, namespace: str | None, *, resource_version: str, label_selector: str | None = None,
-              timeout_seconds: int = 300) -> Iterator[dict[str, Any]]:
+              field_selector: str | None = None, timeout_seconds: int = 300) -> Iterator[dict[str, Any]]:
         """Stream watch events (``{"type", "object"}``) from ``resource_version`` with bookmarks.
 
         ERROR events are yielded as they come (a 410 arrives as one); the caller relists. A watch
@@ -499,7 +499,7 @@ class Kube:
         """
         conn, resp = self._open("GET", resource_path(kind, namespace), {
             "watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
-            "labelSelector": label_selector, "timeoutSeconds": timeout_seconds,
+            "labelSelector": label_selector, "fieldSelector": field_selector, "timeoutSeconds": timeout_seconds,
         }, None, "", (self.timeout[0], timeout_seconds + 30), keep=False)
         try:
             if not 200 <= resp.status <= 299:

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import pytest
 import pytest_asyncio
+import yaml
 from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -86,19 +87,75 @@ def kubesim_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def kubeconfig(kubesim_server: Any) -> Path:
-    return Path(kubesim_server.kubeconfig)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The Kubernetes API a test runs on: ``kubesim``, or ``cluster`` (upstream's control plane,
+    one for the whole run, started by :func:`pytest_configure`). Parametrized by ``--backends``."""
+    return str(request.param)
 
 
 @pytest.fixture(scope="session")
-def kube(kubeconfig: Path) -> Kube:
-    return Kube(load_access(kubeconfig))
+def cluster_dir(backend: str) -> Path:
+    """The state directory of the run's control plane (worker/cluster.py), once it is running."""
+    assert backend == "cluster"
+    return _wait_for_cluster()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(backend: str, request: pytest.FixtureRequest) -> Path:
+    """The admin's kubeconfig of the backend."""
+    if backend == "cluster":
+        return Path(request.getfixturevalue("cluster_dir")) / "kubeconfig"
+    return Path(request.getfixturevalue("kubesim_server").kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def worker_kubeconfig(backend: str, kubeconfig: Path) -> Path:
+    """The kubeconfig batchd's worker runs with: on the control plane, the ServiceAccount of
+    deploy/base with its RBAC and nothing more; kubesim has one identity."""
+    return kubeconfig.with_name("batchd.kubeconfig") if backend == "cluster" else kubeconfig
+
+
+@pytest.fixture(scope="session")
+def kube(kubeconfig: Path, worker_kubeconfig: Path, backend: str) -> Kube:
+    admin = Kube(load_access(kubeconfig))
+    _AS_BATCHD[admin] = Kube(load_access(worker_kubeconfig))
+    if backend == "cluster":
+        _ON_CLUSTER.add(admin)
+    return admin
+
+
+#: the admin client of each backend -> the client batchd's worker uses there (see :func:`running`)
+_AS_BATCHD: weakref.WeakKeyDictionary[Kube, Kube] = weakref.WeakKeyDictionary()
+_ON_CLUSTER: weakref.WeakSet[Kube] = weakref.WeakSet()
+
+
+def as_batchd(kube: Kube) -> Kube:
+    """The client with batchd's own identity on the backend of ``kube`` (an admin client)."""
+    return _AS_BATCHD.get(kube, kube)
 
 
 def new_namespace(kube: Kube) -> str:
     name = f"t-{uuid.uuid4().hex[:10]}"
     kube.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    if kube in _ON_CLUSTER:
+        from worker.cluster import wait_for_default_account
+
+        _allow_leases(kube, name)
+        wait_for_default_account(kube, name)  # the ServiceAccount admission plugin refuses Pods until then
     return name
+
+
+def _allow_leases(kube: Kube, namespace: str) -> None:
+    """Bind deploy/base's leader-election Role in a test's namespace too (deploy/base binds it in
+    batchd-system only), as an operator who moves the Lease would: the tests' workers keep their
+    Lease in their own namespace (``--leader-elect-resource-namespace``)."""
+
+    deploy = Path(__file__).resolve().parent.parent / "deploy" / "base"
+    for name in ("role.yaml", "rolebinding.yaml"):
+        doc = yaml.safe_load((deploy / name).read_text())
+        doc["metadata"]["namespace"] = namespace
+        plural = "roles" if doc["kind"] == "Role" else "rolebindings"
+        kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/{plural}", body=doc)
 
 
 @pytest.fixture
@@ -126,11 +183,11 @@ async def running(client: Client, kube: Kube, task_queue: str, namespace: str | 
         br: Bridge | None = None
         if bridge:
             bridge_kw.setdefault("ttl_scope", "all")  # TTL tests finish Jobs by hand (tests/k8s.HAND_RUN)
-            br = Bridge(client, kube, BridgeSettings(namespaces=(namespace,) if namespace else (),
+            br = Bridge(client, as_batchd(kube), BridgeSettings(namespaces=(namespace,) if namespace else (),
                                                      task_queue=task_queue, cloudevents=cloudevents_sink is not None,
                                                      **bridge_kw),
-                        elector=Elector(kube, lease) if lease else None)
-        for w in build_workers(client, kube, task_queue=task_queue, cronjob_cache=br.cached_cronjob if br else None,
+                        elector=Elector(as_batchd(kube), lease) if lease else None)
+        for w in build_workers(client, as_batchd(kube), task_queue=task_queue, cronjob_cache=br.cached_cronjob if br else None,
                                job_pods=br.job_pods if br else None, cloudevents_sink=cloudevents_sink,
                                group_recheck=group_recheck):
             await workers.enter_async_context(w)
@@ -321,6 +378,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         timeout = item.get_closest_marker("timeout")
         return item.get_closest_marker("slow") is None, -float(timeout.args[0]) if timeout else 0.0
 
+    kept = [item for item in items if not (backend_of(item) == "cluster" and _kubesim_only(item))]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
     workers = int(getattr(config, "workerinput", {}).get("workercount", 0))
     if not workers:
         first: dict[str, tuple[bool, float]] = {}
@@ -352,3 +413,110 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if lost:
         raise pytest.UsageError(f"--dist loadgroup did not group {lost[:3]}…: this pytest and pytest-xdist disagree "
                                 "on node ids; see the pytest pin in pyproject.toml")
+
+
+# -- the two backends ---------------------------------------------------------------------------
+
+BACKENDS = ("kubesim", "cluster")
+_CLUSTER_ENV = "BATCHD_TEST_CLUSTER"  # the control plane's state directory, for the xdist processes
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--backends", default=os.environ.get("BATCHD_TEST_BACKENDS", ",".join(BACKENDS)),
+                     help="comma-separated Kubernetes APIs the API tests run on: kubesim, cluster (upstream's "
+                          "control plane, built by `make upstream`); default both")
+
+
+def _backends(config: pytest.Config) -> list[str]:
+    chosen = [b.strip() for b in str(config.getoption("--backends")).split(",") if b.strip()]
+    unknown = set(chosen) - set(BACKENDS)
+    if unknown or not chosen:
+        raise pytest.UsageError(f"--backends: choose from {', '.join(BACKENDS)}")
+    return chosen
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's one control plane, started in the background by the main process (xdist's
+    controller, or the only process) so that collection and the kubesim tests need not wait."""
+    config.addinivalue_line("markers", "kubesim_only(reason): needs what only kubesim gives (docs/design.md)")
+    if hasattr(config, "workerinput") or "cluster" not in _backends(config) or os.environ.get(_CLUSTER_ENV):
+        return
+    if config.getoption("collectonly", False):
+        return
+    import tempfile
+    import threading
+
+    state = Path(tempfile.mkdtemp(prefix="batchd-cluster-"))
+    os.environ[_CLUSTER_ENV] = str(state)
+
+    def start() -> None:
+        from worker.cluster import ControlPlane
+
+        try:
+            plane = ControlPlane(state / "plane")
+            config.stash[_PLANE] = plane
+            plane.start()
+            (state / "ready").write_text("")
+        except BaseException as err:  # the tests on the cluster report it, with the component's log
+            (state / "failed").write_text(f"{type(err).__name__}: {err}")
+
+    thread = threading.Thread(target=start, name="control-plane", daemon=True)
+    thread.start()
+    config.stash[_PLANE_THREAD] = thread
+
+
+_PLANE = pytest.StashKey[Any]()
+_PLANE_THREAD = pytest.StashKey[Any]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    thread = config.stash.get(_PLANE_THREAD, None)
+    if thread is not None:
+        thread.join()
+        plane = config.stash.get(_PLANE, None)
+        if plane is not None:
+            plane.stop()
+
+
+def _wait_for_cluster(timeout: float = 300.0) -> Path:
+    state = Path(os.environ.get(_CLUSTER_ENV) or "")
+    if not os.environ.get(_CLUSTER_ENV):
+        pytest.fail("no control plane: run with --backends including cluster")
+    deadline = time.monotonic() + timeout
+    while not (state / "ready").exists():
+        if (state / "failed").exists():
+            pytest.fail(f"upstream's control plane did not start: {(state / 'failed').read_text()}", pytrace=False)
+        if time.monotonic() > deadline:
+            pytest.fail(f"upstream's control plane was not ready in {timeout:.0f} s ({state})", pytrace=False)
+        time.sleep(0.2)
+    return state / "plane"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", _backends(metafunc.config), indirect=True, scope="session")
+
+
+def backend_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("backend") if callspec is not None else None
+
+
+def _kubesim_only(item: pytest.Item) -> bool:
+    return "kubesim_server" in getattr(item, "fixturenames", ()) or item.get_closest_marker("kubesim_only") is not None
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """How many API tests ran on each backend (``make test`` prints it)."""
+    counts: dict[str, int] = {}
+    for key in ("passed", "failed", "error"):
+        for report in terminalreporter.stats.get(key, []):
+            if getattr(report, "when", "call") != "call" and key != "error":
+                continue
+            params = report.nodeid.rpartition("[")[2].rstrip("]").split("-") if report.nodeid.endswith("]") else []
+            for b in BACKENDS:
+                if b in params:
+                    counts[b] = counts.get(b, 0) + 1
+    if counts:
+        terminalreporter.write_line(
+            f"API tests: {counts.get('kubesim', 0)} on kubesim, {counts.get('cluster', 0)} on upstream's control plane")

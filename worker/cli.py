@@ -278,6 +278,36 @@ def kubesim(host: str, port: int, kubeconfig_out: Path | None, no_kubelet: bool)
     sim.run_forever(host, port, str(kubeconfig_out) if kubeconfig_out else None, kubelet=not no_kubelet)
 
 
+def _controllers(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, ...]:
+    from worker.cluster import UPSTREAM_CONTROLLERS
+
+    names = tuple(sorted({v.strip() for v in value.split(",") if v.strip()}))
+    unknown = [n for n in names if n not in UPSTREAM_CONTROLLERS]
+    if unknown:
+        raise click.BadParameter(f"{', '.join(unknown)}: choose from {', '.join(UPSTREAM_CONTROLLERS)}")
+    return names
+
+
+@main.command()
+@click.option("--state-dir", type=click.Path(path_type=Path), required=True,
+              help="Where the kubeconfigs, certificates, etcd's data and the logs go; a rerun resumes.")
+@click.option("--upstream-controllers", default="", callback=_controllers, metavar="LIST",
+              help="kube-controller-manager controllers to run that batchd replaces: a comma-separated subset "
+                   "of job, cronjob, ttl-after-finished (default: none).")
+def cluster(state_dir: Path, upstream_controllers: tuple[str, ...]) -> None:
+    """Run upstream's control plane on loopback (make upstream builds it): etcd, kube-apiserver,
+    kube-controller-manager, kube-scheduler and kwok's fake Nodes. Writes DIR/kubeconfig (admin) and
+    DIR/batchd.kubeconfig (batchd's ServiceAccount); prints `running` when ready."""
+    from worker import cluster as plane
+    from worker.upstream import UpstreamError
+
+    try:
+        _exit(plane.run(state_dir, upstream_controllers))
+    except (UpstreamError, plane.ClusterError) as err:
+        click.echo(f"batchd cluster: {err}", err=True)
+        _exit(1)
+
+
 @main.command()
 @click.option("--state-dir", type=click.Path(path_type=Path), default=Path(".batchd"), show_default=True,
               help="Where the dev server's database, the kubeconfig and logs live; a rerun resumes.")
@@ -287,12 +317,21 @@ def kubesim(host: str, port: int, kubeconfig_out: Path | None, no_kubelet: bool)
 @click.option("--health-port", type=int, default=0, show_default=True,
               help="The worker's /metrics, /healthz and /readyz (0: a free port; the banner names it).")
 @click.option("--examples/--no-examples", default=True, show_default=True, help="Apply deploy/examples/.")
-def dev(state_dir: Path, temporal_port: int, ui_port: int, kube_port: int, health_port: int, examples: bool) -> None:
-    """Run everything locally: Temporal dev server + UI, kubesim, the worker, and the examples."""
+@click.option("--kube", type=click.Choice(["kubesim", "cluster"]), default="kubesim", show_default=True,
+              help="kubesim: the embedded API emulator; cluster: upstream's control plane (`batchd cluster`, "
+                   "built by `make upstream`) in <state-dir>/cluster.")
+def dev(state_dir: Path, temporal_port: int, ui_port: int, kube_port: int, health_port: int, examples: bool,
+        kube: str) -> None:
+    """Run everything locally: Temporal dev server + UI, kubesim (or upstream's control plane), the
+    worker, and the examples."""
     from worker import dev as devenv
 
-    _exit(asyncio.run(devenv.run(state_dir=state_dir, temporal_port=temporal_port, ui_port=ui_port,
-                                 kube_port=kube_port, examples=examples, health_port=health_port)))
+    try:
+        _exit(asyncio.run(devenv.run(state_dir=state_dir, temporal_port=temporal_port, ui_port=ui_port,
+                                     kube_port=kube_port, examples=examples, health_port=health_port, kube=kube)))
+    except RuntimeError as err:  # UpstreamError, ClusterError: what is missing, said once
+        click.echo(f"batchd dev: {err}", err=True)
+        _exit(1)
 
 
 # -- operator commands (logic in worker/commands.py) --------------------------------------------

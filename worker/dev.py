@@ -1,8 +1,10 @@
 """``batchd dev``: the embedded environment — Temporal dev server with UI, kubesim, the worker, examples.
 
 Layer: worker. Called by ``make dev`` through worker/cli.py. The dev server keeps its state in
-``<state-dir>/temporal.db`` so a rerun resumes every timer; kubesim is in memory. Ctrl-C stops
-the worker, kubesim and the dev server, in that order; nothing is left running.
+``<state-dir>/temporal.db`` so a rerun resumes every timer; kubesim is in memory. With ``--kube
+cluster`` upstream's control plane (worker/cluster.py) takes kubesim's place, its etcd in
+``<state-dir>/cluster``. Ctrl-C stops the worker, the dev server and the API side, in that order;
+nothing is left running.
 """
 
 from __future__ import annotations
@@ -104,9 +106,12 @@ def apply_examples(kube: Kube, directory: Path = EXAMPLES) -> list[str]:
 
 
 async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: int, examples: bool,
-              health_port: int = 0) -> int:
-    """Run the environment until Ctrl-C; returns the exit code."""
-    from kubesim import KubeSim
+              health_port: int = 0, kube: str = "kubesim") -> int:
+    """Run the environment until Ctrl-C; returns the exit code.
+
+    ``kube``: ``kubesim`` (in memory), or ``cluster``: upstream's control plane in
+    ``<state_dir>/cluster`` (worker/cluster.py), where the worker runs as batchd's ServiceAccount.
+    """
     from worker import app, telemetry
     from worker.temporal import TemporalSettings
 
@@ -117,34 +122,48 @@ async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: i
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
-    server = await start_dev_server(state_dir, temporal_port, ui_port)
-    sim = KubeSim(port=kube_port)
-    sim.start()
-    kubeconfig = Path(sim.write_kubeconfig(str(state_dir / "kubeconfig")))
-    health_port = health_port or free_port()
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        if kube == "cluster":
+            from worker.cluster import ControlPlane
+
+            plane = ControlPlane(state_dir / "cluster")
+            stack.callback(plane.stop)
+            log.info("starting upstream's control plane in %s", plane.dir)
+            await asyncio.to_thread(plane.start)
+            kubeconfig, worker_kubeconfig = plane.kubeconfig, plane.batchd_kubeconfig
+        else:
+            from kubesim import KubeSim
+
+            sim = KubeSim(port=kube_port)
+            sim.start()
+            stack.callback(sim.stop)
+            kubeconfig = worker_kubeconfig = Path(sim.write_kubeconfig(str(state_dir / "kubeconfig")))
+        server = await start_dev_server(state_dir, temporal_port, ui_port)
+        stack.push_async_callback(_stop_process, server)
+        health_port = health_port or free_port()
         settings = app.WorkerSettings(
-            temporal=TemporalSettings(address=f"127.0.0.1:{temporal_port}"), kubeconfig=kubeconfig,
+            temporal=TemporalSettings(address=f"127.0.0.1:{temporal_port}"), kubeconfig=worker_kubeconfig,
             health_address="127.0.0.1", health_port=health_port, bridge=DEV_BRIDGE,
         )
         worker_task = asyncio.create_task(app.run(settings, stop=stop))
+        stack.callback(stop.set)
         await asyncio.sleep(0.5)
         if examples:
             applied = apply_examples(Kube(load_access(kubeconfig)))
             log.info("applied examples: %s", ", ".join(applied))
-        _banner(kubeconfig, temporal_port, ui_port, health_port)
+        _banner(kubeconfig, temporal_port, ui_port, health_port, kube)
         await worker_task
-        return 0
-    finally:
-        stop.set()
-        sim.stop()
-        with contextlib.suppress(ProcessLookupError):
-            server.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(server.wait(), 15)
-        except TimeoutError:
-            server.kill()
-            await server.wait()
+    return 0
+
+
+async def _stop_process(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), 15)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
 
 
 def free_port() -> int:
@@ -154,8 +173,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _banner(kubeconfig: Path, temporal_port: int, ui_port: int, health_port: int) -> None:
+def _banner(kubeconfig: Path, temporal_port: int, ui_port: int, health_port: int, kube: str = "kubesim") -> None:
     t = f"--address 127.0.0.1:{temporal_port}"
+    where = ("kubesim has no kube-controller-manager, so nothing else would." if kube == "kubesim" else
+             "kube-controller-manager runs without its job, cronjob and ttl-after-finished controllers.")
     lines: list[Any] = [
         "",
         "batchd dev is running — Ctrl-C stops everything.",
@@ -163,10 +184,12 @@ def _banner(kubeconfig: Path, temporal_port: int, ui_port: int, health_port: int
         f"  metrics:       http://127.0.0.1:{health_port}/metrics (the worker's and the SDK's; also /healthz, /readyz)",
         "  monitoring:    deploy/monitoring/ (alerts, recording rules, a Grafana dashboard):",
         "                 docs/operations.md#monitoring-alerts-and-a-dashboard says how to install them",
-        f"  kubeconfig:    export KUBECONFIG={kubeconfig}",
+        f"  kubeconfig:    export KUBECONFIG={kubeconfig}" + (
+            "  (upstream's kube-apiserver; the worker runs as ServiceAccount batchd-system/batchd)"
+            if kube == "cluster" else ""),
         f"  task queue:    {TASK_QUEUE}",
         "  controllers:   batchd runs every Job (--job-scope all), every CronJob and TTL for every Job:",
-        "                 kubesim has no kube-controller-manager, so nothing else would.",
+        f"                 {where}",
         "Try:",
         "  kubectl create job hello --image=busybox -- echo hi",
         "  kubectl wait --for=condition=complete job/hello && kubectl logs job/hello",

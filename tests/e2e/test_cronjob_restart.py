@@ -36,7 +36,7 @@ from workflows.identity import cronjob_workflow_id
 
 @pytest.mark.timeout(900)  # 11 worker start-ups of several seconds each on a slow machine
 async def test_worker_sigkilled_across_10_schedule_times_creates_each_job_exactly_once(
-    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str, task_queue: str,
     skipper: Any, tmp_path: Path,
 ) -> None:
     client = temporal_env.client
@@ -47,7 +47,7 @@ async def test_worker_sigkilled_across_10_schedule_times_creates_each_job_exactl
     kube.create("CronJob", namespace, cronjob_manifest("tick", "* * * * *", annotations={"batchd.io/catch-up": "all"}))
     health = free_port()
     lead = ("--cronjob-lead", "0")  # the virtual clock runs ahead: an armed creation would wait in real time
-    proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health, *lead)
+    proc_cm = worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / "w0.log", health, *lead)
     proc = proc_cm.__enter__()
     try:
         handle = await started(client, namespace, "tick")
@@ -58,7 +58,7 @@ async def test_worker_sigkilled_across_10_schedule_times_creates_each_job_exactl
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             proc_cm.__exit__(None, None, None)
-            proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i + 1}.log",
+            proc_cm = worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / f"w{i + 1}.log",
                                      health, *lead)
             proc = proc_cm.__enter__()
             assert await asyncio.wait_for(ff, 90)
@@ -76,7 +76,7 @@ async def test_worker_sigkilled_across_10_schedule_times_creates_each_job_exactl
 
 
 async def finish_each_and_kill_the_worker(
-    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str, task_queue: str,
     tmp_path: Path, name: str, count: int, *, start_with: Any, settled: Any = lambda d: True,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run a worker; ``start_with(client)`` starts a series of Jobs that come one at a time. Finish
@@ -85,7 +85,7 @@ async def finish_each_and_kill_the_worker(
     client = temporal_env.client
     rng = random.Random(11)
     health = free_port()
-    proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health)
+    proc_cm = worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / "w0.log", health)
     proc = proc_cm.__enter__()
     try:
         await start_with(client)
@@ -100,7 +100,7 @@ async def finish_each_and_kill_the_worker(
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             proc_cm.__exit__(None, None, None)
-            proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i + 1}.log",
+            proc_cm = worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / f"w{i + 1}.log",
                                      health)
             proc = proc_cm.__enter__()
         await ready(health)
@@ -121,7 +121,7 @@ async def _settled(described: Any, settled: Any) -> dict[str, Any] | None:
 
 @pytest.mark.timeout(900)
 async def test_worker_sigkilled_during_a_one_at_a_time_backfill_creates_each_job_once_in_order(
-    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
+    temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
 ) -> None:
     # CJ-BACKFILL: the queue is workflow state; each kill lands while the end of one Job is
     # handled and the next created, and the restarted worker goes on from there
@@ -134,7 +134,7 @@ async def test_worker_sigkilled_during_a_one_at_a_time_backfill_creates_each_job
                                                        "oneAtATime": True})
         assert len(res["created"]) == 1 and len(res["queued"]) == 5
 
-    jobs, d = await finish_each_and_kill_the_worker(temporal_env, kube, kubeconfig, namespace, task_queue,
+    jobs, d = await finish_each_and_kill_the_worker(temporal_env, kube, worker_kubeconfig, namespace, task_queue,
                                                     tmp_path, "fill", 6, start_with=backfill,
                                                     settled=lambda d: d["backfillQueue"] == [])
     m = int(base.timestamp()) // 60
@@ -144,7 +144,7 @@ async def test_worker_sigkilled_during_a_one_at_a_time_backfill_creates_each_job
 
 @pytest.mark.timeout(900)
 async def test_worker_sigkilled_during_a_forbid_catch_up_creates_each_missed_job_once_in_order(
-    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
+    temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
 ) -> None:
     # CJ-CATCH-UP: what is still to run is derived from lastScheduleTime, so no kill loses or repeats a time
     floor = minute_floor(utcnow())
@@ -155,7 +155,7 @@ async def test_worker_sigkilled_during_a_forbid_catch_up_creates_each_missed_job
     async def start(client: Any) -> None:
         await started(client, namespace, "catch")
 
-    jobs, _ = await finish_each_and_kill_the_worker(temporal_env, kube, kubeconfig, namespace, task_queue,
+    jobs, _ = await finish_each_and_kill_the_worker(temporal_env, kube, worker_kubeconfig, namespace, task_queue,
                                                     tmp_path, "catch", 6, start_with=start)
     minutes = minutes_of(jobs)  # the missed 6, and any minute that passed meanwhile, each once
     first = int(floor.timestamp()) // 60 - 5
@@ -211,20 +211,20 @@ async def _after(client: Any, ns: str, name: str, t: datetime) -> datetime | Non
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_a_worker_killed_while_a_creation_is_armed_still_creates_the_job_once(
-    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
+    temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
 ) -> None:
     # The armed creation waits inside the worker; SIGKILL loses the wait. Its attempt times out
     # ARMED_SLACK after the schedule time and the retry, on the restarted worker, creates the Job.
     client = temporal_env.client
     kube.create("CronJob", namespace, cronjob_manifest("armed", "* * * * *"))
     health = free_port()
-    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health,
+    with worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / "w0.log", health,
                         "--cronjob-lead", "30") as proc:
         due = await armed_for(client, namespace, "armed", timeout=75)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert datetime.now(UTC) < due, "killed before the time"
-    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w1.log", health,
+    with worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / "w1.log", health,
                         "--cronjob-lead", "30"):
         wait = (due - datetime.now(UTC) + ARMED_SLACK).total_seconds() + 90  # the retry, on a busy machine
         # (a Job of the minute before may exist too: the first pass can come after a minute turned)
@@ -249,7 +249,7 @@ async def _ledger_has(handle: Any, due: datetime) -> bool:
 
 @pytest.mark.timeout(600)
 async def test_a_concurrency_group_survives_sigkills_and_a_holder_deleted_while_no_worker_ran(
-    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
+    temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str, task_queue: str, tmp_path: Path,
 ) -> None:
     """CJ-GROUP: three CronJobs share one slot. The worker is SIGKILLed at random points as each holder
     ends, and once a holder is deleted while no worker runs (no bridge sees it: the group's re-read
@@ -277,7 +277,7 @@ async def test_a_concurrency_group_survives_sigkills_and_a_holder_deleted_while_
     watcher = asyncio.create_task(watch())
     served: list[str] = []
     uids: set[str] = set()
-    proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health, *args)
+    proc_cm = worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / "w0.log", health, *args)
     proc = proc_cm.__enter__()
     try:
         for i in range(len(members)):
@@ -299,7 +299,7 @@ async def test_a_concurrency_group_survives_sigkills_and_a_holder_deleted_while_
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
             proc_cm.__exit__(None, None, None)
-            proc_cm = worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i + 1}.log",
+            proc_cm = worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / f"w{i + 1}.log",
                                      health, *args)
             proc = proc_cm.__enter__()
         d = await describe(client, namespace, served[0].rsplit("-", 1)[0])

@@ -72,12 +72,12 @@ def jobs() -> list[dict[str, Any]]:
 
 
 async def test_job_controller_metrics_count_each_job_and_pod_once_with_upstreams_labels(
-    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str, task_queue: str,
     tmp_path: Path,
 ) -> None:
     health = free_port()
     client = temporal_env.client
-    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "worker.log", health):
+    with worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / "worker.log", health):
         await ready(health)
         # a CronJob never due, run by hand: each run a ledger entry, counted by the workflow's meter
         kube.create("CronJob", namespace, cronjob_manifest("yearly", "0 0 1 1 *"))

@@ -29,11 +29,11 @@ from workflows.models.jobpods import (
 
 @pytest.mark.timeout(600)  # five worker start-ups of several seconds each on a slow machine
 async def test_worker_sigkilled_between_protocol_steps_counts_every_pod_exactly_once(
-    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str, task_queue: str,
     tmp_path: Path,
 ) -> None:
     kills, result, fresh = await sigkilled_run(
-        temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path,
+        temporal_env, kube, worker_kubeconfig, namespace, task_queue, tmp_path,
         job_manifest("sturdy", completions=30, parallelism=3, run_seconds=1.5), rounds=4, seed=11, timeout=120)
     assert kills >= 2, "the test must actually kill the worker mid-run"
     assert result == "Complete"
@@ -47,14 +47,14 @@ async def test_worker_sigkilled_between_protocol_steps_counts_every_pod_exactly_
 
 @pytest.mark.timeout(600)
 async def test_a_job_larger_than_a_snapshot_window_survives_sigkills_exact_and_clean(
-    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str, task_queue: str,
     tmp_path: Path,
 ) -> None:
     """JOB-92, JOB-93: 1,200 Indexed Pods, 600 at a time (more than a snapshot holds one by one), read
     from the worker's watch; the worker is SIGKILLed mid-run: every index succeeds once, the
     counts are exact, and no Pod keeps the tracking finalizer."""
     kills, result, fresh = await sigkilled_run(
-        temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path,
+        temporal_env, kube, worker_kubeconfig, namespace, task_queue, tmp_path,
         job_manifest("wide", completions=1200, parallelism=600, indexed=True, run_seconds=2.0), rounds=2, seed=93,
         timeout=300)
     assert kills >= 1, "the test must actually kill the worker mid-run"
@@ -66,7 +66,7 @@ async def test_a_job_larger_than_a_snapshot_window_survives_sigkills_exact_and_c
     assert no_finalizers_left(kube, namespace, fresh)
 
 
-async def sigkilled_run(temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str,
+async def sigkilled_run(temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str,
                         task_queue: str, tmp_path: Path, manifest: dict[str, Any], *, rounds: int, seed: int | str,
                         timeout: float, before_first_kill: Callable[[], None] = lambda: None,
                         ) -> tuple[int, Any, dict[str, Any]]:
@@ -76,16 +76,16 @@ async def sigkilled_run(temporal_env: WorkflowEnvironment, kube: Kube, kubeconfi
     health = free_port()
     job = kube.create("Job", namespace, manifest)
     wid = job_workflow_id(namespace, name, job["metadata"]["uid"])
-    kills = await kill_mid_run(temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path, health, name,
+    kills = await kill_mid_run(temporal_env, kube, worker_kubeconfig, namespace, task_queue, tmp_path, health, name,
                                rounds=rounds, rng=random.Random(seed), before_first_kill=before_first_kill)
-    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
+    with worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
         await ready(health)
         await eventually(lambda: workflow_exists(temporal_env.client, wid), timeout=60, what="workflow")
         result = await asyncio.wait_for(temporal_env.client.get_workflow_handle(wid).result(), timeout)
     return kills, result, kube.get("Job", namespace, name)
 
 
-async def kill_mid_run(temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str,
+async def kill_mid_run(temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str,
                        task_queue: str, tmp_path: Path, health: int, name: str, *, rounds: int, rng: random.Random,
                        before_first_kill: Callable[[], None] = lambda: None) -> int:
     """Start and SIGKILL the worker up to ``rounds`` times; returns how many kills landed.
@@ -101,7 +101,7 @@ async def kill_mid_run(temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig
             now = _progress(kube, namespace, name)
             return _finished(kube, namespace, name) or (now != seen and now[0] > 0)
 
-        with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / f"w{i}.log", health) as proc:
+        with worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / f"w{i}.log", health) as proc:
             await ready(health)
             await eventually(at_work, timeout=120, what="the worker at work")
             if i == 0:
@@ -156,7 +156,7 @@ def _indexes(pods: list[dict[str, Any]], phase: str) -> list[int]:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("case", ["fail-job", "per-index", "success-policy", "elastic"])
 async def test_worker_sigkilled_mid_policy_loses_and_double_counts_nothing(
-    case: str, temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    case: str, temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str, task_queue: str,
     tmp_path: Path,
 ) -> None:
     name = f"pol-{case}"
@@ -165,7 +165,7 @@ async def test_worker_sigkilled_mid_policy_loses_and_double_counts_nothing(
         if case == "elastic":
             kube.patch("Job", namespace, name, {"spec": {"completions": 12, "parallelism": 12}})
 
-    kills, result, fresh = await sigkilled_run(temporal_env, kube, kubeconfig, namespace, task_queue, tmp_path,
+    kills, result, fresh = await sigkilled_run(temporal_env, kube, worker_kubeconfig, namespace, task_queue, tmp_path,
                                                _policy_job(name, case), rounds=3, seed=case, timeout=180,
                                                before_first_kill=scale_up)
     assert kills >= 1, "the test must actually kill the worker mid-run"
@@ -201,7 +201,7 @@ def _format(indexes: list[int]) -> str:
 
 @pytest.mark.timeout(600)
 async def test_a_job_waiting_for_another_survives_sigkills_and_starts_only_after_it(
-    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str, task_queue: str,
     tmp_path: Path,
 ) -> None:
     """JOB-AFTER: the worker is SIGKILLed while a Job waits, and again while the Job it waits for
@@ -213,21 +213,21 @@ async def test_a_job_waiting_for_another_survives_sigkills_and_starts_only_after
     def waiting() -> bool:
         return any(e["reason"] == "WaitingForDependencies" for e in kube.list("Event", namespace)["items"])
 
-    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health) as proc:
+    with worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / "w0.log", health) as proc:
         await ready(health)
         await eventually(waiting, timeout=120, what="the wait")
         first = kube.create("Job", namespace, job_manifest("first", completions=2, parallelism=1, run_seconds=2.0))
         await asyncio.sleep(rng.uniform(0.0, 0.5))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w1.log", health) as proc:
+    with worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / "w1.log", health) as proc:
         await ready(health)
         await eventually(lambda: pods_of(kube, namespace, first), timeout=120, what="the first Job's Pod")
         await asyncio.sleep(rng.uniform(0.0, 2.0))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     wid = job_workflow_id(namespace, "waiter", waiter["metadata"]["uid"])
-    with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
+    with worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / "last.log", health):
         await ready(health)
         assert await asyncio.wait_for(temporal_env.client.get_workflow_handle(wid).result(), 180) == "Complete"
     done = kube.get("Job", namespace, "first")
@@ -241,7 +241,7 @@ async def test_a_job_waiting_for_another_survives_sigkills_and_starts_only_after
 
 @pytest.mark.timeout(300)
 async def test_a_job_end_reaches_a_sink_that_was_down_across_a_sigkilled_worker(
-    temporal_env: WorkflowEnvironment, kube: Kube, kubeconfig: Path, namespace: str, task_queue: str,
+    temporal_env: WorkflowEnvironment, kube: Kube, worker_kubeconfig: Path, namespace: str, task_queue: str,
     tmp_path: Path,
 ) -> None:
     """NOTIFY-DELIVERY with ``batchd worker --cloudevents-sink``: the sink refuses while the first
@@ -250,7 +250,7 @@ async def test_a_job_end_reaches_a_sink_that_was_down_across_a_sigkilled_worker(
     with sink_server() as sink:
         sink.status = 503
         job = kube.create("Job", namespace, job_manifest("told", completions=2, parallelism=2, run_seconds=0.5))
-        with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w0.log", health,
+        with worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / "w0.log", health,
                             "--cloudevents-sink", sink.url) as proc:
             await ready(health)
             await eventually(lambda: sink.refused >= 1, timeout=120, what="a refused delivery")
@@ -258,7 +258,7 @@ async def test_a_job_end_reaches_a_sink_that_was_down_across_a_sigkilled_worker(
             proc.wait()
         assert _finished(kube, namespace, "told") and sink.received == []
         sink.status = 204
-        with worker_process(temporal_env, kubeconfig, namespace, task_queue, tmp_path / "w1.log", health,
+        with worker_process(temporal_env, worker_kubeconfig, namespace, task_queue, tmp_path / "w1.log", health,
                             "--cloudevents-sink", sink.url):
             await ready(health)
             wid = job_workflow_id(namespace, "told", job["metadata"]["uid"])

@@ -1,0 +1,492 @@
+"""``batchd cluster``: upstream's control plane on loopback, built by ``make upstream``.
+
+Layer: worker. etcd, kube-apiserver (RBAC, service-account tokens, the default admission plugins
+and ``OwnerReferencesPermissionEnforcement``), kube-controller-manager without the controllers
+batchd replaces (unless ``upstream_controllers`` names them), kube-scheduler, and kwok with a few
+fake Nodes. It is the second backend of the tests and of ``batchd dev --kube cluster``.
+
+Pods are played by kwok's stages (hack/upstream/kwok/stages.yaml) where a stage can express
+what kubesim's fake kubelet does with the Pod's ``kubesim.batchd.io/`` annotations; the other
+Pods (:func:`played_by_kwok` is false) are played by kubesim's own kubelet, run here as a client of
+the API. Both mean the same by an annotation, so one test runs on both backends.
+
+Files in the state directory: ``kubeconfig`` (an admin, ``system:masters``), ``batchd.kubeconfig``
+(the ServiceAccount ``batchd-system/batchd`` of deploy/base, bound to its ClusterRole and Role and
+nothing more), ``pki/``, ``etcd/`` (the data: a rerun resumes) and ``logs/<component>.log``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import ssl
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kube.client import Kube
+from kube.config import load_access
+from kube.errors import Conflict, KubeError, NotFound
+from worker.dev import free_port
+from worker.upstream import HACK, bin_dir
+
+log = logging.getLogger("batchd.cluster")
+
+#: kube-controller-manager's controllers that batchd replaces, by the names ``--upstream-controllers`` takes
+UPSTREAM_CONTROLLERS = {"job": "job-controller", "cronjob": "cronjob-controller",
+                        "ttl-after-finished": "ttl-after-finished-controller"}
+DEPLOY_BASE = Path(__file__).resolve().parent.parent / "deploy" / "base"
+RBAC_FILES = ("namespace.yaml", "serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml",
+              "role.yaml", "rolebinding.yaml")
+BATCHD_ACCOUNT = ("batchd-system", "batchd")
+NODES = 4
+#: The kubesim annotations kwok's stages play; a Pod with any other, or not restartPolicy Never,
+#: is kubesim's kubelet's.
+KWOK_ANNOTATIONS = ("kubesim.batchd.io/run-seconds", "kubesim.batchd.io/exit-code", "kubesim.batchd.io/evict")
+_PREFIX = "kubesim.batchd.io/"
+KWOK_PODS = (  # CEL over the Pod (self): the same predicate as played_by_kwok
+    "self.spec.restartPolicy == 'Never' && (!has(self.metadata.annotations) || "
+    "self.metadata.annotations.all(k, !k.startsWith('" + _PREFIX + "') || k in ["
+    + ", ".join(f"'{a}'" for a in KWOK_ANNOTATIONS) + "]))")
+_TOKEN_SECONDS = 30 * 24 * 3600
+_READY_TIMEOUT = 120.0
+
+
+def played_by_kwok(pod: dict[str, Any]) -> bool:
+    """Whether kwok's stages play this Pod (else kubesim's kubelet does): :data:`KWOK_PODS`."""
+    if (pod.get("spec") or {}).get("restartPolicy") != "Never":
+        return False
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return all(not k.startswith(_PREFIX) or k in KWOK_ANNOTATIONS for k in annotations)
+
+
+class ClusterError(RuntimeError):
+    """A component that did not start: its name and the last lines of its log."""
+
+
+@dataclass
+class _Component:
+    name: str
+    args: Callable[[], list[str]]  # built again on each start: a port may have been picked anew
+    ready: Callable[[], bool]
+    ports: list[str] = field(default_factory=list)  # keys of ControlPlane.ports it binds
+    proc: subprocess.Popen[bytes] | None = None
+
+
+class ControlPlane:
+    """Start with :meth:`start`, stop with :meth:`stop` (everything started, newest first)."""
+
+    def __init__(self, state_dir: Path, *, upstream_controllers: Iterable[str] = (), nodes: int = NODES) -> None:
+        self.dir = state_dir.resolve()
+        unknown = set(upstream_controllers) - set(UPSTREAM_CONTROLLERS)
+        if unknown:
+            raise ValueError(f"unknown upstream controllers {sorted(unknown)}: choose from {sorted(UPSTREAM_CONTROLLERS)}")
+        self.upstream_controllers = tuple(sorted(set(upstream_controllers)))
+        self.nodes = nodes
+        self.bin = bin_dir()
+        self.pki = self.dir / "pki"
+        self.logs = self.dir / "logs"
+        self.kubeconfig = self.dir / "kubeconfig"
+        self.batchd_kubeconfig = self.dir / "batchd.kubeconfig"
+        self.ports: dict[str, int] = {}
+        self._token = ""
+        self._started: list[_Component] = []
+        self._kubelet: _RemoteKubelet | None = None
+        self.components = self._components()
+
+    # -- start and stop --------------------------------------------------------------------
+
+    def start(self) -> None:
+        for d in (self.dir, self.pki, self.logs):
+            d.mkdir(parents=True, exist_ok=True)
+        try:
+            self._pki()
+            for comp in self.components:
+                if comp.name == "kwok":
+                    self._nodes()
+                self._launch(comp)
+            self._rbac()
+            self._kubelet = _RemoteKubelet(Kube(load_access(self.kubeconfig)), Kube(load_access(self.kubeconfig)))
+            self._kubelet.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        if self._kubelet is not None:
+            self._kubelet.stop()
+            self._kubelet = None
+        while self._started:
+            self._halt(self._started.pop())
+
+    def restart(self, name: str) -> None:
+        """Stop one component (SIGKILL, as a crash) and start it again on the same ports."""
+        comp = next(c for c in self.components if c.name == name)
+        if comp.proc is not None:
+            comp.proc.kill()
+            comp.proc.wait()
+        self._started.remove(comp)
+        self._launch(comp)
+
+    def _launch(self, comp: _Component) -> None:
+        """Start ``comp`` and wait until it is ready; a port taken meanwhile is picked anew (3 tries)."""
+        for attempt in range(3):
+            logf = (self.logs / f"{comp.name}.log").open("ab")
+            comp.proc = subprocess.Popen(comp.args(), stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True, cwd=self.dir)
+            logf.close()
+            self._started.append(comp)
+            deadline = time.monotonic() + _READY_TIMEOUT
+            while time.monotonic() < deadline:
+                if comp.proc.poll() is not None:
+                    break
+                with contextlib.suppress(OSError, ValueError, KubeError, urllib.error.URLError):
+                    if comp.ready():
+                        log.info("%s is ready", comp.name)
+                        return
+                time.sleep(0.2)
+            self._started.remove(comp)
+            self._halt(comp)
+            tail = self._tail(comp.name)
+            if comp.ports and "address already in use" in tail and attempt < 2:
+                for key in comp.ports:
+                    self.ports[key] = free_port()
+                continue
+            how = (f"exited with {comp.proc.returncode}" if comp.proc.returncode is not None
+                   else f"was not ready in {_READY_TIMEOUT:.0f} s")
+            raise ClusterError(f"{comp.name} {how}; the last lines of "
+                               f"{self.logs / (comp.name + '.log')}:\n{tail}")
+
+    @staticmethod
+    def _halt(comp: _Component) -> None:
+        proc = comp.proc
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def _tail(self, name: str, lines: int = 20) -> str:
+        try:
+            return "\n".join((self.logs / f"{name}.log").read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    # -- the components --------------------------------------------------------------------
+
+    def _port(self, key: str) -> int:
+        if key not in self.ports:
+            self.ports[key] = free_port()
+        return self.ports[key]
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self._port('apiserver')}"
+
+    def _components(self) -> list[_Component]:
+        b, p = self.bin, self.pki
+        disabled = [name for key, name in UPSTREAM_CONTROLLERS.items() if key not in self.upstream_controllers]
+        kube_common = ["--kubeconfig", str(self.kubeconfig), "--bind-address", "127.0.0.1",
+                       "--kube-api-qps", "200", "--kube-api-burst", "400", "--leader-elect=false"]
+
+        def etcd() -> list[str]:
+            client, peer = self._port("etcd"), self._port("etcd-peer")
+            return [str(b / "etcd"), "--name", "batchd", "--data-dir", str(self.dir / "etcd"),
+                    "--listen-client-urls", f"http://127.0.0.1:{client}",
+                    "--advertise-client-urls", f"http://127.0.0.1:{client}",
+                    "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                    "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                    "--initial-cluster", f"batchd=http://127.0.0.1:{peer}",
+                    # a test control plane: fsync would make every write wait on this machine's disk
+                    "--unsafe-no-fsync", "--quota-backend-bytes", str(8 << 30), "--log-level", "warn"]
+
+        def apiserver() -> list[str]:
+            return [str(b / "kube-apiserver"), "--etcd-servers", f"http://127.0.0.1:{self._port('etcd')}",
+                    "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+                    "--secure-port", str(self._port("apiserver")),
+                    "--tls-cert-file", str(p / "apiserver.crt"), "--tls-private-key-file", str(p / "apiserver.key"),
+                    "--client-ca-file", str(p / "ca.crt"), "--token-auth-file", str(p / "tokens.csv"),
+                    "--authorization-mode", "Node,RBAC",
+                    "--enable-admission-plugins", "OwnerReferencesPermissionEnforcement",
+                    "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+                    "--service-account-key-file", str(p / "sa.pub"),
+                    "--service-account-signing-key-file", str(p / "sa.key"),
+                    "--service-cluster-ip-range", "10.96.0.0/16", "--allow-privileged=true",
+                    "--max-requests-inflight", "800", "--max-mutating-requests-inflight", "400",
+                    "--profiling=false", "--v=1"]
+
+        def controller_manager() -> list[str]:
+            return [str(b / "kube-controller-manager"), *kube_common,
+                    "--secure-port", str(self._port("controller-manager")),
+                    "--controllers", ",".join(["*", *(f"-{name}" for name in disabled)]),
+                    "--use-service-account-credentials=true",
+                    "--service-account-private-key-file", str(p / "sa.key"), "--root-ca-file", str(p / "ca.crt"),
+                    "--concurrent-job-syncs", "20", "--concurrent-cron-job-syncs", "20", "--v=1"]
+
+        def scheduler() -> list[str]:
+            return [str(b / "kube-scheduler"), *kube_common, "--secure-port", str(self._port("scheduler")), "--v=1"]
+
+        def kwok() -> list[str]:
+            stages = self.dir / "kwok-stages.yaml"
+            stages.write_text((HACK / "kwok" / "stages.yaml").read_text().replace("${KWOK_PODS}", KWOK_PODS))
+            return [str(b / "kwok"), "--kubeconfig", str(self.kubeconfig), "--config", str(stages),
+                    "--manage-nodes-with-label-selector", "batchd.io/kwok-node=true",
+                    "--node-lease-duration-seconds", "40", "--cidr", "10.244.0.0/16", "--node-ip", "10.0.0.10", "--v", "WARN",
+                    "--server-address", f"127.0.0.1:{self._port('kwok')}"]
+
+        return [
+            _Component("etcd", etcd, self._etcd_ready, ["etcd", "etcd-peer"]),
+            _Component("kube-apiserver", apiserver, self._apiserver_ready, ["apiserver"]),
+            _Component("kube-controller-manager", controller_manager, lambda: self._healthz("controller-manager"),
+                       ["controller-manager"]),
+            _Component("kube-scheduler", scheduler, lambda: self._healthz("scheduler"), ["scheduler"]),
+            _Component("kwok", kwok, self._nodes_ready, ["kwok"]),
+        ]
+
+    def _etcd_ready(self) -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self._port('etcd')}/health", timeout=2) as resp:
+            return b'"true"' in resp.read()
+
+    def _apiserver_ready(self) -> bool:
+        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        req = urllib.request.Request(f"{self.server}/readyz", headers={"Authorization": f"Bearer {self._token}"})
+        with urllib.request.urlopen(req, timeout=5, context=ctx) as resp:
+            return resp.status == 200
+
+    def _healthz(self, key: str) -> bool:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # a component's own self-signed certificate
+        with urllib.request.urlopen(f"https://127.0.0.1:{self._port(key)}/healthz", timeout=2, context=ctx) as resp:
+            return resp.status == 200
+
+    def _nodes_ready(self) -> bool:
+        nodes = self.admin().request("GET", "/api/v1/nodes", query={"labelSelector": "batchd.io/kwok-node=true"})["items"]
+        return len(nodes) >= self.nodes and all(
+            any(c.get("type") == "Ready" and c.get("status") == "True" for c in (n.get("status") or {}).get("conditions") or [])
+            for n in nodes)
+
+    # -- identities, Nodes and RBAC -------------------------------------------------------
+
+    def admin(self) -> Kube:
+        return Kube(load_access(self.kubeconfig))
+
+    def _pki(self) -> None:
+        """A CA, the API server's serving certificate, the service-account key pair and an admin token."""
+        p = self.pki
+        tokens = p / "tokens.csv"
+        if tokens.exists():
+            self._token = tokens.read_text().split(",", 1)[0]
+        else:
+            def openssl(*args: str) -> None:
+                subprocess.run(["openssl", *args], cwd=p, check=True, capture_output=True, timeout=60)
+            openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+                    "-days", "3650", "-subj", "/CN=batchd-cluster-ca")
+            openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key", "-out", "apiserver.csr",
+                    "-subj", "/CN=kube-apiserver")
+            (p / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.96.0.1,"
+                                       "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n")
+            openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                    "-out", "apiserver.crt", "-days", "3650", "-extfile", "san.ext")
+            openssl("genrsa", "-out", "sa.key", "2048")
+            openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub")
+            self._token = secrets.token_hex(24)
+            tokens.write_text(f'{self._token},batchd-admin,batchd-admin,"system:masters"\n')
+            tokens.chmod(0o600)
+        _write_kubeconfig(self.kubeconfig, self.server, self.pki / "ca.crt", self._token, "admin")
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> str:
+        """The kubectl built with the control plane, as the admin."""
+        done = subprocess.run([str(self.bin / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args], input=stdin,
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    def _nodes(self) -> None:
+        nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": f"kwok-node-{n}", "labels": {"batchd.io/kwok-node": "true", "kubernetes.io/os": "linux",
+                                                 "kubernetes.io/hostname": f"kwok-node-{n}", "type": "kwok"}}}
+                 for n in range(self.nodes)]
+        self.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(nodes))
+
+    def _rbac(self) -> None:
+        """deploy/base's Namespace, ServiceAccount and RBAC; then batchd.kubeconfig, a token of that account."""
+        self.kubectl("apply", "--server-side", *(arg for name in RBAC_FILES for arg in ("-f", str(DEPLOY_BASE / name))))
+        ns, name = BATCHD_ACCOUNT
+        token = self.admin().request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token", body={
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": _TOKEN_SECONDS}})["status"]["token"]
+        _write_kubeconfig(self.batchd_kubeconfig, self.server, self.pki / "ca.crt", token, f"system:serviceaccount:{ns}:{name}")
+
+
+def _write_kubeconfig(path: Path, server: str, ca: Path, token: str, user: str) -> None:
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": "batchd-cluster",
+           "clusters": [{"name": "batchd-cluster", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+           "users": [{"name": user, "user": {"token": token}}],
+           "contexts": [{"name": "batchd-cluster", "context": {"cluster": "batchd-cluster", "user": user}}]}
+    path.write_text(yaml.safe_dump(doc))
+    path.chmod(0o600)
+
+
+def wait_for_default_account(kube: Kube, namespace: str, timeout: float = 60.0) -> None:
+    """Wait until kube-controller-manager has made ``namespace``'s ``default`` ServiceAccount: until
+    then the ServiceAccount admission plugin refuses the namespace's Pods."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kube.request("GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default")
+            return
+        except NotFound:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"no ServiceAccount {namespace}/default after {timeout:.0f} s") from None
+            time.sleep(0.05)
+
+
+# -- kubesim's kubelet as a client of the API --------------------------------------------------
+
+
+class _RemoteKubelet:
+    """kubesim's :class:`~kubesim.kubelet.Kubelet` playing the Pods kwok does not (:func:`played_by_kwok`),
+    on kwok's Nodes, through the API: a watch feeds it, status and deletes go back as requests.
+
+    The Kubelet was written against kubesim's store; :class:`_ApiStore` and :class:`_ApiLifecycle`
+    give it the three calls it makes there.
+    """
+
+    def __init__(self, watcher: Kube, writer: Kube) -> None:
+        self.watcher, self.writer = watcher, writer
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="remote-kubelet", daemon=True)
+        self._stopping = threading.Event()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        from kubesim.kubelet import Kubelet
+        from kubesim.store import RealClock
+
+        asyncio.set_event_loop(self._loop)
+        store = _ApiStore(self.writer)
+        kubelet = Kubelet(store, _ApiLifecycle(self.writer), RealClock(), tick=0.05)  # type: ignore[arg-type]
+        threading.Thread(target=self._watch, args=(kubelet, store), name="remote-kubelet-watch", daemon=True).start()
+        self._loop.create_task(kubelet.run())
+        with contextlib.suppress(RuntimeError):
+            self._loop.run_forever()
+
+    def _watch(self, kubelet: Any, store: _ApiStore) -> None:
+        """List and watch the bound Pods; hand the kubelet's own to it as kubesim's store events."""
+        from kubesim.gc import PODS
+        from kubesim.store import WatchEvent
+
+        def deliver(etype: str, pod: dict[str, Any]) -> None:
+            uid = pod["metadata"]["uid"]
+            if etype == "DELETED":
+                store.pods.pop(uid, None)
+            else:
+                if uid not in store.pods:
+                    etype = "ADDED"  # the kubelet binds (here: starts) a Pod it sees for the first time
+                store.pods[uid] = pod
+            kubelet.on_event(WatchEvent(etype, pod, PODS, 0))
+
+        while not self._stopping.is_set():
+            try:
+                listed = self.watcher.list("Pod", field_selector="spec.nodeName!=")
+                for pod in listed["items"]:
+                    if not played_by_kwok(pod) and pod["metadata"]["uid"] not in store.pods:
+                        self._loop.call_soon_threadsafe(deliver, "ADDED", pod)
+                rv = listed["metadata"]["resourceVersion"]
+                for event in self.watcher.watch("Pod", None, resource_version=rv, field_selector="spec.nodeName!=",
+                                                timeout_seconds=60):
+                    if self._stopping.is_set():
+                        return
+                    pod, etype = event.get("object") or {}, event.get("type")
+                    if etype == "ERROR":
+                        break
+                    if etype in ("ADDED", "MODIFIED", "DELETED") and not played_by_kwok(pod):
+                        self._loop.call_soon_threadsafe(deliver, etype, pod)
+            except Exception:  # the API restarting, a dropped watch: list again
+                if not self._stopping.is_set():
+                    log.debug("remote kubelet: watch failed, listing again", exc_info=True)
+                    time.sleep(0.5)
+
+
+class _ApiStore:
+    """The store calls kubesim's kubelet makes, answered from the watch and sent as requests."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.pods: dict[str, dict[str, Any]] = {}  # uid -> the Pod as last seen or written
+
+    def get_by_uid(self, uid: str) -> tuple[Any, dict[str, Any]] | None:
+        from kubesim.gc import PODS
+
+        pod = self.pods.get(uid)
+        return (PODS, pod) if pod is not None else None
+
+    def replace(self, _key: Any, pod: dict[str, Any]) -> dict[str, Any]:
+        """The kubelet's status write: an unconditional PUT of ``pods/status`` (the kubelet is the
+        only writer of its Pods' status; metadata changed by others since is kept by the server)."""
+        meta = pod["metadata"]
+        body = {**pod, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}}
+        try:
+            written = self.kube.request("PUT", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+                                        body=body)
+        except (NotFound, Conflict):
+            return pod
+        if written.get("metadata", {}).get("uid") == meta["uid"]:
+            self.pods[meta["uid"]] = written
+        return written
+
+
+class _ApiLifecycle:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def delete(self, _res: Any, pod: dict[str, Any], options: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
+        meta = pod["metadata"]
+        with contextlib.suppress(Conflict):
+            self.kube.delete("Pod", meta["namespace"], meta["name"], uid=meta["uid"],
+                             grace_period_seconds=int((options or {}).get("gracePeriodSeconds") or 0))
+        return pod, False
+
+
+# -- batchd cluster ------------------------------------------------------------------------------
+
+
+def run(state_dir: Path, upstream_controllers: Iterable[str] = ()) -> int:
+    """``batchd cluster``: start, print ``running``, stop everything on SIGINT or SIGTERM."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    plane = ControlPlane(state_dir, upstream_controllers=upstream_controllers)
+    try:
+        plane.start()
+        print(f"kubeconfig: {plane.kubeconfig} (admin); {plane.batchd_kubeconfig} (batchd's ServiceAccount)")
+        print("running", flush=True)
+        stop.wait()
+    finally:
+        plane.stop()
+    return 0
