@@ -94,9 +94,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def cluster_dir(backend: str) -> Path:
-    """The state directory of the run's control plane (worker/cluster.py), once it is running."""
-    assert backend == "cluster"
+def cluster_dir() -> Path:
+    """The state directory of the run's control plane (worker/cluster.py), once it is running:
+    ``kubeconfig`` (admin) and ``batchd.kubeconfig`` in it."""
     return _wait_for_cluster()
 
 

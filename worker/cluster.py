@@ -375,13 +375,15 @@ class _RemoteKubelet:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="remote-kubelet", daemon=True)
         self._stopping = threading.Event()
+        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
         self._stopping.set()
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._task is not None:
+            self._loop.call_soon_threadsafe(self._task.cancel)
         self._thread.join(10)
 
     def _run(self) -> None:
@@ -392,9 +394,10 @@ class _RemoteKubelet:
         store = _ApiStore(self.writer)
         kubelet = Kubelet(store, _ApiLifecycle(self.writer), RealClock(), tick=0.05)  # type: ignore[arg-type]
         threading.Thread(target=self._watch, args=(kubelet, store), name="remote-kubelet-watch", daemon=True).start()
-        self._loop.create_task(kubelet.run())
-        with contextlib.suppress(RuntimeError):
-            self._loop.run_forever()
+        self._task = self._loop.create_task(kubelet.run())
+        with contextlib.suppress(asyncio.CancelledError):
+            self._loop.run_until_complete(self._task)
+        self._loop.close()
 
     def _watch(self, kubelet: Any, store: _ApiStore) -> None:
         """List and watch the bound Pods; hand the kubelet's own to it as kubesim's store events."""
