@@ -18,6 +18,7 @@ nothing more), ``pki/``, ``etcd/`` (the data: a rerun resumes) and ``logs/<compo
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import os
@@ -337,8 +338,11 @@ class ControlPlane:
 
 
 def _write_kubeconfig(path: Path, server: str, ca: Path, token: str, user: str) -> None:
+    """A kubeconfig that carries its CA (``certificate-authority-data``), so it works where the state
+    directory is not, as in the image test's container."""
+    ca_data = base64.b64encode(ca.read_bytes()).decode()
     doc = {"apiVersion": "v1", "kind": "Config", "current-context": "batchd-cluster",
-           "clusters": [{"name": "batchd-cluster", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+           "clusters": [{"name": "batchd-cluster", "cluster": {"server": server, "certificate-authority-data": ca_data}}],
            "users": [{"name": user, "user": {"token": token}}],
            "contexts": [{"name": "batchd-cluster", "context": {"cluster": "batchd-cluster", "user": user}}]}
     path.write_text(yaml.safe_dump(doc))

@@ -4,7 +4,7 @@
 and ``podman import``; no registry is needed). The worker then runs from the image's own
 entrypoint, command and user, with ``buildah run --isolation chroot --network host`` (no
 container engine daemon; ``podman run`` cannot set rlimits in some sandboxes), against the
-session's kubesim and dev server, and must: become ready, delete a Job at its TTL, create a
+session's API server (kubesim, and upstream's kube-apiserver as batchd's ServiceAccount) and dev server, and must: become ready, delete a Job at its TTL, create a
 CronJob's Job, complete an Indexed Job, run as uid 10001, and exit 0 on SIGTERM.
 
 Without buildah the test is skipped locally; under CI (``CI`` set) it must run (.ci/run
@@ -123,15 +123,15 @@ def test_the_runtime_image_has_no_shell_tools_and_runs_as_uid_10001(container: t
 
 
 @pytest.mark.timeout(1800)
-async def test_the_image_runs_the_worker_against_kubesim_and_temporal(
-        container: tuple[str, dict[str, Any]], temporal_env: WorkflowEnvironment, kubeconfig: Path, kube: Kube,
+async def test_the_image_runs_the_worker_against_the_api_server_and_temporal(
+        container: tuple[str, dict[str, Any]], temporal_env: WorkflowEnvironment, worker_kubeconfig: Path, kube: Kube,
         namespace: str, task_queue: str, tmp_path: Path) -> None:
     name, config = container
     # The worker runs as uid 10001: its kubeconfig must be readable by it, as a mounted Secret is.
     kube_dir = tmp_path / "kube"
     kube_dir.mkdir(mode=0o755)
     kube_dir.chmod(0o755)
-    shutil.copy(kubeconfig, kube_dir / "config")
+    shutil.copy(worker_kubeconfig, kube_dir / "config")
     (kube_dir / "config").chmod(0o644)
     health = free_port()
     target = temporal_env.client.service_client.config.target_host
