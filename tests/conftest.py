@@ -378,10 +378,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         timeout = item.get_closest_marker("timeout")
         return item.get_closest_marker("slow") is None, -float(timeout.args[0]) if timeout else 0.0
 
-    kept = [item for item in items if not (backend_of(item) == "cluster" and _kubesim_only(item))]
-    if len(kept) < len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
-        items[:] = kept
+    dropped = [item for item in items if backend_of(item) == "cluster" and _kubesim_only(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        gone = set(map(id, dropped))
+        items[:] = [item for item in items if id(item) not in gone]
     workers = int(getattr(config, "workerinput", {}).get("workercount", 0))
     if not workers:
         first: dict[str, tuple[bool, float]] = {}

@@ -128,13 +128,15 @@ async def test_more_than_100_missed_times_warns_and_runs_only_the_latest(client,
         await skipper.fast_forward(handle, timedelta(minutes=150))
         kube.patch("CronJob", namespace, "late", {"spec": {"suspend": False}})
         await eventually(lambda: events_of(kube, namespace, "late", "TooManyMissedTimes"), what="TooManyMissedTimes")
-        [job] = await eventually(lambda: jobs_of(kube, namespace, "late"))
+        # the first Job; on a loaded machine a minute may pass meanwhile and make the next one too
+        job = min(await eventually(lambda: jobs_of(kube, namespace, "late")), key=lambda j: j["metadata"]["name"])
         minute = int(job["metadata"]["name"].rsplit("-", 1)[1])
         assert minute >= int(utcnow().timestamp()) // 60 + 149
         # CJ-LEDGER: the times that passed while suspended, the last 100 of them, then the run
         history = await handle.query("history")
-        assert len(history) == 100 and [e["outcome"] for e in history[:-1]] == ["suspended"] * 99
-        assert (history[-1]["outcome"], history[-1]["job"]) == ("created", job["metadata"]["name"])
+        first = [e["outcome"] for e in history].index("created")
+        assert len(history) == 100 and first >= 98 and [e["outcome"] for e in history[:first]] == ["suspended"] * first
+        assert history[first]["job"] == job["metadata"]["name"]
         times = [_utc(e["scheduledTime"]) for e in history]
         assert all(b - a == timedelta(minutes=1) for a, b in zip(times, times[1:], strict=False))
 
