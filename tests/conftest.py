@@ -117,9 +117,14 @@ def worker_kubeconfig(backend: str, kubeconfig: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def kube(kubeconfig: Path, worker_kubeconfig: Path, backend: str) -> Kube:
+    return identities(kubeconfig, worker_kubeconfig, on_cluster=backend == "cluster")
+
+
+def identities(kubeconfig: Path, worker_kubeconfig: Path, *, on_cluster: bool) -> Kube:
+    """The admin client of an API server, remembering batchd's own client there (:func:`as_batchd`)."""
     admin = Kube(load_access(kubeconfig))
     _AS_BATCHD[admin] = Kube(load_access(worker_kubeconfig))
-    if backend == "cluster":
+    if on_cluster:
         _ON_CLUSTER.add(admin)
     return admin
 
@@ -428,7 +433,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "control plane, built by `make upstream`); default both")
 
 
-def _backends(config: pytest.Config) -> list[str]:
+def backends(config: pytest.Config) -> list[str]:
     chosen = [b.strip() for b in str(config.getoption("--backends")).split(",") if b.strip()]
     unknown = set(chosen) - set(BACKENDS)
     if unknown or not chosen:
@@ -440,7 +445,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """The run's one control plane, started in the background by the main process (xdist's
     controller, or the only process) so that collection and the kubesim tests need not wait."""
     config.addinivalue_line("markers", "kubesim_only(reason): needs what only kubesim gives (docs/design.md)")
-    if hasattr(config, "workerinput") or "cluster" not in _backends(config) or os.environ.get(_CLUSTER_ENV):
+    if hasattr(config, "workerinput") or "cluster" not in backends(config) or os.environ.get(_CLUSTER_ENV):
         return
     if config.getoption("collectonly", False):
         return
@@ -495,7 +500,7 @@ def _wait_for_cluster(timeout: float = 300.0) -> Path:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", _backends(metafunc.config), indirect=True, scope="session")
+        metafunc.parametrize("backend", backends(metafunc.config), indirect=True, scope="session")
 
 
 def backend_of(item: pytest.Item) -> str | None:
