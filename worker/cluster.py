@@ -101,6 +101,7 @@ class ControlPlane:
         self.logs = self.dir / "logs"
         self.kubeconfig = self.dir / "kubeconfig"
         self.batchd_kubeconfig = self.dir / "batchd.kubeconfig"
+        self.audit_log = self.logs / "audit.log"
         self.ports: dict[str, int] = {}
         self._token = ""
         self._started: list[_Component] = []
@@ -231,6 +232,7 @@ class ControlPlane:
                     "--service-account-signing-key-file", str(p / "sa.key"),
                     "--service-cluster-ip-range", "10.96.0.0/16", "--allow-privileged=true",
                     "--max-requests-inflight", "800", "--max-mutating-requests-inflight", "400",
+                    "--audit-policy-file", str(self._audit_policy()), "--audit-log-path", str(self.audit_log),
                     "--profiling=false", "--v=1"]
 
         def controller_manager() -> list[str]:
@@ -260,6 +262,16 @@ class ControlPlane:
             _Component("kube-scheduler", scheduler, lambda: self._healthz("scheduler"), ["scheduler"]),
             _Component("kwok", kwok, self._nodes_ready, ["kwok"]),
         ]
+
+    def _audit_policy(self) -> Path:
+        """The API server's audit log records every DELETE of a Job or Pod (the tests count them)."""
+        policy = self.dir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+            "rules": [{"level": "Metadata", "verbs": ["delete"],
+                       "resources": [{"group": "batch", "resources": ["jobs"]}, {"group": "", "resources": ["pods"]}]},
+                      {"level": "None"}]}))
+        return policy
 
     def _etcd_ready(self) -> bool:
         with urllib.request.urlopen(f"http://127.0.0.1:{self._port('etcd')}/health", timeout=2) as resp:

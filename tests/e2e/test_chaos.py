@@ -1,7 +1,9 @@
 """Tier 4: two ``batchd worker`` replicas on one task queue under chaos, as a Deployment of two
-would live: 5 % of API requests answered 500/429/503, watches cut, one replica or the other
-SIGKILLed every 10–20 s for three minutes (the other always up), and the dev server restarted
-once on its SQLite file. What must hold afterwards, read from kubesim's own store and audit:
+would live: one replica or the other SIGKILLed every 10–20 s for three minutes (the other always
+up) and the dev server restarted once on its SQLite file; on kubesim, 5 % of API requests are
+answered 500/429/503 and watches are cut at every kill; on upstream's control plane, kube-apiserver
+is killed and started again a third of the way in, and etcd two thirds of the way. What must hold
+afterwards, read from kubesim's own store and audit, or from a watch and kube-apiserver's audit log:
 
 - every TTL Job deleted, none before its expiry, with one DELETE each beyond the faulted ones;
 - one Job per CronJob for every schedule minute, none twice (the CronJobs ask for catch-up,
@@ -15,8 +17,11 @@ once on its SQLite file. What must hold afterwards, read from kubesim's own stor
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import signal
+import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,12 +36,13 @@ from kube.config import load_access
 from kubesim import KubeSim
 from kubesim.server import AuditKey
 from kubesim.store import WatchEvent
-from tests.conftest import eventually, new_namespace, utcnow
+from tests.conftest import backends, eventually, identities, new_namespace, utcnow
 from tests.e2e.forked import Forked
 from tests.e2e.test_worker_process import lease_args, ready
 from tests.integration.test_cronjob import cronjob_manifest
 from tests.integration.test_job import job_manifest
 from tests.k8s import create_job, finish_job, second
+from worker.cluster import ControlPlane
 from worker.dev import free_port, start_dev_server
 from workflows.models.cronjob import SCHEDULED_TIMESTAMP_ANNOTATION
 from workflows.models.job import JOB_TRACKING_FINALIZER
@@ -44,25 +50,6 @@ from workflows.models.job import JOB_TRACKING_FINALIZER
 TTL_JOBS, CRONJOBS, INDEXED = 200, 10, 3
 COMPLETIONS = 30
 CHAOS = timedelta(minutes=3)
-
-
-class Ledger:
-    """What kubesim's store saw, recorded in its own thread as each change is stored."""
-
-    def __init__(self, sim: KubeSim) -> None:
-        self.sim = sim
-        self.deleted_at: dict[str, datetime] = {}  # Job name -> first deletionTimestamp or removal
-        self.pods_by_owner: dict[str, set[str]] = defaultdict(set)  # Job uid -> Pod uids ever created
-        sim.store.add_listener(self._on)
-
-    def _on(self, event: WatchEvent) -> None:
-        meta = event.obj["metadata"]
-        if event.key == ("batch", "jobs") and (event.type == "DELETED" or meta.get("deletionTimestamp")):
-            self.deleted_at.setdefault(meta["name"], self.sim.clock.now())
-        elif event.key == ("", "pods") and event.type == "ADDED":
-            owner = next((o["uid"] for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
-            if owner:
-                self.pods_by_owner[owner].add(meta["uid"])
 
 
 class Replicas:
@@ -105,29 +92,169 @@ class Replicas:
                 proc.wait()
 
 
+class SimWorld:
+    """kubesim: 5 % of requests faulted, watches cut at every kill; its store and audit are the record."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.sim = KubeSim(port=free_port()).start()
+        self.kubeconfig = self.worker_kubeconfig = Path(self.sim.write_kubeconfig(tmp_path / "kubeconfig"))
+        self.kube = Kube(load_access(self.kubeconfig))
+        self.deleted_at: dict[str, datetime] = {}  # Job name -> first deletionTimestamp or removal
+        self.pods_by_owner: dict[str, set[str]] = defaultdict(set)  # Job uid -> Pod uids ever created
+        self.sim.store.add_listener(self._on)
+
+    def _on(self, event: WatchEvent) -> None:
+        meta = event.obj["metadata"]
+        if event.key == ("batch", "jobs") and (event.type == "DELETED" or meta.get("deletionTimestamp")):
+            self.deleted_at.setdefault(meta["name"], self.sim.clock.now())
+        elif event.key == ("", "pods") and event.type == "ADDED":
+            if owner := _owner(event.obj):
+                self.pods_by_owner[owner].add(meta["uid"])
+
+    def begin(self) -> None:
+        self.sim.faults.set(error_rate=0.05, codes=(500, 429, 503), retry_after_seconds=1)
+
+    async def disrupt(self, share: float) -> None:
+        self.sim.disconnect_watches()
+
+    def end(self) -> None:
+        self.sim.faults.clear()
+
+    def objects(self, kind: str, ns: str) -> list[dict[str, Any]]:
+        key = {"Job": ("batch", "jobs"), "Pod": ("", "pods")}[kind]
+        return [o for o in self.sim.objects(*key) if o["metadata"]["namespace"] == ns]
+
+    def deletes(self, resource: str, ns: str) -> int:
+        """DELETE requests that were not answered with an injected fault."""
+        key = AuditKey("delete", "batch" if resource == "jobs" else "", resource, "")
+        return self.sim.audit().get(key, 0) - self.sim.faulted().get(key, 0)
+
+    def summary(self) -> str:
+        return f"{sum(self.sim.faulted().values())} faulted requests of {sum(self.sim.audit().values())}"
+
+    def close(self) -> None:
+        self.sim.faults.clear()
+        self.sim.stop()
+
+
+class PlaneWorld:
+    """Upstream's control plane: kube-apiserver restarted at a third of the chaos and etcd at two
+    thirds (SIGKILL, same ports); a watch of the API and the API server's audit log are the record."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.plane = ControlPlane(tmp_path / "plane")
+        self.plane.start()
+        self.kubeconfig, self.worker_kubeconfig = self.plane.kubeconfig, self.plane.batchd_kubeconfig
+        self.kube = identities(self.kubeconfig, self.worker_kubeconfig, on_cluster=True)
+        self.deleted_at: dict[str, datetime] = {}
+        self.pods_by_owner: dict[str, set[str]] = defaultdict(set)
+        self.restarted: list[str] = []
+        self._jobs_seen: set[str] = set()
+        self._stop = threading.Event()
+        self._watchers: list[threading.Thread] = []
+
+    def record(self, ns: str) -> None:
+        for kind in ("Job", "Pod"):
+            thread = threading.Thread(target=self._watch, args=(kind, ns), daemon=True)
+            thread.start()
+            self._watchers.append(thread)
+
+    def _watch(self, kind: str, ns: str) -> None:
+        """List, then watch; after a broken watch (the API server restarted) list again, and take a
+        Job gone meanwhile as deleted when it was first missed (never earlier than it was)."""
+        kube = Kube(load_access(self.kubeconfig))
+        while not self._stop.is_set():
+            try:
+                listed = kube.list(kind, ns)
+                names = set()
+                for obj in listed["items"]:
+                    names.add(obj["metadata"]["name"])
+                    self._seen(kind, "ADDED", obj)
+                if kind == "Job":
+                    for name in self._jobs_seen - names:
+                        self.deleted_at.setdefault(name, datetime.now(UTC))
+                for event in kube.watch(kind, ns, resource_version=listed["metadata"]["resourceVersion"],
+                                        timeout_seconds=30):
+                    if self._stop.is_set() or event.get("type") == "ERROR":
+                        break
+                    self._seen(kind, event["type"], event["object"])
+            except Exception:  # noqa: BLE001 - the API server or etcd is restarting: list again
+                time.sleep(0.5)
+
+    def _seen(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        if kind == "Job":
+            self._jobs_seen.add(meta["name"])
+            if etype == "DELETED" or meta.get("deletionTimestamp"):
+                self.deleted_at.setdefault(meta["name"], datetime.now(UTC))
+        elif owner := _owner(obj):
+            self.pods_by_owner[owner].add(meta["uid"])
+
+    def begin(self) -> None:
+        pass
+
+    async def disrupt(self, share: float) -> None:
+        for component, at in (("kube-apiserver", 1 / 3), ("etcd", 2 / 3)):
+            if share >= at and component not in self.restarted:
+                await asyncio.to_thread(self.plane.restart, component)
+                self.restarted.append(component)
+                return
+
+    def end(self) -> None:
+        assert self.restarted == ["kube-apiserver", "etcd"], self.restarted
+
+    def objects(self, kind: str, ns: str) -> list[dict[str, Any]]:
+        return list(self.kube.list(kind, ns)["items"])
+
+    def deletes(self, resource: str, ns: str) -> int:
+        """Successful DELETEs by batchd's ServiceAccount, from the API server's audit log."""
+        user = "system:serviceaccount:batchd-system:batchd"
+        count = 0
+        for line in self.plane.audit_log.read_text().splitlines():
+            entry = json.loads(line)
+            ref = entry.get("objectRef") or {}
+            if (entry.get("verb") == "delete" and ref.get("resource") == resource and ref.get("namespace") == ns
+                    and entry.get("user", {}).get("username") == user
+                    and (entry.get("responseStatus") or {}).get("code") == 200):
+                count += 1
+        return count
+
+    def summary(self) -> str:
+        return f"restarted {', '.join(self.restarted)}"
+
+    def close(self) -> None:
+        self._stop.set()
+        self.plane.stop()
+
+
 @contextmanager
-def chaos_world(tmp_path: Path) -> Iterator[tuple[KubeSim, Kube, Ledger]]:
-    sim = KubeSim(port=free_port()).start()
+def chaos_world(kind: str, tmp_path: Path) -> Iterator[SimWorld | PlaneWorld]:
+    world = SimWorld(tmp_path) if kind == "kubesim" else PlaneWorld(tmp_path)
     try:
-        kube = Kube(load_access(sim.write_kubeconfig(tmp_path / "kubeconfig")))
-        yield sim, kube, Ledger(sim)
+        yield world
     finally:
-        sim.faults.clear()
-        sim.stop()
+        world.close()
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # three minutes of chaos, and the settling after it, by design
-async def test_two_replicas_under_chaos_lose_nothing_and_do_everything_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["kubesim", "cluster"])
+async def test_two_replicas_under_chaos_lose_nothing_and_do_everything_once(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    if kind not in backends(request.config):
+        pytest.skip(f"--backends without {kind}")
     rng = random.Random(2026)
     temporal_port, ui_port = free_port(), free_port()
     server = await start_dev_server(tmp_path, temporal_port, ui_port)
     replicas: Replicas | None = None
     try:
-        with chaos_world(tmp_path) as (sim, kube, ledger):
+        with chaos_world(kind, tmp_path) as world:
+            kube = world.kube
             ns = new_namespace(kube)
+            if isinstance(world, PlaneWorld):
+                world.record(ns)
             replicas = Replicas(["worker", "--temporal-address", f"127.0.0.1:{temporal_port}",
-                                 "--kubeconfig", str(tmp_path / "kubeconfig"), "--namespaces", ns,
+                                 "--kubeconfig", str(world.worker_kubeconfig), "--namespaces", ns,
                                  "--task-queue", "chaos", "--resync-seconds", "30", "--ttl-scope", "all",
                                  "--cronjob-selector", "", *lease_args(ns)], tmp_path)
             replicas.start(0)
@@ -148,13 +275,14 @@ async def test_two_replicas_under_chaos_lose_nothing_and_do_everything_once(tmp_
             for name in ttls:
                 finish_job(kube, ns, name, finished)
 
-            sim.faults.set(error_rate=0.05, codes=(500, 429, 503), retry_after_seconds=1)
-            chaos_end = utcnow() + CHAOS
+            world.begin()
+            chaos_start = utcnow()
+            chaos_end = chaos_start + CHAOS
             restarted_server = False
             kills = 0
             while utcnow() < chaos_end:
                 await asyncio.sleep(rng.uniform(10, 20))
-                sim.disconnect_watches()
+                await world.disrupt((utcnow() - chaos_start) / CHAOS)
                 await replicas.kill(rng.randrange(2))
                 kills += 1
                 if not restarted_server and utcnow() > chaos_end - CHAOS / 2:
@@ -163,13 +291,12 @@ async def test_two_replicas_under_chaos_lose_nothing_and_do_everything_once(tmp_
                     server = await start_dev_server(tmp_path, temporal_port, ui_port)
                     restarted_server = True
             chaos_end = utcnow()
-            sim.faults.clear()
+            world.end()
             assert restarted_server and kills >= 8
 
             # -- settling: both replicas up, no faults --------------------------------------
             def jobs() -> dict[str, dict[str, Any]]:
-                return {j["metadata"]["name"]: j for j in sim.objects("batch", "jobs")
-                        if j["metadata"]["namespace"] == ns}
+                return {j["metadata"]["name"]: j for j in world.objects("Job", ns)}
 
             # Every property is checked, and every one that fails is reported together.
             problems: list[str] = []
@@ -192,11 +319,11 @@ async def test_two_replicas_under_chaos_lose_nothing_and_do_everything_once(tmp_
                          lambda: f"missing {sorted(expected - set(jobs()))}")
 
             # TTL: none early, one DELETE each
-            early = {n: t for n, t in ledger.deleted_at.items()
+            early = {n: t for n, t in world.deleted_at.items()
                      if n in ttls and t < finished + timedelta(seconds=ttls[n])}
             if early:
                 problems.append(f"deleted before their expiry: {early}")
-            deletes = _unfaulted(sim, "delete", "batch", "jobs")
+            deletes = world.deletes("jobs", ns)
             if deletes != TTL_JOBS - len(set(ttls) & set(jobs())):
                 problems.append(f"{deletes} DELETE requests (not faulted) for {TTL_JOBS} TTL Jobs")
 
@@ -219,17 +346,16 @@ async def test_two_replicas_under_chaos_lose_nothing_and_do_everything_once(tmp_
                           st.get("completedIndexes"))
                 if counts != ("Complete", COMPLETIONS, 0, f"0-{COMPLETIONS - 1}"):
                     problems.append(f"{name}: {counts}")
-                created = len(ledger.pods_by_owner[job["metadata"]["uid"]])
+                created = len(world.pods_by_owner[job["metadata"]["uid"]])
                 if created != COMPLETIONS:
                     problems.append(f"{name}: {created} Pods created for {COMPLETIONS} completions")
-            holding = [p["metadata"]["name"] for p in sim.objects("", "pods")
+            holding = [p["metadata"]["name"] for p in world.objects("Pod", ns)
                        if JOB_TRACKING_FINALIZER in p["metadata"].get("finalizers", [])]
             if holding:
                 problems.append(f"Pods still holding the tracking finalizer: {holding}")
-            if pod_deletes := _unfaulted(sim, "delete", "", "pods"):
+            if pod_deletes := world.deletes("pods", ns):
                 problems.append(f"{pod_deletes} Pod DELETE requests where none was needed")
-            print(f"chaos: {kills} kills, {replicas.starts} replica starts, "
-                  f"{sum(sim.faulted().values())} faulted requests of {sum(sim.audit().values())}")
+            print(f"chaos on {kind}: {kills} kills, {replicas.starts} replica starts, {world.summary()}")
             assert not problems, "\n".join(problems)
     finally:
         if replicas is not None:
@@ -237,11 +363,6 @@ async def test_two_replicas_under_chaos_lose_nothing_and_do_everything_once(tmp_
         if server.returncode is None:
             server.terminate()
             await server.wait()
-
-
-def _unfaulted(sim: KubeSim, verb: str, group: str, resource: str) -> int:
-    key = AuditKey(verb, group, resource, "")
-    return sim.audit().get(key, 0) - sim.faulted().get(key, 0)
 
 
 def _epoch_minute(stamp: str) -> int:
