@@ -15,6 +15,7 @@ types once, so a write walks no type strings) are cached: the only module-level 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -25,7 +26,7 @@ from typing import Any, ClassVar, Protocol
 
 import kubernetes.client as k8s
 
-from kubesim import gotime, protobuf
+from kubesim import gofields, gotime, protobuf
 from kubesim.codec import clone
 from kubesim.errors import ApiError, bad_request
 
@@ -266,7 +267,8 @@ def _type_error(struct: str, path: str, value: Any, want: str) -> ApiError:
         list: "array",
         dict: "object",
     }.get(type(value), "value")
-    if got == "number":
+    if got == "number" and want.startswith(("int", "uint")):
+        # Go's decoder names the literal only when an integer field cannot hold it
         got = f"number {_number_text(value)}"
     field = f"{struct}.{path}" if struct else path
     return bad_request(f"json: cannot unmarshal {got} into Go struct field {field} of type {want}")
@@ -423,15 +425,18 @@ def _pruner(type_str: str, owner: str, attr: str) -> Pruner:
 
 def _model_pruner(model: str) -> Pruner:
     fields: dict[str, Pruner] | None = None  # built on first use: models refer to each other
+    dropped: frozenset[str] = frozenset()  # left out when empty or zero (gofields)
+    filled: tuple[tuple[str, Callable[[], Any]], ...] = ()  # written even when unset
 
     def prune_model(value: Any) -> Any:
-        nonlocal fields
+        nonlocal fields, dropped, filled
         if type(value) is not dict:
             raise _Mismatch(value, model)
         if fields is None:
             fields = {
                 key: _pruner(t, model, attr) for key, (attr, t) in _json_fields(model).items()
             }
+            dropped, filled = _go_shape(model, fields)
         out = {}
         for key, v in value.items():
             p = fields.get(key)
@@ -444,11 +449,41 @@ def _model_pruner(model: str) -> Pruner:
                 if not e.struct:
                     e.struct = _go_type(model)
                 raise
-            if pv is not None:
-                out[key] = pv
+            if pv is None or (not pv and key in dropped):
+                continue
+            out[key] = pv
+        for key, zero in filled:
+            if key not in out:
+                out[key] = zero()
         return out
 
     return prune_model
+
+
+def _go_shape(model: str, fields: dict[str, Pruner]) -> tuple[frozenset[str], tuple[tuple[str, Callable[[], Any]], ...]]:
+    """What Go's encoder leaves out of a model (empty maps and ``omitempty`` lists, ``omitempty``
+    scalars at zero) and what it writes though unset (non-pointer structs, times and scalars,
+    lists without ``omitempty``), from :mod:`kubesim.gofields`."""
+    keep_empty = gofields.fields("KEEP_EMPTY", model)
+    dropped = set(gofields.fields("OMIT_ZERO", model))
+    for key, (_, t) in _json_fields(model).items():
+        if _DICT_RE.match(t) or (_LIST_RE.match(t) and key not in keep_empty):
+            dropped.add(key)
+    filled: list[tuple[str, Callable[[], Any]]] = []
+    for key in sorted(gofields.fields("STRUCTS", model)):
+        if key in fields:
+            filled.append((key, functools.partial(fields[key], {})))
+    for key in sorted(gofields.fields("TIMES", model) | keep_empty):
+        if key in fields:
+            filled.append((key, functools.partial(_constant, None)))
+    for key, zero in gofields.zero_values(model):
+        if key in fields:
+            filled.append((key, functools.partial(_constant, zero)))
+    return frozenset(dropped), tuple(filled)
+
+
+def _constant(value: Any) -> Any:
+    return value
 
 
 def prune(group: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:

@@ -80,14 +80,31 @@ def test_prune_drops_unknown_fields(path: list[Any]) -> None:
 def test_prune_keeps_known_and_free_form_fields() -> None:
     body = _job(ttlSecondsAfterFinished=10)
     out = schema.prune("batch", "jobs", body)
-    assert out == body  # labels, annotations, nodeSelector, quantities and int-or-string survive
+    # labels, annotations, nodeSelector, quantities and int-or-string survive; the non-pointer
+    # structs Go always writes are added
+    body["status"] = {}
+    body["spec"]["template"].setdefault("metadata", {})
+    assert out == body
 
 
 def test_prune_drops_nulls_and_keeps_api_version_and_kind() -> None:
     out = schema.prune(
         "batch", "jobs", {"apiVersion": "batch/v1", "kind": "Job", "spec": {"completions": None}}
     )
-    assert out == {"apiVersion": "batch/v1", "kind": "Job", "spec": {}}
+    # what Go writes of an empty Job: its non-pointer structs, and a nil containers list
+    assert out == {"apiVersion": "batch/v1", "kind": "Job", "metadata": {}, "status": {},
+                   "spec": {"template": {"metadata": {}, "spec": {"containers": None}}}}
+
+
+def test_prune_shapes_the_object_as_go_writes_it() -> None:
+    out = schema.prune("batch", "jobs", {"metadata": {"name": "j", "labels": {}, "finalizers": []},
+                                         "status": {"active": 0, "succeeded": 0, "failed": 0, "ready": 0,
+                                                    "terminating": 0, "completedIndexes": "",
+                                                    "conditions": [{"type": "Complete", "status": "True"}]}})
+    assert out["metadata"] == {"name": "j"}  # empty omitempty maps and lists are left out
+    # omitempty non-pointer counters are left out at 0, pointers kept; a condition's times are null
+    assert out["status"] == {"ready": 0, "terminating": 0, "conditions": [
+        {"type": "Complete", "status": "True", "lastProbeTime": None, "lastTransitionTime": None}]}
 
 
 def test_prune_leaves_unknown_kinds_alone() -> None:
