@@ -10,14 +10,14 @@ kubesim's kinds (Namespace, Pod, Event, Job, CronJob, Lease) need:
 - a field set is a set of paths in ``FieldsV1`` notation (``f:name``, ``k:{"name":"x"}`` for an
   item of an associative list, ``v:"x"`` for a member of a set, ``.`` for the item itself);
 - lists are associative (merged by key) where the table below says so, sets for
-  ``finalizers``, atomic (owned and replaced whole) otherwise; maps and structs are granular;
+  ``finalizers``, atomic (owned and replaced whole) otherwise; maps and structs are granular
+  but for those the schema marks atomic (a label selector, ``nodeSelector``, object references);
 - apply conflicts when another manager owns a field whose value the applied configuration
   changes (409 in the API server's words); ``force`` takes those fields over;
 - fields the applier owned before and no longer applies are removed unless someone else owns
   them; an ``Update`` takes ownership of what it changed away from every other manager.
 
-Left out: per-version field sets (kubesim serves one version per kind), the schema's
-``x-kubernetes-map-type: atomic`` structs (treated as granular), defaulted list keys
+Left out: per-version field sets (kubesim serves one version per kind), defaulted list keys
 (``protocol`` of ports is matched only when given), and ``apply-patch+cbor``.
 """
 
@@ -61,8 +61,20 @@ LIST_KEYS: dict[str, tuple[str, ...]] = {
     "resourceClaims": ("name",),
     "conditions": ("type",),
     "ownerReferences": ("uid",),
+    "podIPs": ("ip",),
+    "hostIPs": ("ip",),
 }
 SET_LISTS = frozenset({"finalizers"})
+# Maps and structs the schema marks atomic (``+structType=atomic``, ``+mapType=atomic``), by field
+# name: owned and replaced whole, as a leaf. Among kubesim's kinds each of these names is atomic
+# wherever it occurs.
+ATOMIC = frozenset({
+    "selector", "labelSelector", "namespaceSelector", "nodeSelector", "involvedObject", "regarding", "related",
+    "fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef",
+    "requiredDuringSchedulingIgnoredDuringExecution", "preference", "dataSource",
+})
+# Keyed lists whose items are atomic structs: an item is a leaf of its own.
+ATOMIC_ITEMS = frozenset({"ownerReferences", "imagePullSecrets"})
 # Metadata the server owns: never part of a field set.
 _SYSTEM_META = frozenset({
     "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
@@ -80,10 +92,12 @@ def _item_key(name: str, item: Any) -> str | None:
     return "k:" + json.dumps(picked, separators=(",", ":"), sort_keys=True)
 
 
-def _walk(value: Any, path: Path, out: set[Path]) -> None:
-    if isinstance(value, dict) and value:
+def _walk(value: Any, path: Path, out: set[Path], containers: bool) -> None:
+    if isinstance(value, dict) and value and not (path and path[-1][2:] in ATOMIC):
+        if containers and path:
+            out.add((*path, "."))
         for k, v in value.items():
-            _walk(v, (*path, f"f:{k}"), out)
+            _walk(v, (*path, f"f:{k}"), out, containers)
         return
     if isinstance(value, list) and path:
         name = path[-1][2:]
@@ -92,31 +106,56 @@ def _walk(value: Any, path: Path, out: set[Path]) -> None:
                 out.add((*path, "v:" + json.dumps(item, separators=(",", ":"))))
             if not value:
                 out.add(path)
+            elif containers:
+                out.add((*path, "."))
             return
         keys = [_item_key(name, item) for item in value]
         if value and all(keys):
+            if containers:
+                out.add((*path, "."))
             for key, item in zip(keys, value, strict=True):
                 assert key is not None
+                if name in ATOMIC_ITEMS:
+                    out.add((*path, key))
+                    continue
                 out.add((*path, key, "."))
-                _walk(item, (*path, key), out)
+                _walk(item, (*path, key), out, containers)
             return
     out.add(path)
 
 
-def fields_of(obj: Obj, *, subresource: str = "") -> FieldSet:
-    """The paths an object sets, without what the server owns (system metadata, and status on
-    the main resource or everything but status on the status subresource)."""
+def fields_of(obj: Obj, *, subresource: str = "", containers: bool = False) -> FieldSet:
+    """The paths an object sets, without what the server owns (system metadata) or what the
+    endpoint resets (the status on the main resource, the spec on the status subresource).
+
+    An item of a keyed list is a path of its own (``k:{…}`` then ``.``); with ``containers``, so
+    is every non-empty map, struct and list (``.`` under it): an ``Update`` owns a container it
+    added, as structured-merge-diff's comparison reports it, where an ``Apply`` owns its leaves.
+    """
     out: set[Path] = set()
     for key, value in obj.items():
         if key in ("apiVersion", "kind"):
             continue
-        if (key == "status") != (subresource == "status"):
+        if key == ("spec" if subresource == "status" else "status"):
             continue
         if key == "metadata" and isinstance(value, dict):
             value = {k: v for k, v in value.items() if k not in _SYSTEM_META}
             if not value:
                 continue
-        _walk(value, (f"f:{key}",), out)
+        _walk(value, (f"f:{key}",), out, containers)
+    return frozenset(out)
+
+
+def _changed(base: Any, new: Any, fields: FieldSet) -> FieldSet:
+    """What of ``fields`` (of ``new``) an Update changed from ``base``: leaves with another
+    value, and containers ``base`` lacks."""
+    out = set()
+    for p in fields:
+        if p[-1] == ".":
+            if value_at(base, p[:-1]) is _MISSING:
+                out.add(p)
+        elif value_at(base, p) != value_at(new, p):
+            out.add(p)
     return frozenset(out)
 
 
@@ -196,7 +235,7 @@ def _remove(obj: Any, path: Path) -> None:
 
 
 def _merge(current: Any, applied: Any, name: str) -> Any:
-    if isinstance(current, dict) and isinstance(applied, dict):
+    if isinstance(current, dict) and isinstance(applied, dict) and name not in ATOMIC:
         out = dict(current)
         for k, v in applied.items():
             out[k] = _merge(current.get(k, _MISSING), v, k)
@@ -212,7 +251,7 @@ def _merge(current: Any, applied: Any, name: str) -> Any:
                 if i is None:
                     out_list.append(clone(item))
                 else:
-                    out_list[i] = _merge(out_list[i], item, "")
+                    out_list[i] = clone(item) if name in ATOMIC_ITEMS else _merge(out_list[i], item, "")
             return out_list
     return clone(applied)
 
@@ -267,9 +306,11 @@ def _ordered(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                           e.get("apiVersion", ""), e.get("subresource", "")))
 
 
-def create_entries(obj: Obj, manager: str, operation: str, now: str, subresource: str = "") -> list[dict[str, Any]]:
-    """The managedFields of a newly created object."""
-    fields = fields_of(obj, subresource=subresource)
+def create_entries(obj: Obj, zero: Obj, manager: str, operation: str, now: str,
+                   subresource: str = "") -> list[dict[str, Any]]:
+    """The managedFields of a newly created object: what it sets beyond ``zero``, the empty
+    object of its kind as Go writes it."""
+    fields = _changed(zero, obj, fields_of(obj, subresource=subresource, containers=True))
     return [_entry(manager, operation, obj.get("apiVersion", ""), now, fields, subresource)] if fields else []
 
 
@@ -277,9 +318,9 @@ def update_entries(old: Obj, new: Obj, manager: str, now: str, subresource: str 
     """The managedFields after an ``Update`` by ``manager``: it owns what it changed, which
     every other manager loses; fields that are gone are owned by no one."""
     entries = [dict(e) for e in old["metadata"].get("managedFields") or []]
-    new_fields = fields_of(new, subresource=subresource)
-    old_fields = fields_of(old, subresource=subresource)
-    changed = frozenset(p for p in new_fields if p not in old_fields or value_at(old, p) != value_at(new, p))
+    new_fields = fields_of(new, subresource=subresource, containers=True)
+    old_fields = fields_of(old, subresource=subresource, containers=True)
+    changed = _changed(old, new, new_fields)
     gone = old_fields - new_fields
     ident = (manager, "Update", subresource)
     out: list[dict[str, Any]] = []
@@ -361,13 +402,11 @@ def _conflict_error(conflicts: list[tuple[dict[str, Any], Path]]) -> ApiError:
         by_owner: dict[str, list[str]] = {}
         for entry, path in conflicts:
             by_owner.setdefault(_owner_text(entry), []).append(path_text(path))
-        if len(by_owner) == 1:
-            owner, paths = next(iter(by_owner.items()))
-            detail = f"conflicts with {owner}:\n" + "".join(f"- {p}\n" for p in paths)
-        else:
-            detail = "conflicts with" + "".join(
-                f"\n{owner}:\n" + "".join(f"- {p}\n" for p in paths) for owner, paths in by_owner.items()
-            )
+        lines: list[str] = []
+        for owner in sorted(by_owner):
+            lines.append(f"conflicts with {owner}:")
+            lines.extend(f"- {p}" for p in by_owner[owner])
+        detail = "\n".join(lines)
     causes = [Cause(path_text(p), "FieldManagerConflict", f"conflict with {_owner_text(e)}") for e, p in conflicts]
     return ApiError(409, "Conflict", f"Apply failed with {n} conflict{'s' if n > 1 else ''}: {detail}",
                     causes=causes)

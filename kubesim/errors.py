@@ -31,18 +31,19 @@ class ApiError(Exception):
     group: str | None = None
     causes: list[Cause] = field(default_factory=list)
     retry_after_seconds: int | None = None
+    details: bool = False  # write ``details`` even when it is empty, as route errors carry it
 
     def __str__(self) -> str:
         return self.message
 
     def status(self) -> dict[str, Any]:
         """Return the ``Status`` object body for this error."""
-        details: dict[str, Any] = {}
-        if self.name is not None:
+        details: dict[str, Any] = {}  # every StatusDetails field is omitempty
+        if self.name:
             details["name"] = self.name
-        if self.group is not None:
+        if self.group:
             details["group"] = self.group
-        if self.kind is not None:
+        if self.kind:
             details["kind"] = self.kind
         if self.causes:
             details["causes"] = [
@@ -59,7 +60,7 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
-        if details:
+        if details or self.details:
             body["details"] = details
         return body
 
@@ -85,8 +86,24 @@ def conflict(resource: str, name: str, detail: str, group: str = "") -> ApiError
 def invalid(kind: str, name: str, causes: list[Cause], group: str = "") -> ApiError:
     """422 Invalid with one cause per offending field, message as kube-apiserver words it."""
     qual = f"{kind}.{group}" if group else kind
-    listed = ", ".join(f"{c.field}: {c.message}" for c in causes)
-    return ApiError(422, "Invalid", f'{qual} "{name}" is invalid: {listed}', kind=kind, name=name, group=group or None, causes=causes)
+    return ApiError(422, "Invalid", f'{qual} "{name}" is invalid: {aggregate(causes)}', kind=kind, name=name, group=group or None, causes=causes)
+
+
+def aggregate(causes: list[Cause]) -> str:
+    """The causes as Go's error aggregate prints them: duplicates once, several in brackets."""
+    texts = list(dict.fromkeys(f"{c.field}: {c.message}" if c.field else c.message for c in causes))
+    return texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+
+
+def no_resource() -> ApiError:
+    """404 for a path no resource is served at."""
+    return ApiError(404, "NotFound", "the server could not find the requested resource", details=True)
+
+
+def no_method() -> ApiError:
+    """405 for a verb the resource does not take."""
+    return ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource",
+                    details=True)
 
 
 def bad_request(message: str) -> ApiError:

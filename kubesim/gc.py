@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from kubesim import resources
-from kubesim.errors import ApiError, Cause, bad_request, conflict
+from kubesim.errors import ApiError, bad_request, conflict
 from kubesim.resources import Resource
 from kubesim.store import Clock, Obj, StorageKey, Store, WatchEvent, timestamp
 
@@ -123,31 +123,28 @@ class Lifecycle:
         return self.store.remove(res.storage, obj), True
 
     def _check_preconditions(self, res: Resource, obj: Obj, pre: dict[str, Any]) -> None:
+        """BeforeDelete's checks, in its words (the conflict names the kind, not the resource)."""
         meta = obj["metadata"]
         if pre.get("uid") and pre["uid"] != meta.get("uid"):
             raise conflict(
-                res.plural, meta["name"],
-                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}",
+                res.kind, meta["name"],
+                f"the UID in the precondition ({pre['uid']}) does not match the UID in record ({meta.get('uid')}). "
+                "The object might have been deleted and then recreated",
                 res.group,
             )
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
             raise conflict(
-                res.plural, meta["name"],
-                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
-                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
+                res.kind, meta["name"],
+                f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the "
+                f"ResourceVersion in record ({meta.get('resourceVersion')}). The object might have been modified",
                 res.group,
             )
 
     def _policy(self, res: Resource, obj: Obj, options: dict[str, Any]) -> str | None:
+        """The propagation policy of a delete (the server has refused unknown ones)."""
         policy = options.get("propagationPolicy")
         if policy is None and options.get("orphanDependents") is not None:
             policy = ORPHAN if options["orphanDependents"] else BACKGROUND
-        if policy is not None and policy not in (FOREGROUND, BACKGROUND, ORPHAN):
-            raise ApiError(
-                422, "Invalid", f"DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{policy}\"",
-                kind="DeleteOptions", group="meta.k8s.io",
-                causes=[Cause("propagationPolicy", "FieldValueNotSupported", f'Unsupported value: "{policy}"')],
-            )
         if policy is None:
             fins = finalizers_of(obj)
             if ORPHAN_FINALIZER in fins or FOREGROUND_FINALIZER in fins:
@@ -179,7 +176,7 @@ class Lifecycle:
                            kind="namespaces", name=name)
         if is_deleting(obj):
             return obj, False
-        new = with_meta(obj, deletionTimestamp=timestamp(self.clock.now()), deletionGracePeriodSeconds=0)
+        new = with_meta(obj, deletionTimestamp=timestamp(self.clock.now()))  # a namespace has no grace period
         new["status"] = {**(obj.get("status") or {}), "phase": "Terminating"}
         return self.store.replace(res.storage, new), False
 
@@ -328,5 +325,4 @@ class GarbageCollector:
         # The namespace controller's /finalize step: drop spec.finalizers, then the object goes
         # once its metadata finalizers are gone too.
         spec = {**(ns.get("spec") or {}), "finalizers": []}
-        new = with_meta({**ns, "spec": spec}, deletionGracePeriodSeconds=0)
-        self.lifecycle.write(NAMESPACES, new)
+        self.lifecycle.write(NAMESPACES, {**ns, "spec": spec})

@@ -118,6 +118,7 @@ class Kubelet:
         self._queue: list[tuple[datetime, int, str, str]] = []  # (when, seq, action, uid)
         self._seq = itertools.count()
         self._terminating: set[str] = set()
+        self._bound: set[str] = set()  # the Pods bound (or about to be): never bound twice
         self._ips = itertools.count(2)
         self._wake = asyncio.Event()
 
@@ -127,12 +128,18 @@ class Kubelet:
             return
         meta = event.obj["metadata"]
         uid = meta["uid"]
-        if event.type == "ADDED":
-            self._schedule(self.clock.now(), "bind", uid)
-        elif event.type == "DELETED":
+        if event.type == "DELETED":
             self._terminating.discard(uid)
             self._delays.pop(uid, None)
-        elif (not meta.get("deletionTimestamp") and EVICT in (meta.get("annotations") or {})
+            self._bound.discard(uid)
+            return
+        # a Pod behind scheduling gates is bound by the update that removes the last one
+        if uid not in self._bound and not meta.get("deletionTimestamp") \
+                and not (event.obj.get("spec") or {}).get("schedulingGates"):
+            self._schedule(self.clock.now(), "bind", uid)
+        if event.type == "ADDED":
+            return
+        if (not meta.get("deletionTimestamp") and EVICT in (meta.get("annotations") or {})
               and (event.obj.get("status") or {}).get("phase") == "Running"):
             self._schedule(self.clock.now(), "evict", uid)
         elif meta.get("deletionTimestamp") and uid not in self._terminating:
@@ -177,7 +184,9 @@ class Kubelet:
         if phase in ("Succeeded", "Failed"):
             return
         if action == "bind":
-            self._bind(pod, now)
+            if uid not in self._bound and not (pod.get("spec") or {}).get("schedulingGates"):
+                self._bound.add(uid)
+                self._bind(pod, now)
         elif action == "start":
             self._start(pod, now)
         elif action == "finish":

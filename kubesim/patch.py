@@ -137,7 +137,7 @@ def _smp_list(field: str, original: list[Any], patch: list[Any]) -> list[Any]:
         for item in patch:
             if item not in merged:
                 merged.append(clone(item))
-        return merged
+        return _interleave(merged, patch, original, lambda item: item)
     key = MERGE_KEYS.get(field)
     if key is None:
         # No patch strategy: the patch's list replaces the original (directives dropped).
@@ -159,7 +159,28 @@ def _smp_list(field: str, original: list[Any], patch: list[Any]) -> list[Any]:
             merged.append(_smp_map({}, item))
         else:
             merged[idx] = _smp_map(merged[idx], item)
-    return merged
+    kept = [i for i in patch if not (isinstance(i, dict) and i.get("$patch") == "delete")]
+    return _interleave(merged, kept, original, lambda item: item.get(key) if isinstance(item, dict) else item)
+
+
+def _interleave(merged: list[Any], patch: list[Any], original: list[Any], ident: Any) -> list[Any]:
+    """The order the API server gives a merged list: the patch's items in the patch's order and
+    the others in their old order, each of the others placed before a patch item only where it
+    came before that item in the old list (so new items lead)."""
+    in_patch = {json_key(ident(i)): n for n, i in enumerate(patch)}
+    was = {json_key(ident(i)): n for n, i in enumerate(original)}
+    patched = sorted((i for i in merged if json_key(ident(i)) in in_patch), key=lambda i: in_patch[json_key(ident(i))])
+    others = [i for i in merged if json_key(ident(i)) not in in_patch]
+    out: list[Any] = []
+    while others or patched:
+        if not patched:
+            out.append(others.pop(0))
+        elif not others:
+            out.append(patched.pop(0))
+        else:
+            left, right = was.get(json_key(ident(others[0]))), was.get(json_key(ident(patched[0])))
+            out.append(others.pop(0) if left is not None and right is not None and left < right else patched.pop(0))
+    return out
 
 
 def _apply_order(field: str, items: list[Any], order: list[Any]) -> list[Any]:

@@ -73,12 +73,13 @@ class Resource:
 
 RESOURCES: tuple[Resource, ...] = (
     Resource("", "v1", "namespaces", "namespace", "Namespace", False, short_names=("ns",),
-             subresources=("status", "finalize"), verbs=NS_VERBS),
+             subresources=("status", "finalize"), verbs=NS_VERBS, sets_generation=False),
     Resource("", "v1", "pods", "pod", "Pod", True, short_names=("po",), categories=("all",),
              subresources=("status", "log")),
-    Resource("", "v1", "events", "event", "Event", True, short_names=("ev",), shared_storage=("", "events")),
+    Resource("", "v1", "events", "event", "Event", True, short_names=("ev",), shared_storage=("", "events"),
+             sets_generation=False),
     Resource("events.k8s.io", "v1", "events", "event", "Event", True, short_names=("ev",),
-             shared_storage=("", "events")),
+             shared_storage=("", "events"), sets_generation=False),
     Resource("batch", "v1", "jobs", "job", "Job", True, categories=("all",), subresources=("status",),
              default_propagation="Orphan"),
     Resource("batch", "v1", "cronjobs", "cronjob", "CronJob", True, short_names=("cj",),
@@ -105,6 +106,12 @@ for _res in RESOURCES:
     versions = GROUP_VERSIONS.setdefault(_res.group, [])
     if _res.version not in versions:
         versions.append(_res.version)
+
+
+def serves(group: str, version: str | None) -> bool:
+    """Whether a group (and version, when given) is served at all."""
+    versions = GROUP_VERSIONS.get(group)
+    return versions is not None and (version is None or version in versions)
 
 
 def lookup(group: str, version: str, plural: str) -> Resource | None:

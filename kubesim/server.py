@@ -29,7 +29,7 @@ import yaml
 from aiohttp import web
 
 from kubesim import apply as ssa
-from kubesim import logs, openapi_v2, protobuf, resources, schema, strategy, tables
+from kubesim import logs, openapi_v2, podadmission, protobuf, resources, schema, strategy, tables
 from kubesim import patch as patches
 from kubesim.admission import AdmissionPlugin
 from kubesim.codec import dumps, loads
@@ -40,9 +40,11 @@ from kubesim.errors import (
     bad_request,
     conflict,
     invalid,
+    no_method,
+    no_resource,
     not_found,
 )
-from kubesim.gc import NAMESPACES, Lifecycle, is_deleting
+from kubesim.gc import NAMESPACES, PODS, Lifecycle, is_deleting
 from kubesim.resources import Resource
 from kubesim.store import (
     CLOSE,
@@ -74,6 +76,10 @@ DENY_CREATE_ANNOTATION = "kubesim.batchd.io/deny-create"
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # DELETE returns the object itself for these (ReturnDeletedObject in their registries).
 RETURNS_DELETED_OBJECT = frozenset({("", "pods"), ("", "namespaces")})
+#: the Go package of each group's internal types, as conversion errors name them
+INTERNAL_PACKAGES = {"": "core", "events.k8s.io": "core", "coordination.k8s.io": "coordination"}
+JOB_DELETE_WARNING = ("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
+                      "to remove them or set propagationPolicy=Orphan to suppress this warning")
 
 
 class AuditKey(NamedTuple):
@@ -176,13 +182,16 @@ def _dry_run(request: web.BaseRequest, options_kind: str) -> bool:
     """Whether the request asks for a server-side dry run (``dryRun=All``; other values are
     refused as the API server's options validation refuses them)."""
     values = request.query.getall("dryRun", [])
-    for value in values:
-        if value != "All":
-            message = f'Unsupported value: "{value}": supported values: "All"'
-            raise ApiError(422, "Invalid", f'{options_kind}.meta.k8s.io "" is invalid: dryRun: {message}',
-                           kind=options_kind, group="meta.k8s.io",
-                           causes=[Cause("dryRun", "FieldValueNotSupported", message)])
+    _check_dry_run(values, options_kind)
     return bool(values)
+
+
+def _check_dry_run(values: list[str], options_kind: str) -> None:
+    if any(value != "All" for value in values):
+        listed = "[" + ",".join(json.dumps(v) for v in values) + "]"  # the whole list, as Go prints it
+        raise invalid(options_kind, "", [Cause("dryRun", "FieldValueNotSupported",
+                                               f'Unsupported value: {listed}: supported values: "All"')],
+                      "meta.k8s.io")
 
 
 def _field_manager(request: web.BaseRequest) -> str | None:
@@ -262,7 +271,7 @@ class ApiServer:
                 return self._openapi(path)
             if path.rstrip("/") == "/openapi/v2":
                 return _openapi_v2(request.headers.get("Accept", ""))
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_resource()
         except ApiError as err:
             return _error_response(err)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -277,7 +286,7 @@ class ApiServer:
             return _response(schema.openapi_v3_index())
         doc = schema.openapi_v3_document(rest)
         if doc is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_resource()
         return _response(doc)
 
     # -- admin ----------------------------------------------------------------------------
@@ -308,7 +317,7 @@ class ApiServer:
             self.audit.clear()
             self.faulted.clear()
             return _response({"requests": []})
-        raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        raise no_resource()
 
     def audit_rows(self) -> list[dict[str, Any]]:
         return [
@@ -328,6 +337,11 @@ class ApiServer:
 
     async def _api(self, request: web.BaseRequest) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
+        if len(parts) >= 2:
+            group, version = ("", parts[1]) if parts[0] == "api" else (parts[1], parts[2] if len(parts) > 2 else None)
+            if not resources.serves(group, version):
+                # no handler for the group (version): the mux's own answer, not a Status
+                return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
         discovery = self._discovery(parts)
         if discovery is not None:
             return _response(discovery)
@@ -360,7 +374,7 @@ class ApiServer:
             return await self._delete(route, request)
         if verb == "deletecollection":
             return await self._deletecollection(route, request)
-        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        raise no_method()
 
     def _discovery(self, parts: list[str]) -> dict[str, Any] | None:
         if parts == ["api"]:
@@ -370,17 +384,17 @@ class ApiServer:
         if parts[0] == "api" and len(parts) == 2:
             found = resources.resource_list("", parts[1])
             if found is None:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise no_resource()
             return found
         if parts[0] == "apis" and len(parts) == 2:
             group = resources.api_group(parts[1])
             if group is None:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise no_resource()
             return group
         if parts[0] == "apis" and len(parts) == 3:
             found = resources.resource_list(parts[1], parts[2])
             if found is None:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+                raise no_resource()
             return found
         return None
 
@@ -398,18 +412,18 @@ class ApiServer:
         ):
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_resource()
         res = resources.lookup(group, version, rest[0])
         if res is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_resource()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         if sub is not None and sub not in res.subresources:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_resource()
         if res.namespaced and name is not None and namespace is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_resource()
         if not res.namespaced and namespace is not None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_resource()
         method = request.method
         if name is None:
             verbs = {"GET": "watch" if watch else "list", "POST": "create", "DELETE": "deletecollection"}
@@ -418,11 +432,11 @@ class ApiServer:
         verb = verbs.get(method)
         allowed = resources.SUB_ONLY_VERBS.get(sub, resources.SUB_VERBS) if sub is not None else ()
         if verb is None or (sub is not None and verb not in allowed):
-            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            raise no_method()
         if name is None and namespace is None and res.namespaced and verb == "create":
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            raise no_method()
         if verb not in res.verbs and sub is None:
-            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            raise no_method()
         return Route(res, namespace, name, sub, verb)
 
     async def _body(self, request: web.BaseRequest) -> Any:
@@ -475,10 +489,8 @@ class ApiServer:
             raise bad_request("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml")
         api_version = body.get("apiVersion")
         kind = body.get("kind")
-        if api_version and api_version != res.api_version:
-            raise bad_request(f"the API version in the data ({api_version}) does not match the expected API version ({res.api_version})")
-        if kind and kind != res.kind:
-            raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({res.kind})")
+        if (api_version and api_version != res.api_version) or (kind and kind != res.kind):
+            raise self._undecodable(res, api_version or res.api_version, kind or res.kind)
         body["apiVersion"] = res.api_version
         body["kind"] = res.kind
         meta = body.get("metadata")
@@ -487,6 +499,18 @@ class ApiServer:
         elif not isinstance(meta, dict):
             raise bad_request("metadata must be an object")
         return body
+
+    @staticmethod
+    def _undecodable(res: Resource, api_version: str, kind: str) -> ApiError:
+        """The decoder's error for a body of another kind or version than the endpoint's: a kind
+        the scheme knows fails to convert, any other is not registered."""
+        version = api_version.rsplit("/", 1)[-1]
+        prefix = f'{kind} in version "{version}" cannot be handled as a {res.kind}: '
+        if (api_version, kind) not in resources.BY_KIND:
+            return bad_request(f'{prefix}no kind "{kind}" is registered for version "{api_version}" in scheme '
+                               '"pkg/runtime/scheme.go:110"')
+        internal = INTERNAL_PACKAGES.get(res.group, res.group)
+        return bad_request(f"{prefix}converting ({version}.{kind}) to ({internal}.{res.kind}): unknown conversion")
 
     # -- read verbs -----------------------------------------------------------------------
 
@@ -672,13 +696,15 @@ class ApiServer:
         if isinstance(body, _ProtobufBody):
             body = dict(body)
         obj = self.create_object(route.res, route.namespace, body, dry_run=dry_run,
-                                 field_manager=_field_manager(request))
+                                 field_manager=_field_manager(request), warnings=warnings)
         return _warn(_response(self._view(route.res, obj), 201), warnings)
 
     def create_object(self, res: Resource, namespace: str | None, body: Any, *, dry_run: bool = False,
-                      field_manager: str | None = None, managed: list[Any] | None = None) -> Obj:
+                      field_manager: str | None = None, managed: list[Any] | None = None,
+                      warnings: list[str] | None = None) -> Obj:
         """Create semantics (also used to bootstrap the initial namespaces); returns stored obj
-        (with ``dry_run``, the object as it would be stored, without a resourceVersion)."""
+        (with ``dry_run``, the object as it would be stored, without a resourceVersion). The
+        strategy's warnings are added to ``warnings``."""
         obj = self._check_kind(res, body)
         meta = obj["metadata"]
         if res.namespaced:
@@ -708,13 +734,16 @@ class ApiServer:
             meta["generation"] = 1
         for system in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"):
             meta.pop(system, None)
-        obj = strategy.prepare_create(res.group, res.plural, obj, now=now)
-        if managed is not None:
+        if managed is None and field_manager:
+            # what the write sets is read off the decoded body, before admission and the strategy
+            managed = ssa.create_entries(strategy.decoded(res.group, res.plural, obj),
+                                         strategy.zero(res.group, res.plural), field_manager, "Update",
+                                         timestamp(now))
+        if res.storage == PODS:
+            podadmission.admit_pod(obj)
+        obj = strategy.prepare_create(res.group, res.plural, obj, now=now, warnings=warnings)
+        if managed:
             obj["metadata"]["managedFields"] = managed
-        elif field_manager:
-            obj["metadata"]["managedFields"] = ssa.create_entries(obj, field_manager, "Update", timestamp(now)) or None
-            if obj["metadata"]["managedFields"] is None:
-                del obj["metadata"]["managedFields"]
         obj = resources.from_view(res, obj)
         if res.storage == NAMESPACES:
             obj["spec"] = {**(obj.get("spec") or {}), "finalizers": ["kubernetes"]}
@@ -773,15 +802,16 @@ class ApiServer:
         missing = self.store.get(res.storage, route.namespace or "", route.name) is None
         if missing and res.allow_create_on_update and route.subresource is None:
             obj = self._create_on_update(route, self._check_kind(res, body), dry_run=dry_run,
-                                         field_manager=_field_manager(request))
+                                         field_manager=_field_manager(request), warnings=warnings)
             return _warn(_response(self._view(res, obj), 201), warnings)
         old = self._current(route)
         new = self._check_kind(res, body)
         result = self.update_object(route, old, new, dry_run=dry_run, field_manager=_field_manager(request),
-                                    agent=_agent_manager(request))
+                                    agent=_agent_manager(request), warnings=warnings)
         return _warn(_response(self._view(res, result)), warnings)
 
-    def _create_on_update(self, route: Route, body: Obj, *, dry_run: bool, field_manager: str | None) -> Obj:
+    def _create_on_update(self, route: Route, body: Obj, *, dry_run: bool, field_manager: str | None,
+                          warnings: list[str]) -> Obj:
         """A PUT of a missing object of a kind whose registry allows it: the create path, with
         the name from the URL. The store has nothing to compare a resourceVersion with, so one
         in the body is dropped; a uid is a precondition nothing can meet."""
@@ -795,7 +825,8 @@ class ApiServer:
                            res.group)
         meta["name"] = name
         meta.pop("resourceVersion", None)
-        return self.create_object(res, route.namespace, body, dry_run=dry_run, field_manager=field_manager)
+        return self.create_object(res, route.namespace, body, dry_run=dry_run, field_manager=field_manager,
+                                  warnings=warnings)
 
     def _field_validation(self, route: Route, request: web.BaseRequest, options_kind: str,
                           obj: Any) -> list[str]:
@@ -809,14 +840,9 @@ class ApiServer:
         if not directive or directive == "Ignore":
             return []
         if directive not in ("Warn", "Strict"):
-            raise ApiError(
-                422, "Invalid",
-                f'{options_kind}.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: '
-                f'"{directive}": supported values: "Ignore", "Strict", "Warn"',
-                kind=options_kind, group="meta.k8s.io",
-                causes=[Cause("fieldValidation", "FieldValueNotSupported",
-                              f'Unsupported value: "{directive}": supported values: "Ignore", "Strict", "Warn"')],
-            )
+            message = f'Unsupported value: "{directive}": supported values: "", "Ignore", "Strict", "Warn"'
+            raise invalid(options_kind, "", [Cause("fieldValidation", "FieldValueNotSupported", message)],
+                          "meta.k8s.io")
         if not isinstance(obj, dict):
             return []  # not an object: the normal path reports it
         res = route.res
@@ -834,7 +860,7 @@ class ApiServer:
 
     def update_object(self, route: Route, old: Obj, new: Obj, *, dry_run: bool = False,
                       field_manager: str | None = None, managed: list[Any] | None = None,
-                      agent: str = "unknown") -> Obj:
+                      agent: str = "unknown", warnings: list[str] | None = None) -> Obj:
         """PUT semantics on ``new`` (in the route's view shape) against stored ``old`` (with
         ``dry_run``, the object as it would be stored, nothing written)."""
         res = route.res
@@ -876,15 +902,16 @@ class ApiServer:
         for plugin in self.admission:
             plugin.validate(res, route.subresource or "", old_meta.get("namespace") or "", new, resources.to_view(res, old))
         now = self.clock.now()
-        new = strategy.prepare_update(
-            res.group, res.plural, resources.to_view(res, old), new,
-            subresource=route.subresource, now=now,
-        )
         if managed is None and (field_manager or old_meta.get("managedFields")):
             # Ownership is tracked once someone names a manager, as the API server tracks it
-            # always (untracked objects skip the field walk: most of kubesim's writes).
-            managed = ssa.update_entries(resources.to_view(res, old), new, field_manager or agent,
-                                         timestamp(now), route.subresource or "")
+            # always (untracked objects skip the field walk: most of kubesim's writes). What the
+            # write changed is read off the decoded body, before the strategy.
+            managed = ssa.update_entries(resources.to_view(res, old), strategy.decoded(res.group, res.plural, new),
+                                         field_manager or agent, timestamp(now), route.subresource or "")
+        new = strategy.prepare_update(
+            res.group, res.plural, resources.to_view(res, old), new,
+            subresource=route.subresource, now=now, warnings=warnings,
+        )
         if managed:
             new["metadata"]["managedFields"] = managed
         new = resources.from_view(res, new)
@@ -924,7 +951,7 @@ class ApiServer:
         warnings = self._field_validation(route, request, "PatchOptions", new)
         new = self._check_kind(route.res, new)
         result = self.update_object(route, old, new, dry_run=dry_run, field_manager=_field_manager(request),
-                                    agent=_agent_manager(request))
+                                    agent=_agent_manager(request), warnings=warnings)
         return _warn(_response(self._view(route.res, result)), warnings)
 
     async def _apply(self, route: Route, request: web.BaseRequest) -> web.Response:
@@ -939,10 +966,8 @@ class ApiServer:
         dry_run = _dry_run(request, "PatchOptions")
         manager = request.query.get("fieldManager")
         if not manager:
-            message = "Required value: is required for apply patch"
-            raise ApiError(422, "Invalid", f'PatchOptions.meta.k8s.io "" is invalid: fieldManager: {message}',
-                           kind="PatchOptions", group="meta.k8s.io",
-                           causes=[Cause("fieldManager", "FieldValueRequired", message)])
+            raise invalid("PatchOptions", "", [Cause("fieldManager", "FieldValueRequired",
+                                                     "Required value: is required for apply patch")], "meta.k8s.io")
         body = self._check_kind(route.res, body)
         assert route.name is not None
         if body["metadata"].get("name") not in (None, route.name):
@@ -958,12 +983,13 @@ class ApiServer:
             created = ssa.apply(None, body, manager, force=force, now=now)
             managed = created["metadata"].pop("managedFields")
             created["metadata"]["name"] = route.name
-            obj = self.create_object(route.res, route.namespace, created, dry_run=dry_run, managed=managed)
+            obj = self.create_object(route.res, route.namespace, created, dry_run=dry_run, managed=managed,
+                                     warnings=warnings)
             return _warn(_response(self._view(route.res, obj), 201), warnings)
         new = ssa.apply(resources.to_view(route.res, current), body, manager, force=force, now=now)
         managed = new["metadata"].pop("managedFields")
         new = self._check_kind(route.res, new)
-        result = self.update_object(route, current, new, dry_run=dry_run, managed=managed)
+        result = self.update_object(route, current, new, dry_run=dry_run, managed=managed, warnings=warnings)
         return _warn(_response(self._view(route.res, result)), warnings)
 
     # -- delete ---------------------------------------------------------------------------
@@ -980,12 +1006,6 @@ class ApiServer:
                 options.update(parsed)
         q = request.query
         dry_run = list(options.get("dryRun") or []) + list(q.getall("dryRun", []))
-        for value in dry_run:
-            if value != "All":
-                message = f'Unsupported value: "{value}": supported values: "All"'
-                raise ApiError(422, "Invalid", f'DeleteOptions.meta.k8s.io "" is invalid: dryRun: {message}',
-                               kind="DeleteOptions", group="meta.k8s.io",
-                               causes=[Cause("dryRun", "FieldValueNotSupported", message)])
         if dry_run:
             options["dryRun"] = dry_run
         if q.get("propagationPolicy"):
@@ -994,11 +1014,35 @@ class ApiServer:
             options["gracePeriodSeconds"] = q["gracePeriodSeconds"]
         if q.get("orphanDependents"):
             options["orphanDependents"] = _truthy(q["orphanDependents"])
+        # ValidateDeleteOptions, before the object is looked up
+        causes: list[Cause] = []
+        policy = options.get("propagationPolicy")
+        if policy is not None and options.get("orphanDependents") is not None:
+            causes.append(Cause("propagationPolicy", "FieldValueInvalid", f"Invalid value: {json.dumps(policy)}: "
+                                "orphanDependents and deletionPropagation cannot be both set"))
+        if policy is not None and policy not in ("Foreground", "Background", "Orphan"):
+            causes.append(Cause("propagationPolicy", "FieldValueNotSupported", f"Unsupported value: {json.dumps(policy)}: "
+                                'supported values: "Foreground", "Background", "Orphan", "nil"'))
+        if causes:
+            raise invalid("DeleteOptions", "", causes, "meta.k8s.io")
+        _check_dry_run(dry_run, "DeleteOptions")
         return options
+
+    @staticmethod
+    def _delete_warnings(route: Route, options: dict[str, Any]) -> list[str]:
+        """The Job registry's warning on a delete that leaves the Pods' fate to the default."""
+        if route.res.storage == ("batch", "jobs") and options.get("propagationPolicy") is None \
+                and options.get("orphanDependents") is None:
+            return [JOB_DELETE_WARNING]
+        return []
 
     async def _delete(self, route: Route, request: web.BaseRequest) -> web.Response:
         options = await self._delete_options(request)
-        obj = self._current(route)
+        warnings = self._delete_warnings(route, options)
+        try:
+            obj = self._current(route)
+        except ApiError as err:
+            return _warn(_error_response(err), warnings)
         lifecycle = self.lifecycle
         if options.get("dryRun"):
             lifecycle = Lifecycle(_DryRunWrites(), self.clock)
@@ -1006,12 +1050,12 @@ class ApiServer:
         res = route.res
         if removed and res.storage not in RETURNS_DELETED_OBJECT:
             meta = result["metadata"]
-            return _response({
+            return _warn(_response({
                 "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "details": {"name": meta["name"], "group": res.group, "kind": res.plural, "uid": meta["uid"]},
-            })
+            }), warnings)
         status = 202 if not removed and options.get("orphanDependents") is False else 200
-        return _response(self._view(res, result), status)
+        return _warn(_response(self._view(res, result), status), warnings)
 
     async def _deletecollection(self, route: Route, request: web.BaseRequest) -> web.Response:
         options = await self._delete_options(request)
@@ -1027,5 +1071,6 @@ class ApiServer:
                 raise
             deleted.append(self._view(route.res, result))
         res = route.res
-        return _response({"kind": res.list_kind, "apiVersion": res.api_version,
-                          "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted})
+        return _warn(_response({"kind": res.list_kind, "apiVersion": res.api_version,
+                                "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted}),
+                     self._delete_warnings(route, options))

@@ -21,9 +21,11 @@ One module per kind, as upstream splits ``pkg/registry/<group>/<resource>/strate
 
 from __future__ import annotations
 
-from kubesim.strategy.registry import prepare_create, prepare_update
+from kubesim.strategy.registry import decoded, prepare_create, prepare_update, zero
 
 __all__ = [
+    "decoded",
     "prepare_create",
     "prepare_update",
+    "zero",
 ]

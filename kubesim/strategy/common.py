@@ -47,12 +47,14 @@ class Errs:
     """An ``field.ErrorList`` under construction."""
 
     causes: list[Cause] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what the strategy warns of (Warning headers)
 
     def __bool__(self) -> bool:
         return bool(self.causes)
 
     def extend(self, other: Errs) -> None:
         self.causes.extend(other.causes)
+        self.warnings.extend(other.warnings)
 
     def invalid(self, path: str, value: Any, detail: str = "") -> None:
         body = "Invalid value" if value is OMIT else f"Invalid value: {_go_value(value)}"

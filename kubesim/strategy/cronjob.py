@@ -44,6 +44,11 @@ def _default_cronjob(cj: Obj) -> None:
     default_template(dig(spec, "jobTemplate", "spec", "template"))
 
 
+def cronjob_defaults(cj: Obj) -> None:
+    """The CronJob defaults a decoded body gets (API-48)."""
+    _default_cronjob(cj)
+
+
 def _validate_time_zone(tz: Any, path: str, errs: Errs) -> None:
     """API-53."""
     if tz is None:

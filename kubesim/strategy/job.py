@@ -145,6 +145,13 @@ def _default_job(job: Obj) -> None:
     default_template(spec.get("template"))
 
 
+def job_defaults(job: Obj) -> None:
+    """SetDefaults_Job, as a decoded body gets it (API-1 to API-7)."""
+    _default_job(job)
+    if not dig(job, "metadata", "labels"):
+        _copy_template_labels(job)
+
+
 def _generate_selector(job: Obj) -> None:
     """generateSelectorIfNeeded (API-9, API-10)."""
     spec = job["spec"]
@@ -497,20 +504,7 @@ def _validate_job(job: Obj, require_prefixed: bool, errs: Errs) -> None:
     validate_object_meta(meta, is_dns1123_subdomain, errs)
     _validate_generated_selector(job, require_prefixed, errs)
     spec = job.get("spec") or {}
-    validate_job_spec(spec, "spec", errs)
-    selector = spec.get("selector")
-    if selector is None:
-        errs.required("spec.selector")
-    else:
-        _validate_label_selector(selector, "spec.selector", errs)
-    if _selector_is_valid(selector):  # API-12
-        t_labels = dig(spec, "template", "metadata", "labels") or {}
-        if not _selector_matches(selector, t_labels):
-            errs.invalid(
-                "spec.template.metadata.labels",
-                t_labels,
-                "`selector` does not match template `labels`",
-            )
+    _validate_standalone_job_spec(spec, errs)
     completions = spec.get("completions")
     if spec.get("completionMode") == "Indexed" and is_int(completions) and completions > 0:
         # API-14: the controller names pods' hostnames <name>-<index>.
@@ -523,10 +517,30 @@ def _validate_job(job: Obj, require_prefixed: bool, errs: Errs) -> None:
             )
 
 
+def _validate_standalone_job_spec(spec: Obj, errs: Errs) -> None:
+    """ValidateJobSpec: a Job's spec with its selector (a CronJob's template has none yet)."""
+    validate_job_spec(spec, "spec", errs)
+    selector = spec.get("selector")
+    if selector is None:
+        errs.required("spec.selector")
+    else:
+        _validate_label_selector(selector, "spec.selector", errs)
+    if _selector_is_valid(selector):  # API-12
+        t_labels = dig(spec, "template", "metadata", "labels") or {}
+        if not _selector_matches(selector, t_labels):
+            errs.invalid(
+                "spec.template.metadata.labels",
+                t_labels or None,  # an empty map is Go's nil, printed as null
+                "`selector` does not match template `labels`",
+            )
+
+
 def _validate_job_update(job: Obj, old: Obj, errs: Errs) -> None:
-    """ValidateJobSpecUpdate (API-19, API-20, API-28)."""
+    """ValidateJobSpecUpdate (API-19, API-20, API-28). It validates the spec again first, so
+    upstream reports a bad spec twice on update; so does kubesim."""
     spec = job.get("spec") or {}
     old_spec = old.get("spec") or {}
+    _validate_standalone_job_spec(spec, errs)
     # API-19: completions is immutable except for elastic Indexed Jobs.
     if spec.get("completionMode") != "Indexed":
         errs.immutable("spec.completions", spec.get("completions"), old_spec.get("completions"))
@@ -864,7 +878,7 @@ def _validate_status_transitions(write: _StatusWrite, errs: Errs) -> None:
     if completion is not None and old_completion is not None and completion != old_completion:
         # API-43
         errs.invalid(
-            "status.completionTime", st.get("completionTime"), "completionTime cannot be mutated"
+            "status.completionTime", st.get("completionTime"), "field is immutable"
         )
     if write.old_start is not None and write.start_changed and spec.get("suspend") is not True:
         # API-41
@@ -890,9 +904,15 @@ def job_create(job: Obj, now: datetime, errs: Errs) -> None:
     _default_job(job)
     job["status"] = {}  # API-8: status is cleared on create
     ensure(job, "metadata")["generation"] = 1
+    # API-7 runs when the body is decoded, before the selector is generated (a template with labels
+    # shares them with the Job, generated ones too), and again when the stored Job is read back
+    # (a template without labels gives the Job the generated ones, after validation saw none)
+    shares = bool(dig(job, "spec", "template", "metadata", "labels")) and not job["metadata"].get("labels")
     _generate_selector(job)
-    _copy_template_labels(job)
+    if shares:
+        _copy_template_labels(job)
     _validate_job(job, True, errs)
+    _copy_template_labels(job)
 
 
 def _require_prefixed_on_update(old: Obj) -> bool:

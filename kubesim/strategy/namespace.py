@@ -28,6 +28,11 @@ def namespace_common(ns: Obj) -> None:
     ensure(meta, "labels")[_NS_NAME_LABEL] = meta.get("name") or ""
 
 
+def namespace_defaults(ns: Obj) -> None:
+    """SetDefaults_Namespace: the name label."""
+    namespace_common(ns)
+
+
 def validate_namespace(ns: Obj, errs: Errs) -> None:
     validate_object_meta(ensure(ns, "metadata"), is_dns1123_label, errs)
     for i, f in enumerate(dig(ns, "spec", "finalizers") or []):
@@ -54,6 +59,13 @@ def namespace_status_update(ns: Obj, old: Obj, errs: Errs) -> None:
     ns["spec"] = clone(old.get("spec") or {})
     namespace_common(ns)
     validate_namespace(ns, errs)
+    # ValidateNamespaceStatusUpdate (its path spells the Go field, "Phase")
+    phase = dig(ns, "status", "phase")
+    if not dig(ns, "metadata", "deletionTimestamp"):
+        if phase != "Active":
+            errs.invalid("status.Phase", phase or "", "may only be 'Active' if `deletionTimestamp` is empty")
+    elif phase != "Terminating":
+        errs.invalid("status.Phase", phase or "", "may only be 'Terminating' if `deletionTimestamp` is not empty")
 
 
 def namespace_finalize(ns: Obj, old: Obj, errs: Errs) -> None:

@@ -13,9 +13,11 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from kubesim.codec import clone
+from kubesim.store import timestamp
 from kubesim.strategy.common import (
     Errs,
     Obj,
+    bump_generation,
     dig,
     ensure,
     is_dns1123_label,
@@ -73,6 +75,14 @@ def _default_pod_spec(spec: Obj) -> None:
         spec["terminationGracePeriodSeconds"] = 30
     if not spec.get("schedulerName"):
         spec["schedulerName"] = "default-scheduler"
+    # serviceAccount is the deprecated alias of serviceAccountName: read when the name is
+    # missing, and always written as its copy
+    if not spec.get("serviceAccountName") and spec.get("serviceAccount"):
+        spec["serviceAccountName"] = spec["serviceAccount"]
+    if spec.get("serviceAccountName"):
+        spec["serviceAccount"] = spec["serviceAccountName"]
+    else:
+        spec.pop("serviceAccount", None)
     for key in ("initContainers", "containers", "ephemeralContainers"):
         for c in spec.get(key) or []:
             if isinstance(c, dict):
@@ -84,9 +94,15 @@ def default_template(template: Any) -> None:
         _default_pod_spec(ensure(template, "spec"))
 
 
+def pod_defaults(pod: Obj) -> None:
+    """The Pod defaults a decoded body gets."""
+    _default_pod(pod)
+
+
 def _default_pod(pod: Obj) -> None:
     spec = ensure(pod, "spec")
     _default_pod_spec(spec)
+    _default_pod_ips(pod.get("status"))
     if spec.get("enableServiceLinks") is None:
         spec["enableServiceLinks"] = True
     # SetDefaults_Pod: limits without requests make the requests equal to the limits.
@@ -166,39 +182,41 @@ _RESTART_POLICIES = ["Always", "OnFailure", "Never"]
 _PULL_POLICIES = ["Always", "IfNotPresent", "Never"]
 
 
+def _validate_containers(containers: Any, path: str, names: set[str], errs: Errs) -> None:
+    """validateContainers and validateInitContainers: each container's common checks, then its
+    name's uniqueness among every container named so far (regular ones first)."""
+    for i, c in enumerate(containers or []):
+        cp = f"{path}[{i}]"
+        name = c.get("name") or ""
+        if not name:
+            errs.required(cp + ".name")
+        else:
+            for m in is_dns1123_label(name):
+                errs.invalid(cp + ".name", name, m)
+        if not c.get("image"):
+            errs.required(cp + ".image")
+        for j, port in enumerate(c.get("ports") or []):
+            cport = port.get("containerPort")
+            if is_int(cport) and not 1 <= cport <= 65535:
+                errs.invalid(f"{cp}.ports[{j}].containerPort", cport, "must be between 1 and 65535, inclusive")
+        policy = c.get("imagePullPolicy")
+        if policy and policy not in _PULL_POLICIES:
+            errs.not_supported(cp + ".imagePullPolicy", policy, _PULL_POLICIES)
+        if name in names:
+            errs.duplicate(cp + ".name", name)
+        else:
+            names.add(name)
+
+
 def _validate_pod_spec(spec: Any, path: str, errs: Errs) -> None:
     if not isinstance(spec, dict):
         errs.required(path + ".containers")
         return
-    containers = spec.get("containers") or []
-    if not containers:
+    if not spec.get("containers"):
         errs.required(path + ".containers")
     names: set[str] = set()
-    for key in ("initContainers", "containers"):
-        for i, c in enumerate(spec.get(key) or []):
-            cp = f"{path}.{key}[{i}]"
-            name = c.get("name") or ""
-            if not name:
-                errs.required(cp + ".name")
-            else:
-                for m in is_dns1123_label(name):
-                    errs.invalid(cp + ".name", name, m)
-                if name in names:
-                    errs.duplicate(cp + ".name", name)
-                names.add(name)
-            if not (c.get("image") or "").strip():
-                errs.required(cp + ".image")
-            policy = c.get("imagePullPolicy")
-            if policy and policy not in _PULL_POLICIES:
-                errs.not_supported(cp + ".imagePullPolicy", policy, _PULL_POLICIES)
-            for j, port in enumerate(c.get("ports") or []):
-                cport = port.get("containerPort")
-                if is_int(cport) and not 1 <= cport <= 65535:
-                    errs.invalid(
-                        f"{cp}.ports[{j}].containerPort",
-                        cport,
-                        "must be between 1 and 65535, inclusive",
-                    )
+    _validate_containers(spec.get("containers"), path + ".containers", names, errs)
+    _validate_containers(spec.get("initContainers"), path + ".initContainers", names, errs)
     restart = spec.get("restartPolicy") or ""
     if not restart:
         errs.required(path + ".restartPolicy")
@@ -210,17 +228,17 @@ def _validate_pod_spec(spec: Any, path: str, errs: Errs) -> None:
             path + ".activeDeadlineSeconds", ads, "must be between 1 and 2147483647, inclusive"
         )
     tgps = spec.get("terminationGracePeriodSeconds")
-    if is_int(tgps) and tgps < 0:
-        errs.invalid(
-            path + ".terminationGracePeriodSeconds", tgps, "must be greater than or equal to 0"
-        )
+    if is_int(tgps) and tgps < 0:  # accepted (a Pod's is made 1 on create), with a warning
+        errs.warnings.append(f"{path}.terminationGracePeriodSeconds: must be >= 0; negative values are "
+                             "invalid and will be treated as 1")
 
 
 def validate_pod_template(template: Any, path: str, errs: Errs) -> None:
     template = template if isinstance(template, dict) else {}
     meta = template.get("metadata") or {}
-    validate_labels(meta.get("labels"), path + ".metadata.labels", errs)
-    validate_annotations(meta.get("annotations"), path + ".metadata.annotations", errs)
+    # ValidatePodTemplateSpec names the template's own fields, without "metadata"
+    validate_labels(meta.get("labels"), path + ".labels", errs)
+    validate_annotations(meta.get("annotations"), path + ".annotations", errs)
     _validate_pod_spec(template.get("spec"), path + ".spec", errs)
 
 
@@ -274,16 +292,6 @@ def _validate_pod_update(new: Obj, old: Obj, errs: Errs) -> None:
             errs.required(f"spec.containers[{i}].image")
 
 
-def _validate_pod_status_update(new: Obj, old: Obj, errs: Errs) -> None:
-    old_phase = dig(old, "status", "phase")
-    new_phase = dig(new, "status", "phase")
-    # A terminal phase is final: the kubelet and the Job controller rely on it.
-    if old_phase in ("Succeeded", "Failed") and new_phase != old_phase:
-        errs.forbidden(
-            "status.phase", f"cannot transition from terminal phase {old_phase} to {new_phase}"
-        )
-
-
 # --------------------------------------------------------------------------------------------
 # podStrategy and podStatusStrategy (pkg/registry/core/pod/strategy.go)
 # --------------------------------------------------------------------------------------------
@@ -292,8 +300,16 @@ def _validate_pod_status_update(new: Obj, old: Obj, errs: Errs) -> None:
 def pod_create(pod: Obj, now: datetime, errs: Errs) -> None:
     _default_pod(pod)
     spec = pod["spec"]
-    # podStrategy.PrepareForCreate: the status is reset to Pending with the computed QoS class.
+    tgps = spec.get("terminationGracePeriodSeconds")
+    if is_int(tgps) and tgps < 0:
+        spec["terminationGracePeriodSeconds"] = 1  # a negative grace period is taken as the shortest
+    # podStrategy.PrepareForCreate: the status is reset to Pending with the computed QoS class,
+    # and a Pod behind scheduling gates says so.
     pod["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
+    if spec.get("schedulingGates"):
+        pod["status"]["conditions"] = [{
+            "type": "PodScheduled", "status": "False", "lastProbeTime": None, "lastTransitionTime": timestamp(now),
+            "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates"}]
     validate_object_meta(ensure(pod, "metadata"), is_dns1123_subdomain, errs)
     _validate_pod_spec(spec, "spec", errs)
 
@@ -301,16 +317,28 @@ def pod_create(pod: Obj, now: datetime, errs: Errs) -> None:
 def pod_update(pod: Obj, old: Obj, errs: Errs) -> None:
     _default_pod(pod)
     pod["status"] = clone(old.get("status") or {})
+    bump_generation(pod, old)  # a Pod's generation counts its spec changes (since 1.33)
     validate_object_meta(ensure(pod, "metadata"), is_dns1123_subdomain, errs)
     _validate_pod_update(pod, old, errs)
 
 
+def _default_pod_ips(status: Any) -> None:
+    """The v1 conversion fills the plural IP lists from the singular fields."""
+    if not isinstance(status, dict):
+        return
+    for one, many in (("podIP", "podIPs"), ("hostIP", "hostIPs")):
+        if status.get(one) and not status.get(many):
+            status[many] = [{"ip": status[one]}]
+
+
 def pod_status_update(pod: Obj, old: Obj, errs: Errs) -> None:
+    # Nothing guards the phase here: a terminal Pod stays terminal because the kubelet never
+    # writes otherwise, not because the API server refuses it.
     pod["spec"] = clone(old.get("spec") or {})
+    _default_pod_ips(pod.get("status"))
     # The pods/status endpoint may not touch owner references (old kubelets corrupted them).
     meta = ensure(pod, "metadata")
     if "ownerReferences" in (old.get("metadata") or {}):
         meta["ownerReferences"] = clone(old["metadata"]["ownerReferences"])
     else:
         meta.pop("ownerReferences", None)
-    _validate_pod_status_update(pod, old, errs)

@@ -10,23 +10,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from kubesim import schema
 from kubesim.errors import ApiError, invalid
 from kubesim.strategy.common import Errs, Obj, carry_server_meta, dig, validate_object_meta_update
-from kubesim.strategy.cronjob import cronjob_create, cronjob_status_update, cronjob_update
+from kubesim.strategy.cronjob import (
+    cronjob_create,
+    cronjob_defaults,
+    cronjob_status_update,
+    cronjob_update,
+)
 from kubesim.strategy.event import core_event_create, event_update, events_v1_create
-from kubesim.strategy.job import job_create, job_status_update, job_update
+from kubesim.strategy.job import job_create, job_defaults, job_status_update, job_update
 from kubesim.strategy.lease import lease_create, lease_update
 from kubesim.strategy.namespace import (
     namespace_create,
+    namespace_defaults,
     namespace_finalize,
     namespace_status_update,
     namespace_update,
 )
-from kubesim.strategy.pod import pod_create, pod_status_update, pod_update
+from kubesim.strategy.pod import pod_create, pod_defaults, pod_status_update, pod_update
 
+DefaultFn = Callable[[Obj], None]
 CreateFn = Callable[[Obj, datetime, Errs], None]
 UpdateFn = Callable[[Obj, Obj, Errs], None]
 
@@ -37,14 +45,16 @@ class _Kind:
     create: CreateFn
     update: UpdateFn
     status_update: UpdateFn | None
+    defaults: DefaultFn | None = None  # what decoding the body sets, before any strategy
 
 
 _KINDS: dict[tuple[str, str], _Kind] = {
-    ("batch", "jobs"): _Kind("Job", job_create, job_update, job_status_update),
-    ("batch", "cronjobs"): _Kind("CronJob", cronjob_create, cronjob_update, cronjob_status_update),
-    ("", "pods"): _Kind("Pod", pod_create, pod_update, pod_status_update),
+    ("batch", "jobs"): _Kind("Job", job_create, job_update, job_status_update, job_defaults),
+    ("batch", "cronjobs"): _Kind("CronJob", cronjob_create, cronjob_update, cronjob_status_update,
+                                 cronjob_defaults),
+    ("", "pods"): _Kind("Pod", pod_create, pod_update, pod_status_update, pod_defaults),
     ("", "namespaces"): _Kind(
-        "Namespace", namespace_create, namespace_update, namespace_status_update
+        "Namespace", namespace_create, namespace_update, namespace_status_update, namespace_defaults
     ),
     ("", "events"): _Kind("Event", core_event_create, event_update, None),
     ("events.k8s.io", "events"): _Kind("Event", events_v1_create, event_update, None),
@@ -57,8 +67,30 @@ def _raise_if(errs: Errs, kind: _Kind, group: str, obj: Obj) -> None:
         raise invalid(kind.kind, dig(obj, "metadata", "name") or "", errs.causes, group)
 
 
+def decoded(group: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``obj`` as the API server holds a decoded body: pruned and defaulted, before
+    admission and the strategy (what the managed fields of a create or update are taken from).
+    Refusals wait for :func:`prepare_create` and :func:`prepare_update`: this raises nothing."""
+    kind = _KINDS.get((group, plural))
+    if kind is None:
+        return obj
+    try:
+        out = schema.prune(group, plural, obj)
+    except ApiError:
+        return obj
+    if kind.defaults is not None:
+        kind.defaults(out)
+    return out
+
+
+@cache
+def zero(group: str, plural: str) -> dict[str, Any]:
+    """The empty object of a kind as Go writes it (shared: read it, never change it)."""
+    return schema.prune(group, plural, {})
+
+
 def prepare_create(
-    group: str, plural: str, obj: dict[str, Any], *, now: datetime
+    group: str, plural: str, obj: dict[str, Any], *, now: datetime, warnings: list[str] | None = None
 ) -> dict[str, Any]:
     """Prune, default, prepare and validate a new object; raise ``ApiError`` 422 when invalid.
 
@@ -72,6 +104,8 @@ def prepare_create(
     errs = Errs()
     kind.create(out, now, errs)
     _raise_if(errs, kind, group, out)
+    if warnings is not None:
+        warnings.extend(errs.warnings)
     return out
 
 
@@ -83,6 +117,7 @@ def prepare_update(
     *,
     subresource: str | None,
     now: datetime,
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     """Prepare and validate an update of ``old`` to ``new``; raise ``ApiError`` 422 when invalid.
 
@@ -114,4 +149,6 @@ def prepare_update(
         kind.update(out, old, errs)
     validate_object_meta_update(out.get("metadata") or {}, old.get("metadata") or {}, errs)
     _raise_if(errs, kind, group, out)
+    if warnings is not None:
+        warnings.extend(errs.warnings)
     return out

@@ -69,7 +69,7 @@ def test_dry_run_create_update_patch_and_delete_store_nothing(http: Http, ns: st
 def test_an_unknown_dry_run_value_is_refused(http: Http, ns: str) -> None:
     code, _, answer = http.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs?dryRun=Some", job_body("x"))
     assert (code, answer["reason"]) == (422, "Invalid")
-    assert answer["message"] == 'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: "Some": supported values: "All"'
+    assert answer["message"] == 'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Some"]: supported values: "All"'
 
 
 def _cronjob(image: str = "busybox", **spec: Any) -> dict[str, Any]:

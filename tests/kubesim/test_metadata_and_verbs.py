@@ -221,7 +221,7 @@ def test_delete_preconditions_on_uid_and_resource_version_conflict(batch, ns):
         with pytest.raises(ApiException) as err:
             batch.delete_namespaced_job("pre", ns, body={"preconditions": pre, "propagationPolicy": "Background"})
         assert err.value.status == 409
-        assert "Precondition failed" in status_of(err.value)["message"]
+        assert "in the precondition" in status_of(err.value)["message"]
     ok = {"uid": job.metadata.uid, "resourceVersion": job.metadata.resource_version}
     batch.delete_namespaced_job("pre", ns, body={"preconditions": ok, "propagationPolicy": "Background"})
     with pytest.raises(ApiException) as err:

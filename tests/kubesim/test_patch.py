@@ -49,12 +49,13 @@ def test_strategic_merge_merges_lists_by_their_keys():
                  "volumes": [{"name": "v2", "emptyDir": {}}]},
         "status": {"conditions": [{"type": "Complete", "status": "True"}]},
     })
-    assert [r["uid"] for r in out["metadata"]["ownerReferences"]] == ["1", "3"]
+    # new items lead, as the API server orders a merged list; merged ones keep their place
+    assert [r["uid"] for r in out["metadata"]["ownerReferences"]] == ["3", "1"]
     main = out["spec"]["containers"][0]
-    assert main["image"] == "y" and [e["name"] for e in main["env"]] == ["A", "B"]
+    assert main["image"] == "y" and [e["name"] for e in main["env"]] == ["B", "A"]
     assert main["ports"] == [{"containerPort": 80, "name": "http", "protocol": "TCP"}]
     assert [c["name"] for c in out["spec"]["containers"]] == ["main", "side"]
-    assert [v["name"] for v in out["spec"]["volumes"]] == ["v1", "v2"]
+    assert [v["name"] for v in out["spec"]["volumes"]] == ["v2", "v1"]
     assert out["status"]["conditions"] == [{"type": "Complete", "status": "True"}, {"type": "Failed", "status": "False"}]
 
 
@@ -126,7 +127,7 @@ def test_strategic_merge_patch_over_http_adds_and_removes_finalizers(http: Http,
     http.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", job_body("fin", finalizers=["a.io/x"]))
     path = f"/apis/batch/v1/namespaces/{ns}/jobs/fin"
     code, _, out = http.request("PATCH", path, {"metadata": {"finalizers": ["b.io/y"]}}, SMP)
-    assert code == 200 and out["metadata"]["finalizers"] == ["a.io/x", "b.io/y"]
+    assert code == 200 and out["metadata"]["finalizers"] == ["b.io/y", "a.io/x"]
     code, _, out = http.request("PATCH", path, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a.io/x"]}}, SMP)
     assert code == 200 and out["metadata"]["finalizers"] == ["b.io/y"]
 
