@@ -160,13 +160,25 @@ def _changed(base: Any, new: Any, fields: FieldSet) -> FieldSet:
 
 
 def to_fields_v1(fields: Iterable[Path]) -> dict[str, Any]:
-    """A field set as the ``fieldsV1`` trie the API shows."""
+    """A field set as the ``fieldsV1`` trie the API shows: a container owned without any of its
+    fields is written as a leaf (``{}``), not as ``{".": {}}``."""
     root: dict[str, Any] = {}
     for path in sorted(fields):
         node = root
         for part in path:
             node = node.setdefault(part, {})
-    return root
+
+    def collapse(node: dict[str, Any]) -> dict[str, Any]:
+        if list(node) == ["."]:
+            return {}
+        return {k: collapse(v) for k, v in node.items()}
+
+    return collapse(root)
+
+
+def _both_forms(paths: FieldSet) -> FieldSet:
+    """A container's own path in either form: ``(…, ".")`` and the leaf ``fieldsV1`` reads back."""
+    return paths | {p[:-1] for p in paths if p[-1] == "."}
 
 
 def from_fields_v1(trie: Any) -> FieldSet:
@@ -321,7 +333,8 @@ def update_entries(old: Obj, new: Obj, manager: str, now: str, subresource: str 
     new_fields = fields_of(new, subresource=subresource, containers=True)
     old_fields = fields_of(old, subresource=subresource, containers=True)
     changed = _changed(old, new, new_fields)
-    gone = old_fields - new_fields
+    gone = _both_forms(old_fields - new_fields)
+    taken = _both_forms(changed)
     ident = (manager, "Update", subresource)
     out: list[dict[str, Any]] = []
     mine: FieldSet = changed
@@ -330,15 +343,17 @@ def update_entries(old: Obj, new: Obj, manager: str, now: str, subresource: str 
         if _ident(e) == ident:
             mine = (owned - gone) | changed
             continue
-        kept = owned - changed - gone
+        kept = owned - taken - gone
         if kept != owned:
             e = {**e, "fieldsV1": to_fields_v1(kept)}
         if kept:
             out.append(e)
     if mine:
         previous = next((e for e in entries if _ident(e) == ident), None)
-        if previous is not None and from_fields_v1(previous.get("fieldsV1")) == mine:
-            out.append(previous)
+        if previous is not None and not changed:
+            # nothing taken: the entry keeps its time (a manager's time is that of its last change)
+            out.append(previous if from_fields_v1(previous.get("fieldsV1")) == mine
+                       else {**previous, "fieldsV1": to_fields_v1(mine)})
         else:
             out.append(_entry(manager, "Update", new.get("apiVersion", ""), now, mine, subresource))
     return _ordered(out)
@@ -387,10 +402,22 @@ def apply(current: Obj | None, applied: Obj, manager: str, *, force: bool, now: 
         kept = owned - taken
         if kept:
             out.append(e if kept == owned else {**e, "fieldsV1": to_fields_v1(kept)})
-    previous = next((e for e, owned in owned_by if _ident(e) == ident and owned == fields), None)
-    out.append(previous if previous is not None else _entry(manager, "Apply", api_version, now, fields))
+    previous = next((e for e, owned in owned_by if _ident(e) == ident), None)
+    entry = _entry(manager, "Apply", api_version, now, fields)
+    if _content(obj) == _content(current):
+        # an apply that changes nothing does not stamp its manager: the time stays the last
+        # change's (none for a new manager)
+        entry.pop("time")
+        if previous is not None and previous.get("time"):
+            entry["time"] = previous["time"]
+    out.append(previous if previous is not None and from_fields_v1(previous.get("fieldsV1")) == fields
+               and previous.get("time") == entry.get("time") else entry)
     obj["metadata"]["managedFields"] = _ordered(out)
     return obj
+
+
+def _content(obj: Obj) -> Obj:
+    return {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"}}
 
 
 def _conflict_error(conflicts: list[tuple[dict[str, Any], Path]]) -> ApiError:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kubesim.errors import bad_request
+
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 NS_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 SUB_VERBS = ("get", "patch", "update")
@@ -106,6 +108,52 @@ for _res in RESOURCES:
     versions = GROUP_VERSIONS.setdefault(_res.group, [])
     if _res.version not in versions:
         versions.append(_res.version)
+
+
+# --- field selectors -----------------------------------------------------------------------------
+# What each kind selects on (its registry's GetAttrs and field label conversion), and how each
+# refuses another label: core kinds with their conversion's words, batch/v1 Jobs with theirs, the
+# kinds with only the default metadata labels with the generic check's.
+_META_LABELS = ("metadata.name", "metadata.namespace")
+_OBJECT_REFERENCE = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+FIELD_LABELS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "pods"): (*_META_LABELS, "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+                   "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.podIPs",
+                   "status.nominatedNodeName"),
+    ("", "events"): (*_META_LABELS, *(f"involvedObject.{f}" for f in _OBJECT_REFERENCE), "reason",
+                     "reportingComponent", "source", "type"),
+    ("events.k8s.io", "events"): (*_META_LABELS, *(f"regarding.{f}" for f in _OBJECT_REFERENCE), "reason",
+                                  "reportingController", "type"),
+    ("", "namespaces"): ("metadata.name", "status.phase"),
+    ("batch", "jobs"): (*_META_LABELS, "status.successful"),
+}
+
+
+def _pod_ips(obj: dict[str, Any]) -> str:
+    ips = (obj.get("status") or {}).get("podIPs") or []
+    return ",".join(str(ip.get("ip") or "") for ip in ips if isinstance(ip, dict))
+
+
+#: labels whose value is not simply the field's string form
+_FIELD_VALUES: dict[tuple[str, str, str], Callable[[dict[str, Any]], str]] = {
+    ("", "pods", "spec.hostNetwork"): lambda o: "true" if (o.get("spec") or {}).get("hostNetwork") else "false",
+    ("", "pods", "status.podIPs"): _pod_ips,
+    ("batch", "jobs", "status.successful"): lambda o: str(int((o.get("status") or {}).get("succeeded") or 0)),
+    ("", "events", "source"): lambda o: str((o.get("source") or {}).get("component") or ""),
+}
+
+
+def field_label(res: Resource, label: str) -> Callable[[dict[str, Any]], str] | None:
+    """How ``res`` reads a field selector's label off an object (None: by its path), or the 400
+    refusing a label it does not select on."""
+    labels = FIELD_LABELS.get((res.group, res.plural), _META_LABELS)
+    if label not in labels:
+        if (res.group, res.plural) == ("batch", "jobs"):
+            raise bad_request(f'field label "{label}" not supported for {res.kind}')
+        if (res.group, res.plural) in FIELD_LABELS:
+            raise bad_request(f"field label not supported: {label}")
+        raise bad_request(f'"{label}" is not a known field selector: only "metadata.name", "metadata.namespace"')
+    return _FIELD_VALUES.get((res.group, res.plural, label))
 
 
 def serves(group: str, version: str | None) -> bool:

@@ -15,6 +15,7 @@ headers, Ignore or absent drops them).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import random
@@ -480,7 +481,8 @@ class ApiServer:
         return Filter(
             namespace=route.namespace if route.res.namespaced else None,
             labels=tuple(parse_label_selector(q.get("labelSelector"))),
-            fields=tuple(parse_field_selector(q.get("fieldSelector"))),
+            fields=tuple(dataclasses.replace(f, value_of=resources.field_label(route.res, f.label))
+                         for f in parse_field_selector(q.get("fieldSelector"))),
             view=resources.view_function(route.res),
         )
 
@@ -575,13 +577,14 @@ class ApiServer:
         try:
             limit = int(q.get("limit") or 0)
         except ValueError as e:
-            raise bad_request(f"invalid limit {q.get('limit')!r}") from e
+            raise bad_request(f'strconv.ParseInt: parsing {json.dumps(q.get("limit"))}: invalid syntax') from e
         items, token, remaining, at = self.store.select(route.res.storage, flt, max(0, limit), q.get("continue"))
         res = route.res
         meta: dict[str, Any] = {"resourceVersion": str(at)}
         if token:
             meta["continue"] = token
-            meta["remainingItemCount"] = remaining
+            if not flt.labels and not flt.fields:  # with a selector the server cannot count what is left
+                meta["remainingItemCount"] = remaining
         table = tables.accepts_table(request.headers.get("Accept"))
         if table is not None:
             pairs = [(o, flt.view(o) if flt.view else o) for o in items]
@@ -962,7 +965,9 @@ class ApiServer:
         except yaml.YAMLError as e:
             raise bad_request(f"error decoding YAML: {e}") from e
         if not isinstance(body, dict):
-            raise bad_request("error decoding YAML: the apply configuration must be an object")
+            got = {list: "array", str: "string", bool: "bool", int: "number", float: "number"}.get(type(body), "null")
+            raise bad_request("error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot "
+                              f"unmarshal {got} into Go value of type map[string]interface {{}}")
         dry_run = _dry_run(request, "PatchOptions")
         manager = request.query.get("fieldManager")
         if not manager:

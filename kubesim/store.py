@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from kubesim.codec import dumps
-from kubesim.errors import bad_request, gone
+from kubesim.errors import ApiError, bad_request, gone
 
 Obj = dict[str, Any]
 StorageKey = tuple[str, str]  # (group, plural) of the stored shape
@@ -66,16 +65,10 @@ def parse_timestamp(value: str) -> datetime:
 
 # --- selectors --------------------------------------------------------------------------------
 
-_KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
-_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
-_SET_RE = re.compile(rf"^\s*(?P<key>{_KEY})\s+(?P<op>in|notin)\s*\((?P<values>[^)]*)\)\s*$")
-_CMP_RE = re.compile(rf"^\s*(?P<key>{_KEY})\s*(?P<op>==|=|!=)\s*(?P<value>{_VALUE})\s*$")
-_EXISTS_RE = re.compile(rf"^\s*(?P<neg>!?)\s*(?P<key>{_KEY})\s*$")
-
 
 @dataclass(frozen=True)
 class Requirement:
-    """One label selector requirement (operator in ``in notin = != exists !``)."""
+    """One label selector requirement (operator in ``in notin exists ! gt lt``)."""
 
     key: str
     op: str
@@ -88,66 +81,201 @@ class Requirement:
             return self.key not in labels
         if self.op == "in":
             return self.key in labels and labels[self.key] in self.values
+        if self.op in ("gt", "lt"):
+            try:
+                have, want = int(labels[self.key]), int(next(iter(self.values)))
+            except (KeyError, ValueError, StopIteration):
+                return False
+            return have > want if self.op == "gt" else have < want
         # notin and != match objects without the label, as upstream.
         return labels.get(self.key) not in self.values if self.key in labels else True
 
 
-def _split_top(text: str) -> list[str]:
-    """Split on commas outside parentheses (``a in (x,y),b`` is two requirements)."""
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts
+# The label selector grammar, as apimachinery's lexer and parser read it (their error messages
+# are what clients see): tokens are identifiers, the keywords in and notin, and the symbols below.
+_SYMBOLS = ("!=", "==", "=", "!", "(", ")", ",", ">", "<")
+_SPECIAL = frozenset("=!(),><")
+_WHITESPACE = " \t\r\n"
+_END = ("end", "")
+_BINARY = "in, notin, =, ==, !=, gt, lt"
+_OPERATORS = {"in": "in", "notin": "notin", "=": "in", "==": "in", "!=": "notin", ">": "gt", "<": "lt"}
+
+
+def _label_tokens(text: str) -> list[tuple[str, str]]:
+    """(kind, literal) pairs: kind is "id", a keyword, a symbol, "error" or "end"."""
+    tokens: list[tuple[str, str]] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] in _WHITESPACE:
+            i += 1
+        if i >= n:
+            tokens.append(_END)
+            return tokens
+        if text[i] in _SPECIAL:
+            # the longest run of symbols that still spells one
+            j, found = i, None
+            while j < n and text[j] in _SPECIAL:
+                if text[i:j + 1] in _SYMBOLS:
+                    found = j + 1
+                elif found is not None:
+                    break
+                j += 1
+            if found is None:
+                tokens.append(("error", f"error expected: keyword found '{text[i:j]}'"))
+                i = j
+            else:
+                tokens.append((text[i:found], text[i:found]))
+                i = found
+            continue
+        j = i
+        while j < n and text[j] not in _SPECIAL and text[j] not in _WHITESPACE:
+            j += 1
+        word = text[i:j]
+        tokens.append((word if word in ("in", "notin") else "id", word))
+        i = j
+
+
+class _LabelParser:
+    def __init__(self, text: str) -> None:
+        self.tokens = _label_tokens(text)
+        self.pos = 0
+
+    def peek(self, values: bool = True) -> tuple[str, str]:
+        kind, lit = self.tokens[self.pos]
+        return ("id", lit) if values and kind in ("in", "notin") else (kind, lit)
+
+    def take(self, values: bool = True) -> tuple[str, str]:
+        token = self.peek(values)
+        self.pos += 1
+        return token
+
+    def parse(self) -> list[Requirement]:
+        reqs: list[Requirement] = []
+        while True:
+            kind, lit = self.peek()
+            if kind == "end":
+                return reqs
+            if kind not in ("id", "!"):
+                raise ValueError(f"found '{lit}', expected: !, identifier, or 'end of string'")
+            try:
+                reqs.append(self.requirement())
+            except ValueError as e:
+                raise ValueError(f"unable to parse requirement: {e}") from None
+            kind, lit = self.take()
+            if kind == "end":
+                return reqs
+            if kind != ",":
+                raise ValueError(f"found '{lit}', expected: ',' or 'end of string'")
+            kind, lit = self.peek()
+            if kind not in ("id", "!"):
+                raise ValueError(f"found '{lit}', expected: identifier after ','")
+
+    def requirement(self) -> Requirement:
+        kind, key = self.take()
+        negated = kind == "!"
+        if negated:
+            kind, key = self.take()
+        if kind != "id":
+            raise ValueError(f"found '{key}', expected: identifier")
+        from kubesim.strategy.common import is_qualified_name  # the strategies import the store
+
+        problems = is_qualified_name(key)
+        if problems:
+            raise ValueError(f"<nil>: Invalid value: {json.dumps(key)}: {'; '.join(problems)}")
+        if self.peek()[0] in ("end", ","):
+            return Requirement(key, "!" if negated else "exists")
+        if negated:  # "!key" takes no operator: what follows is the parser's next complaint
+            return Requirement(key, "!")
+        kind, lit = self.take(values=False)
+        if kind not in _OPERATORS:
+            raise ValueError(f"found '{lit}', expected: {_BINARY}")
+        op = _OPERATORS[kind]
+        values = self.set_values() if kind in ("in", "notin") else self.exact_value()
+        from kubesim.strategy.common import is_valid_label_value
+
+        errors: list[str] = []
+        if op in ("gt", "lt"):
+            for n, v in enumerate(sorted(values)):
+                try:
+                    int(v)
+                except ValueError:
+                    errors.append(f"values[{n}]: Invalid value: {json.dumps(v)}: "
+                                  "for 'Gt', 'Lt' operators, the value must be an integer")
+        for n, v in enumerate(sorted(values)):
+            problems = is_valid_label_value(v)
+            if problems:
+                errors.append(f"values[{n}][{key}]: Invalid value: {json.dumps(v)}: {'; '.join(problems)}")
+        if errors:
+            raise ValueError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
+        return Requirement(key, op, frozenset(values))
+
+    def set_values(self) -> set[str]:
+        kind, lit = self.take()
+        if kind != "(":
+            raise ValueError(f"found '{lit}' expected: '('")
+        kind, lit = self.peek()
+        if kind == ")":
+            self.take()
+            return {""}
+        if kind not in ("id", ","):
+            raise ValueError(f"found '{lit}', expected: ',', ')' or identifier")
+        values: set[str] = set()
+        while True:
+            kind, item = self.take()
+            if kind == "id":
+                values.add(item)
+                nxt, lit2 = self.peek()
+                if nxt == ")":
+                    break
+                if nxt != ",":
+                    raise ValueError(f"found '{lit2}', expected: ',' or ')'")
+            elif kind == ",":
+                if not values:
+                    values.add("")  # "(," and ",," and ",)" name the empty value
+                if self.peek()[0] == ")":
+                    values.add("")
+                    break
+                if self.peek()[0] == ",":
+                    self.take()
+                    values.add("")
+            else:
+                raise ValueError(f"found '{item}', expected: ',', or identifier")
+        kind, _ = self.take()
+        if kind != ")":
+            raise ValueError(f"found '{lit}', expected: ')'")
+        return values
+
+    def exact_value(self) -> set[str]:
+        if self.peek()[0] in ("end", ","):
+            return {""}
+        kind, lit = self.take()
+        if kind != "id":
+            raise ValueError(f"found '{lit}', expected: identifier")
+        return {lit}
 
 
 def parse_label_selector(text: str | None) -> list[Requirement]:
-    """Parse ``labelSelector``; a malformed one is a 400 as kube-apiserver answers."""
-    if not text or not text.strip():
+    """Parse ``labelSelector``; a malformed one is a 400 in the parser's words."""
+    if not text:
         return []
-    reqs: list[Requirement] = []
-    for part in _split_top(text):
-        if not part.strip():
-            raise bad_request(f'unable to parse requirement: found \'\', expected: identifier in "{text}"')
-        m = _SET_RE.match(part)
-        if m:
-            values = frozenset(v.strip() for v in m["values"].split(",") if v.strip())
-            op = "in" if m["op"] == "in" else "notin"
-            reqs.append(Requirement(m["key"], op, values))
-            continue
-        m = _CMP_RE.match(part)
-        if m:
-            op = "notin" if m["op"] == "!=" else "in"
-            reqs.append(Requirement(m["key"], op, frozenset({m["value"] or ""})))
-            continue
-        m = _EXISTS_RE.match(part)
-        if m:
-            reqs.append(Requirement(m["key"], "!" if m["neg"] else "exists"))
-            continue
-        raise bad_request(f"unable to parse requirement: {part.strip()!r} in label selector {text!r}")
-    return reqs
+    try:
+        return _LabelParser(text).parse()
+    except ValueError as e:
+        raise bad_request(str(e)) from None
 
 
 @dataclass(frozen=True)
 class FieldRequirement:
-    """``path=value`` or ``path!=value`` on a dotted field path."""
+    """``label=value`` or ``label!=value``: ``value_of`` reads the label's value off an object."""
 
-    path: tuple[str, ...]
+    label: str
     value: str
     negate: bool
+    value_of: Callable[[Obj], str] | None = None
 
     def matches(self, obj: Obj) -> bool:
-        return (field_value(obj, self.path) == self.value) != self.negate
+        have = self.value_of(obj) if self.value_of else field_value(obj, tuple(self.label.split(".")))
+        return (have == self.value) != self.negate
 
 
 def field_value(obj: Obj, path: tuple[str, ...]) -> str:
@@ -167,22 +295,70 @@ def field_value(obj: Obj, path: tuple[str, ...]) -> str:
 
 
 def parse_field_selector(text: str | None) -> list[FieldRequirement]:
-    """Parse ``fieldSelector`` (``=``, ``==``, ``!=``, comma-joined)."""
-    if not text or not text.strip():
+    """Parse ``fieldSelector`` (``=``, ``==``, ``!=``, comma-joined, ``\\`` escapes) into
+    requirements on labels; whether a kind selects on a label is the caller's to say."""
+    if not text:
         return []
     reqs: list[FieldRequirement] = []
-    for part in text.split(","):
-        part = part.strip()
+    for term in _split_unescaped(text, ","):
+        if not term:
+            continue
         for op in ("!=", "==", "="):
-            if op in part:
-                path, value = part.split(op, 1)
-                if not path.strip():
-                    break
-                reqs.append(FieldRequirement(tuple(path.strip().split(".")), value.strip(), op == "!="))
+            at = _find_unescaped(term, op)
+            if at >= 0:
+                label, raw = term[:at], term[at + len(op):]
+                reqs.append(FieldRequirement(label, _unescape_field_value(raw), op == "!="))
                 break
         else:
-            raise bad_request(f'invalid selector: \'{part}\'; can\'t understand \'{part}\'')
+            raise bad_request(f"invalid selector: '{text}'; can't understand '{term}'")
     return reqs
+
+
+def _find_unescaped(text: str, needle: str) -> int:
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text.startswith(needle, i):
+            return i
+        i += 1
+    return -1
+
+
+def _split_unescaped(text: str, sep: str) -> list[str]:
+    parts, cur, i = [], [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            cur.append(text[i:i + 2])
+            i += 2
+            continue
+        if text[i] == sep:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(text[i])
+        i += 1
+    parts.append("".join(cur))
+    return parts
+
+
+def _unescape_field_value(raw: str) -> str:
+    out, i = [], 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "\\":
+            if i + 1 >= len(raw) or raw[i + 1] not in "\\,=":
+                nxt = raw[i + 1] if i + 1 < len(raw) else ""
+                raise bad_request(f"invalid field selector: invalid escape sequence: \\{nxt}")
+            out.append(raw[i + 1])
+            i += 2
+            continue
+        if ch in ",=":
+            raise bad_request(f"invalid field selector: unescaped character in value: {ord(ch)}")
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -223,6 +399,58 @@ class Filter:
         if event.prev is not None and (self.labels or self.fields) and not self.matches(event.prev):
             return event.variant("ADDED")
         return event
+
+
+def _decode_continue_token(token: str) -> dict[str, Any]:
+    """A continue token's fields, or the 400 the API server answers with, in Go's words."""
+    def refuse(detail: str) -> ApiError:
+        return bad_request(f"invalid continue token: continue key is not valid{detail}")
+
+    alphabet = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    bad = next((i for i, ch in enumerate(token) if ch not in alphabet), None)
+    if bad is None and len(token) % 4 == 1:
+        bad = len(token) - 1
+    if bad is not None:
+        raise refuse(f": illegal base64 data at input byte {bad}")
+    data = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    text = data.lstrip(b" \t\r\n")
+    if not text:
+        raise refuse(": unexpected end of JSON input")
+    if text[:1] not in b'{["-0123456789tfn':
+        raise refuse(f": invalid character {_go_quote_char(text[0])} looking for beginning of value")
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        raise refuse(": unexpected end of JSON input") from None
+    if parsed is not None and not isinstance(parsed, dict):
+        kind = {list: "array", str: "string", bool: "bool"}.get(type(parsed), "number")
+        raise refuse(f": json: cannot unmarshal {kind} into Go value of type storage.continueToken")
+    parsed = parsed or {}
+    version = parsed.get("v") if isinstance(parsed.get("v"), str) else ""
+    if version != "meta.k8s.io/v1":
+        raise refuse(f": server does not recognize this encoded version {version}")
+    rv = parsed.get("rv")
+    if not isinstance(rv, int) or isinstance(rv, bool) or rv == 0:
+        raise refuse(": incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    start = parsed.get("start")
+    if not isinstance(start, str) or not start:
+        raise refuse(": encoded start key empty (version meta.k8s.io/v1)")
+    return {"rv": rv, "start": start}
+
+
+def _go_quote_char(c: int) -> str:
+    """A byte as Go's JSON decoder quotes it in an error."""
+    if c == ord("'"):
+        return "'\\''"
+    if c == ord('"'):
+        return "'\"'"
+    ch = chr(c)
+    if ch.isprintable():
+        return f"'{ch}'"
+    escapes = {7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r"}
+    if c in escapes:
+        return f"'{escapes[c]}'"
+    return f"'\\x{c:02x}'" if c < 0x80 else f"'\\u{c:04x}'"
 
 
 # --- events and watchers ----------------------------------------------------------------------
@@ -371,22 +599,21 @@ class Store:
         return items, None, None, at
 
     def _encode_continue(self, last: ObjKey, rv: int) -> str:
-        raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": list(last)})
-        return base64.urlsafe_b64encode(raw.encode()).decode()
+        # the API server's token: the storage key to go on from (just after the last item)
+        start = (f"{last[0]}/{last[1]}" if last[0] else last[1]) + "\x00"
+        raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start}, separators=(",", ":"))
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     def _decode_continue(self, token: str) -> tuple[ObjKey, int]:
-        try:
-            data = json.loads(base64.urlsafe_b64decode(token.encode()))
-            rv = int(data["rv"])
-            ns, name = data["start"]
-        except (ValueError, KeyError, TypeError) as e:
-            raise bad_request(f"continue key is not valid: {e}") from e
+        data = _decode_continue_token(token)
+        rv, start = data["rv"], data["start"].rstrip("\x00")
+        ns, _, name = start.rpartition("/")
         if rv < self.compacted_rv:
             raise gone(
                 "The provided continue parameter is too old to display a consistent list result. "
                 "You can start a new list without the continue parameter."
             )
-        return (str(ns), str(name)), rv
+        return (ns, name), rv
 
     # -- writes (each bumps the global resourceVersion and emits one event) --
 
