@@ -340,8 +340,10 @@ class ControlPlane:
         self.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(nodes))
 
     def _rbac(self) -> None:
-        """deploy/base's Namespace, ServiceAccount and RBAC; then batchd.kubeconfig, a token of that account."""
-        self.kubectl("apply", "--server-side", *(arg for name in RBAC_FILES for arg in ("-f", str(DEPLOY_BASE / name))))
+        """deploy/base's Namespace, ServiceAccount and RBAC, and kubesim's deny-create as a policy
+        (hack/upstream/deny-create.yaml); then batchd.kubeconfig, a token of that account."""
+        self.kubectl("apply", "--server-side", *(arg for name in RBAC_FILES for arg in ("-f", str(DEPLOY_BASE / name))),
+                     "-f", str(HACK / "deny-create.yaml"))
         ns, name = BATCHD_ACCOUNT
         token = self.admin().request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token", body={
             "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",

@@ -8,7 +8,6 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
-import pytest
 from temporalio.client import Client
 
 from kube.client import Kube
@@ -304,7 +303,6 @@ async def test_the_ttl_workflow_deletes_the_finished_job_later(client, kube, nam
         await eventually(lambda: kube.get("Job", namespace, "short") is None, timeout=30, what="TTL deletion")
 
 
-@pytest.mark.kubesim_only("kubesim.batchd.io/deny-create: an admission refusal on demand")
 async def test_pod_creation_refused_by_admission_fails_the_job_with_a_reason(client, kube, namespace, task_queue):
     # A template the API accepts but Pod creation refuses (a policy webhook's 422): Warning Event,
     # and the Job fails with a clear reason - no hot retry loop.
@@ -321,7 +319,6 @@ async def test_pod_creation_refused_by_admission_fails_the_job_with_a_reason(cli
     assert len(events) == 1 and events[0]["type"] == "Warning"
 
 
-@pytest.mark.kubesim_only("kubesim.batchd.io/deny-create: an admission refusal on demand")
 async def test_a_quota_like_refusal_backs_off_and_recovers(client, kube, namespace, task_queue):
     kube.patch("Namespace", None, namespace, {"metadata": {"annotations": {
         "kubesim.batchd.io/deny-create": "pods:403:exceeded quota: compute, requested: pods=1"}}})
