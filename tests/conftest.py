@@ -35,6 +35,7 @@ from temporalio.testing import WorkflowEnvironment
 from kube.client import Kube
 from kube.config import load_access
 from worker.bridge import Bridge, BridgeSettings
+from worker.cluster import audited_deletes
 from worker.dev import ephemeral_dev_server
 from worker.lease import Elector, LeaseSettings
 from worker.temporal import GROUP_RECHECK, build_workers
@@ -132,6 +133,22 @@ def identities(kubeconfig: Path, worker_kubeconfig: Path, *, on_cluster: bool) -
 #: the admin client of each backend -> the client batchd's worker uses there (see :func:`running`)
 _AS_BATCHD: weakref.WeakKeyDictionary[Kube, Kube] = weakref.WeakKeyDictionary()
 _ON_CLUSTER: weakref.WeakSet[Kube] = weakref.WeakSet()
+
+
+@pytest.fixture
+def deletes(backend: str, request: pytest.FixtureRequest) -> Callable[[str, str], int]:
+    """``deletes(resource, namespace)``: the successful DELETEs of ``jobs`` or ``pods`` the API
+    server has answered since the test began: kubesim's audit, or kube-apiserver's audit log."""
+    if backend == "cluster":
+        state = Path(request.getfixturevalue("cluster_dir"))
+        return lambda resource, namespace: audited_deletes(state, resource, namespace)
+    sim = request.getfixturevalue("kubesim_server")
+
+    def counted() -> dict[str, int]:
+        return {k.resource: n for k, n in sim.audit().items() if k.verb == "delete" and k.subresource == ""}
+
+    before = counted()
+    return lambda resource, _namespace: counted().get(resource, 0) - before.get(resource, 0)
 
 
 def as_batchd(kube: Kube) -> Kube:

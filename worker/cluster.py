@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import logging
 import os
 import secrets
@@ -361,6 +362,20 @@ def _write_kubeconfig(path: Path, server: str, ca: Path, token: str, user: str) 
            "contexts": [{"name": "batchd-cluster", "context": {"cluster": "batchd-cluster", "user": user}}]}
     path.write_text(yaml.safe_dump(doc))
     path.chmod(0o600)
+
+
+def audited_deletes(state_dir: Path, resource: str, namespace: str, username: str | None = None) -> int:
+    """Successful DELETEs of ``resource`` (``jobs`` or ``pods``) in ``namespace``, by ``username`` if
+    given, from kube-apiserver's audit log of the control plane in ``state_dir``."""
+    count = 0
+    for line in (state_dir / "logs" / "audit.log").read_text().splitlines():
+        entry = json.loads(line)
+        ref = entry.get("objectRef") or {}
+        if (entry.get("verb") == "delete" and ref.get("resource") == resource and ref.get("namespace") == namespace
+                and (username is None or (entry.get("user") or {}).get("username") == username)
+                and (entry.get("responseStatus") or {}).get("code") == 200):
+            count += 1
+    return count
 
 
 def wait_for_default_account(kube: Kube, namespace: str, timeout: float = 60.0) -> None:

@@ -17,7 +17,6 @@ afterwards, read from kubesim's own store and audit, or from a watch and kube-ap
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import signal
 import threading
@@ -42,7 +41,7 @@ from tests.e2e.test_worker_process import lease_args, ready
 from tests.integration.test_cronjob import cronjob_manifest
 from tests.integration.test_job import job_manifest
 from tests.k8s import create_job, finish_job, second
-from worker.cluster import ControlPlane
+from worker.cluster import ControlPlane, audited_deletes
 from worker.dev import free_port, start_dev_server
 from workflows.models.cronjob import SCHEDULED_TIMESTAMP_ANNOTATION
 from workflows.models.job import JOB_TRACKING_FINALIZER
@@ -208,16 +207,7 @@ class PlaneWorld:
 
     def deletes(self, resource: str, ns: str) -> int:
         """Successful DELETEs by batchd's ServiceAccount, from the API server's audit log."""
-        user = "system:serviceaccount:batchd-system:batchd"
-        count = 0
-        for line in self.plane.audit_log.read_text().splitlines():
-            entry = json.loads(line)
-            ref = entry.get("objectRef") or {}
-            if (entry.get("verb") == "delete" and ref.get("resource") == resource and ref.get("namespace") == ns
-                    and entry.get("user", {}).get("username") == user
-                    and (entry.get("responseStatus") or {}).get("code") == 200):
-                count += 1
-        return count
+        return audited_deletes(self.plane.dir, resource, ns, "system:serviceaccount:batchd-system:batchd")
 
     def summary(self) -> str:
         return f"restarted {', '.join(self.restarted)}"

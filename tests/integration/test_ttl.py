@@ -14,7 +14,15 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from bench.harness import BILLABLE
 from kube.client import Kube
-from tests.conftest import eventually, routed, running, save_history, utcnow, workflow_exists
+from tests.conftest import (
+    as_batchd,
+    eventually,
+    routed,
+    running,
+    save_history,
+    utcnow,
+    workflow_exists,
+)
 from tests.k8s import create_job, finish_job, pod_manifest, second
 from worker import commands
 from worker.bridge import Bridge, BridgeSettings
@@ -218,12 +226,11 @@ async def _list_ids(client: Client, query: str) -> list[str]:
     return [w.id async for w in client.list_workflows(query)]
 
 
-async def test_two_bridges_at_once_start_one_workflow_and_delete_once(client, kube, kubesim_server, namespace, task_queue):
+async def test_two_bridges_at_once_start_one_workflow_and_delete_once(client, kube, deletes, namespace, task_queue):
     async with running(client, kube, task_queue, namespace):
-        second_bridge = Bridge(client, kube, BridgeSettings(namespaces=(namespace,), task_queue=task_queue))
+        second_bridge = Bridge(client, as_batchd(kube), BridgeSettings(namespaces=(namespace,), task_queue=task_queue))
         await second_bridge.start()
         try:
-            kubesim_server.audit(reset=True)
             job = create_job(kube, namespace, "twice", ttl=1)
             finish_job(kube, namespace, "twice", second(utcnow()))
             res = await result_of(client, wf_id("Job", namespace, job))
@@ -232,8 +239,7 @@ async def test_two_bridges_at_once_start_one_workflow_and_delete_once(client, ku
     assert res.outcome == "deleted"
     runs = [w async for w in client.list_workflows(f'WorkflowId = "{wf_id("Job", namespace, job)}"')]
     assert len(runs) == 1
-    deletes = sum(n for k, n in kubesim_server.audit().items() if k.verb == "delete" and k.resource == "jobs")
-    assert deletes == 1
+    assert deletes("jobs", namespace) == 1
 
 
 async def test_a_restarted_bridge_does_not_resend_what_a_sleeping_workflow_has(client, kube, namespace, task_queue):
