@@ -51,10 +51,14 @@ def processes_under(directory: Path) -> list[str]:
 def lines() -> Iterator[list[subprocess.Popen[str]]]:
     procs: list[subprocess.Popen[str]] = []
     yield procs
-    for proc in procs:
+    for proc in procs:  # SIGTERM: a SIGKILLed batchd would leave its control plane running
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            proc.terminate()
+            try:
+                proc.wait(120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def _until_line(proc: subprocess.Popen[str], text: str, timeout: float = 120) -> list[str]:
