@@ -46,8 +46,9 @@ class ApiError(Exception):
         if self.kind:
             details["kind"] = self.kind
         if self.causes:
-            details["causes"] = [
-                {"reason": c.reason, "message": c.message, "field": c.field} for c in self.causes
+            details["causes"] = [  # each StatusCause field is omitempty
+                {k: v for k, v in (("reason", c.reason), ("message", c.message), ("field", c.field)) if v}
+                for c in self.causes
             ]
         if self.retry_after_seconds is not None:
             details["retryAfterSeconds"] = self.retry_after_seconds
@@ -57,9 +58,10 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
         }
+        if self.reason:  # an internal error from storage has none
+            body["reason"] = self.reason
+        body["code"] = self.code
         if details or self.details:
             body["details"] = details
         return body

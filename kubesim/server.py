@@ -77,6 +77,9 @@ DENY_CREATE_ANNOTATION = "kubesim.batchd.io/deny-create"
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # DELETE returns the object itself for these (ReturnDeletedObject in their registries).
 RETURNS_DELETED_OBJECT = frozenset({("", "pods"), ("", "namespaces")})
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+#: how long a read at a resourceVersion the store has not reached waits before it is refused
+RV_WAIT_SECONDS = 3.0
 #: the Go package of each group's internal types, as conversion errors name them
 INTERNAL_PACKAGES = {"": "core", "events.k8s.io": "core", "coordination.k8s.io": "coordination"}
 JOB_DELETE_WARNING = ("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
@@ -360,9 +363,9 @@ class ApiServer:
         if route.subresource == "log":
             return await self._log(route, request)
         if verb == "get":
-            return self._get(route, request)
+            return await self._get(route, request)
         if verb == "list":
-            return self._list(route, request)
+            return await self._list(route, request)
         if verb == "watch":
             return await self._watch(route, request)
         if verb == "create":
@@ -516,7 +519,75 @@ class ApiServer:
 
     # -- read verbs -----------------------------------------------------------------------
 
-    def _get(self, route: Route, request: web.BaseRequest) -> web.Response:
+    # -- resourceVersions asked for ----------------------------------------------------
+
+    @staticmethod
+    def _parse_rv(value: str, *, listing: bool) -> int:
+        """A resourceVersion parameter: storage refuses what is not an unsigned integer, a list in
+        a 400 of its own, a get or watch as an internal error (500 without a reason)."""
+        if not value.isdigit():
+            detail = f"resourceVersion: Invalid value: {json.dumps(value)}: strconv.ParseUint: parsing {json.dumps(value)}: invalid syntax"
+            if listing:
+                raise bad_request(f"invalid resource version: {detail}")
+            raise ApiError(500, "", detail)
+        return int(value)
+
+    async def _not_older_than(self, rv: int) -> None:
+        """Wait (3 s at most, as the watch cache does) for the store to reach ``rv``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RV_WAIT_SECONDS
+        while self.store.rv < rv:
+            if loop.time() >= deadline:
+                raise ApiError(504, "Timeout", f"Timeout: Too large resource version: {rv}, current: {self.store.rv}",
+                               causes=[Cause("", "ResourceVersionTooLarge", "Too large resource version")],
+                               retry_after_seconds=1)
+            await asyncio.sleep(0.05)
+
+    @staticmethod
+    def _list_options(q: Any, *, watch: bool) -> None:
+        """ValidateListOptions: what resourceVersionMatch and sendInitialEvents go with."""
+        match, rv, cont = q.get("resourceVersionMatch", ""), q.get("resourceVersion", ""), q.get("continue", "")
+        initial = q.get("sendInitialEvents")
+        causes: list[Cause] = []
+
+        def forbidden(path: str, detail: str) -> None:
+            causes.append(Cause(path, "FieldValueForbidden", f"Forbidden: {detail}"))
+
+        def not_supported(supported: list[str]) -> None:
+            listed = ", ".join(json.dumps(v) for v in supported)
+            causes.append(Cause("resourceVersionMatch", "FieldValueNotSupported",
+                                f"Unsupported value: {json.dumps(match)}: supported values: {listed}"))
+
+        if watch:
+            if initial is not None and match != "NotOlderThan":
+                forbidden("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
+            if match:
+                if initial is None:
+                    forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless "
+                                                      "sendInitialEvents is provided")
+                if match != "NotOlderThan":
+                    not_supported(["NotOlderThan"])
+                if cont:
+                    forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided")
+        else:
+            if match:
+                if not rv:
+                    forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided")
+                if cont:
+                    forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided")
+                if match not in ("Exact", "NotOlderThan"):
+                    not_supported(["Exact", "NotOlderThan", ""])
+                if match == "Exact" and rv == "0":
+                    forbidden("resourceVersionMatch", 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+            if initial is not None:
+                forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list")
+        if causes:
+            raise invalid("ListOptions", "", causes, "meta.k8s.io")
+
+    async def _get(self, route: Route, request: web.BaseRequest) -> web.Response:
+        rv = request.query.get("resourceVersion")
+        if rv:
+            await self._not_older_than(self._parse_rv(rv, listing=False))
         obj = self._current(route)
         table = tables.accepts_table(request.headers.get("Accept"))
         if table is not None:
@@ -571,14 +642,25 @@ class ApiServer:
         await resp.write_eof()
         return resp
 
-    def _list(self, route: Route, request: web.BaseRequest) -> web.Response:
+    async def _list(self, route: Route, request: web.BaseRequest) -> web.Response:
         q = request.query
         flt = self._filter(route, request)
         try:
             limit = int(q.get("limit") or 0)
         except ValueError as e:
             raise bad_request(f'strconv.ParseInt: parsing {json.dumps(q.get("limit"))}: invalid syntax') from e
-        items, token, remaining, at = self.store.select(route.res.storage, flt, max(0, limit), q.get("continue"))
+        self._list_options(q, watch=False)
+        exact: int | None = None
+        rv_param = q.get("resourceVersion") or ""
+        if rv_param and rv_param != "0":
+            rv = self._parse_rv(rv_param, listing=True)
+            await self._not_older_than(rv)
+            # Exact, or a page of a list at a resourceVersion (read from storage, not the cache)
+            if q.get("resourceVersionMatch") == "Exact" or (
+                    not q.get("resourceVersionMatch") and limit > 0 and not q.get("continue")):
+                exact = rv
+        items, token, remaining, at = self.store.select(route.res.storage, flt, max(0, limit), q.get("continue"),
+                                                        at=exact)
         res = route.res
         meta: dict[str, Any] = {"resourceVersion": str(at)}
         if token:
@@ -593,6 +675,8 @@ class ApiServer:
             ))
         if flt.view is not None:
             items = [flt.view(o) for o in items]
+        # a typed list's items carry no kind or apiVersion: the list says them once
+        items = [{k: v for k, v in o.items() if k != "kind" and k != "apiVersion"} for o in items]
         return _response({"kind": res.list_kind, "apiVersion": res.api_version, "metadata": meta, "items": items})
 
     async def _watch(self, route: Route, request: web.BaseRequest) -> web.StreamResponse:
@@ -600,12 +684,17 @@ class ApiServer:
         res = route.res
         flt = self._filter(route, request)
         rv_param = q.get("resourceVersion")
+        self._list_options(q, watch=True)
         since: int | None = None
         if rv_param not in (None, "", "0"):
-            try:
-                since = int(rv_param)
-            except ValueError as e:
-                raise bad_request(f"invalid resourceVersion {rv_param!r}") from e
+            since = self._parse_rv(rv_param, listing=False)
+        # sendInitialEvents: the objects first (whatever the resourceVersion), then a bookmark
+        # that says so; false: only what changes from the resourceVersion (or from now)
+        initial_events = q.get("sendInitialEvents")
+        if initial_events == "true":
+            since = None
+        elif initial_events is not None and since is None:
+            since = self.store.rv
         timeout: float | None = None
         if q.get("timeoutSeconds"):
             try:
@@ -636,10 +725,10 @@ class ApiServer:
             handles.append(loop.call_later(self.bookmark_interval, bookmark))
         try:
             await resp.prepare(request)
-            if initial:
-                await resp.write(b"".join(encode(e) for e in initial))
-            else:
-                await resp.write(b"")
+            lines = [encode(e) for e in initial]
+            if since is None and bookmarks:  # the initial events end with a bookmark that says so
+                lines.append(self._bookmark_line(res, self.store.rv, {INITIAL_EVENTS_END: "true"}))
+            await resp.write(b"".join(lines))
             closed = False
             while not closed:
                 item = await queue.get()
@@ -687,8 +776,12 @@ class ApiServer:
 
         return table_line
 
-    def _bookmark_line(self, res: Resource, rv: int) -> bytes:
-        obj = {"kind": res.kind, "apiVersion": res.api_version, "metadata": {"resourceVersion": str(rv)}}
+    def _bookmark_line(self, res: Resource, rv: int, annotations: dict[str, str] | None = None) -> bytes:
+        """A bookmark: the empty object of the kind, as Go writes it, at a resourceVersion."""
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if annotations:
+            meta["annotations"] = annotations
+        obj = {"kind": res.kind, "apiVersion": res.api_version, **strategy.zero(res.group, res.plural), "metadata": meta}
         return b'{"type":"BOOKMARK","object":' + dumps(obj) + b"}\n"
 
     # -- create ---------------------------------------------------------------------------

@@ -461,7 +461,9 @@ class WatchEvent:
     """One change: type (ADDED, MODIFIED, DELETED), the object snapshot and its storage key.
 
     A MODIFIED event also holds ``prev``, the stored object it replaced, so that selective
-    watches can tell objects entering and leaving their selection (:meth:`Filter.select`).
+    watches can tell objects entering and leaving their selection (:meth:`Filter.select`); a
+    DELETED one holds ``before``, the stored object it removed (a list at an older
+    resourceVersion puts it back).
     """
 
     type: str
@@ -469,6 +471,7 @@ class WatchEvent:
     key: StorageKey
     rv: int
     prev: Obj | None = None
+    before: Obj | None = None
     # Encoded ``{"type":..,"object":..}\n`` lines per view name, computed on first use.
     lines: dict[str, bytes] = field(default_factory=dict)
     # The ADDED / DELETED forms of a MODIFIED event, built once and shared by the watchers.
@@ -568,17 +571,20 @@ class Store:
         return sum(len(b) for b in self._objects.values())
 
     def select(
-        self, key: StorageKey, flt: Filter, limit: int = 0, continue_token: str | None = None
+        self, key: StorageKey, flt: Filter, limit: int = 0, continue_token: str | None = None,
+        at: int | None = None,
     ) -> tuple[list[Obj], str | None, int | None, int]:
         """Matching objects sorted by (namespace, name), a continue token, remaining count, and the
-        resourceVersion the list is at: a continued list keeps its first page's, as the API server's
-        does, so that a watch from it replays every change made while the pages were read (kubesim
-        serves each page from the live store, not a snapshot)."""
-        bucket = self._objects.get(key, {})
+        resourceVersion the list is at: ``at`` (a list at an exact resourceVersion), else the
+        current one. A continued list is read at its first page's, as the API server reads it."""
         start: ObjKey | None = None
-        at = self.rv
         if continue_token:
             start, at = self._decode_continue(continue_token)
+        if at is None or at >= self.rv:
+            at = self.rv
+            bucket = self._objects.get(key, {})
+        else:
+            bucket = self._bucket_at(key, at)
         names = sorted(bucket) if flt.namespace is None else sorted(k for k in bucket if k[0] == flt.namespace)
         items: list[Obj] = []
         last: ObjKey | None = None
@@ -597,6 +603,32 @@ class Store:
         if limit and remaining and last is not None:
             return items, self._encode_continue(last, at), remaining, at
         return items, None, None, at
+
+    def _bucket_at(self, key: StorageKey, at: int) -> dict[ObjKey, Obj]:
+        """The objects of one kind as they were at resourceVersion ``at``: the current ones with
+        the retained changes since undone, newest first."""
+        if at < self.compacted_rv:
+            raise gone("The resourceVersion for the provided list is too old.")
+        later = []
+        for event in reversed(self._history):
+            if event.rv <= at:
+                break
+            if event.key == key:
+                later.append(event)
+        live = self._objects.get(key, {})
+        if not later:
+            return live
+        bucket = dict(live)
+        for event in later:
+            meta = event.obj["metadata"]
+            okey = (meta.get("namespace", ""), meta["name"])
+            if event.type == "ADDED":
+                bucket.pop(okey, None)
+            elif event.type == "MODIFIED" and event.prev is not None:
+                bucket[okey] = event.prev
+            elif event.type == "DELETED" and event.before is not None:
+                bucket[okey] = event.before
+        return bucket
 
     def _encode_continue(self, last: ObjKey, rv: int) -> str:
         # the API server's token: the storage key to go on from (just after the last item)
@@ -653,7 +685,7 @@ class Store:
         # ``obj`` may be the stored snapshot other events still reference: copy, don't mutate.
         obj = {**obj, "metadata": {**meta, "resourceVersion": str(rv)}}
         self._unindex(old)
-        self._emit(WatchEvent("DELETED", obj, key, rv))
+        self._emit(WatchEvent("DELETED", obj, key, rv, before=old))
         return obj
 
     def _index(self, key: StorageKey, obj: Obj, old: Obj | None) -> None:
@@ -705,16 +737,15 @@ class Store:
         events after ``since``; 410 Gone if some of them were already dropped.
         """
         if since is not None and since < self.compacted_rv:
-            raise gone(f"too old resource version: {since} ({self.compacted_rv + 1})")
+            raise gone(f"too old resource version: {since} ({self.compacted_rv})")
         watcher = Watcher(key, flt)
         if since is None:
+            # in key order, as the watch cache holds them
+            bucket = self._objects.get(key, {})
             initial = [
-                WatchEvent("ADDED", o, key, int(o["metadata"]["resourceVersion"]))
-                for o in sorted(
-                    self._objects.get(key, {}).values(),
-                    key=lambda o: int(o["metadata"]["resourceVersion"]),
-                )
-                if flt.matches(o)
+                WatchEvent("ADDED", bucket[k], key, int(bucket[k]["metadata"]["resourceVersion"]))
+                for k in sorted(bucket)
+                if (flt.namespace is None or k[0] == flt.namespace) and flt.matches(bucket[k])
             ]
         else:
             selected = (flt.select(e) for e in self._history if e.rv > since and e.key == key)
