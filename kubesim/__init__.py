@@ -88,9 +88,6 @@ class KubeSim:
         for name in INITIAL_NAMESPACES:
             if self.store.get(("", "namespaces"), "", name) is None:
                 self.api.create_object(_NAMESPACE, None, {"metadata": {"name": name}})
-        # A started API server's watch cache begins where its first list was: what came before
-        # is too old to watch from (410), as on a real cluster.
-        self.store.compacted_rv = max(self.store.compacted_rv, self.store.rv)
         self._runner = web.ServerRunner(self.api.make_server(), shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024, reuse_address=True)

@@ -101,7 +101,7 @@ def _walk(value: Any, path: Path, out: set[Path], containers: bool) -> None:
         return
     if isinstance(value, list) and path:
         name = path[-1][2:]
-        if name in SET_LISTS:
+        if name in SET_LISTS and path[:-1] == ("f:metadata",):  # a namespace's spec.finalizers is atomic
             for item in value:
                 out.add((*path, "v:" + json.dumps(item, separators=(",", ":"))))
             if not value:

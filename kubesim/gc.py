@@ -112,14 +112,16 @@ class Lifecycle:
             if not changes:
                 return obj, False
             return self.write(res.storage, with_meta(obj, **changes))
+        # BeforeDelete stamps the object and counts the deletion as a change of generation; a Pod
+        # deleted at once is removed stamped so (in its answer and its DELETED event)
+        stamps: dict[str, Any] = {"deletionTimestamp": timestamp(now + timedelta(seconds=grace)),
+                                  "deletionGracePeriodSeconds": grace}
+        if meta.get("generation"):
+            stamps["generation"] = int(meta["generation"]) + 1
         if grace > 0 or fins:
-            new = with_meta(
-                obj,
-                deletionTimestamp=timestamp(now + timedelta(seconds=grace)),
-                deletionGracePeriodSeconds=grace,
-                finalizers=fins or None,
-            )
-            return self.store.replace(res.storage, new), False
+            return self.store.replace(res.storage, with_meta(obj, finalizers=fins or None, **stamps)), False
+        if res.storage == PODS:
+            return self.store.remove(res.storage, with_meta(obj, **stamps)), True
         return self.store.remove(res.storage, obj), True
 
     def _check_preconditions(self, res: Resource, obj: Obj, pre: dict[str, Any]) -> None:
@@ -307,22 +309,64 @@ class GarbageCollector:
             fins.remove(FOREGROUND_FINALIZER)
             self.lifecycle.write(key, with_meta(obj, finalizers=fins or None))
 
+    def _namespace_conditions(self, ns: Obj, counts: dict[str, int], held: dict[str, int]) -> Obj:
+        """The namespace controller's account of a deletion in the namespace's conditions: what
+        content remains, by resource, and which finalizers hold it. Written only when it changes."""
+        remain = ", ".join(f"{r} has {n} resource instances" for r, n in sorted(counts.items()))
+        holding = ", ".join(f"{f} in {n} resource instances" for f, n in sorted(held.items()))
+        wanted = [
+            ("NamespaceDeletionDiscoveryFailure", "False", "ResourcesDiscovered", "All resources successfully discovered"),
+            ("NamespaceDeletionGroupVersionParsingFailure", "False", "ParsedGroupVersions",
+             "All legacy kube types successfully parsed"),
+            ("NamespaceDeletionContentFailure", "False", "ContentDeleted",
+             "All content successfully deleted, may be waiting on finalization"),
+            ("NamespaceContentRemaining", "True", "SomeResourcesRemain", f"Some resources are remaining: {remain}")
+            if counts else ("NamespaceContentRemaining", "False", "ContentRemoved", "All content successfully removed"),
+            ("NamespaceFinalizersRemaining", "True", "SomeFinalizersRemain",
+             f"Some content in the namespace has finalizers remaining: {holding}")
+            if held else ("NamespaceFinalizersRemaining", "False", "ContentHasNoFinalizers",
+                          "All content-preserving finalizers finished"),
+        ]
+        status = ns.get("status") or {}
+        old = {c.get("type"): c for c in status.get("conditions") or []}
+        now = timestamp(self.lifecycle.clock.now())
+        conditions = []
+        for ctype, cstatus, reason, message in wanted:
+            before = old.get(ctype) or {}
+            since = before.get("lastTransitionTime") if before.get("status") == cstatus else now
+            conditions.append({"type": ctype, "status": cstatus, "lastTransitionTime": since or now,
+                               "reason": reason, "message": message})
+        if conditions == status.get("conditions"):
+            return ns
+        written, _ = self.lifecycle.write(NAMESPACES, {**ns, "status": {**status, "conditions": conditions}})
+        return written
+
     def _process_namespace(self, name: str) -> None:
         ns = self.store.get(NAMESPACES, "", name)
         if ns is None or not is_deleting(ns):
             return
-        remaining = False
         for key in self.store.keys():
             res = resources.STORAGE_OWNER.get(key)
             if res is None or not res.namespaced:
                 continue
             for obj in self.store.iter(key, name):
-                remaining = True
                 if not is_deleting(obj):
                     self.lifecycle.delete(res, obj, {"propagationPolicy": BACKGROUND})
-        if remaining:
+        counts: dict[str, int] = {}
+        held: dict[str, int] = {}
+        for key in self.store.keys():
+            res = resources.STORAGE_OWNER.get(key)
+            if res is None or not res.namespaced:
+                continue
+            for obj in self.store.iter(key, name):
+                counts[res.qualified] = counts.get(res.qualified, 0) + 1
+                for f in finalizers_of(obj):
+                    held[f] = held.get(f, 0) + 1
+        ns = self._namespace_conditions(ns, counts, held)
+        if counts:
             return
         # The namespace controller's /finalize step: drop spec.finalizers, then the object goes
         # once its metadata finalizers are gone too.
+        ns = self.store.get(NAMESPACES, "", name) or ns
         spec = {**(ns.get("spec") or {}), "finalizers": []}
         self.lifecycle.write(NAMESPACES, {**ns, "spec": spec})

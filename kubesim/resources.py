@@ -250,28 +250,36 @@ _EVENT_FIELDS = (
 
 
 def core_event_to_v1(obj: dict[str, Any]) -> dict[str, Any]:
-    """Stored core/v1 Event -> events.k8s.io/v1 Event."""
+    """Stored core/v1 Event -> events.k8s.io/v1 Event, written as Go writes it: empty strings and
+    zero counts left out, the non-pointer structs and times there even when unset."""
     out: dict[str, Any] = {"kind": "Event", "apiVersion": "events.k8s.io/v1", "metadata": obj["metadata"]}
     for core, v1 in _EVENT_FIELDS:
         value = obj.get(core)
-        if value is not None and value != "" and value != {}:
+        if value is not None and value != "" and value != {} and value != 0:
             out[v1] = value
     if "series" in out:
         series = out["series"]
         out["series"] = {"count": series.get("count", 0), "lastObservedTime": series.get("lastObservedTime")}
-    out.setdefault("eventTime", None)
+    for key in ("regarding", "deprecatedSource"):
+        out.setdefault(key, {})
+    for key in ("eventTime", "deprecatedFirstTimestamp", "deprecatedLastTimestamp"):
+        out.setdefault(key, None)
     return out
 
 
 def v1_event_to_core(obj: dict[str, Any]) -> dict[str, Any]:
-    """events.k8s.io/v1 Event -> the stored core/v1 Event."""
+    """events.k8s.io/v1 Event -> the stored core/v1 Event (with what Go writes of it when unset)."""
     out: dict[str, Any] = {"kind": "Event", "apiVersion": "v1", "metadata": obj.get("metadata") or {}}
     for core, v1 in _EVENT_FIELDS:
         value = obj.get(v1)
         if value is not None:
             out[core] = value
-    out.setdefault("involvedObject", {})
-    out.setdefault("source", {})
+    for key in ("involvedObject", "source"):
+        out.setdefault(key, {})
+    for key in ("reportingComponent", "reportingInstance"):
+        out.setdefault(key, "")
+    for key in ("firstTimestamp", "lastTimestamp", "eventTime"):
+        out.setdefault(key, None)
     return out
 
 

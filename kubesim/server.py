@@ -971,7 +971,7 @@ class ApiServer:
         if not rv and not res.allow_unconditional_update:
             # The generic store words this as an Invalid on the resource, not the kind.
             raise invalid(res.plural, name, [Cause("metadata.resourceVersion", "FieldValueInvalid",
-                                                   "Invalid value: 0x0: must be specified for an update")], res.group)
+                                                   "Invalid value: 0: must be specified for an update")], res.group)
         if rv and rv != old_meta["resourceVersion"]:
             raise conflict(res.plural, name, "the object has been modified; please apply your changes to the latest version and try again", res.group)
         if meta.get("uid") and meta["uid"] != old_meta["uid"]:
@@ -985,14 +985,6 @@ class ApiServer:
                 meta.pop(system, None)
         meta.pop("managedFields", None)
         meta.pop("selfLink", None)
-        if old_meta.get("deletionTimestamp"):
-            added = [f for f in meta.get("finalizers") or [] if f not in (old_meta.get("finalizers") or [])]
-            if added:
-                listed = ", ".join(f'"{f}"' for f in added)
-                raise invalid(res.kind, name, [Cause(
-                    "metadata.finalizers", "FieldValueForbidden",
-                    f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{listed}}}",
-                )], res.group)
         if res.storage == NAMESPACES:
             new["status"] = new.get("status") if route.subresource == "status" else old.get("status")
         for plugin in self.admission:

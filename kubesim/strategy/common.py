@@ -38,8 +38,28 @@ def _go_value(value: Any) -> str:
         return str(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)  # Go %q for printable text
-    # Go prints structs with %#v; JSON is the readable equivalent for dict-shaped values.
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    # Go marshals a struct's fields in their declaration order and a map's keys sorted.
+    return json.dumps(_go_order(value), separators=(",", ":"))
+
+
+# Declaration orders of the structs whose values appear in messages (the rest are maps, or internal
+# types upstream prints its own way).
+_STRUCT_ORDERS = (
+    ("apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"),  # OwnerReference
+    ("matchLabels", "matchExpressions"),  # LabelSelector
+    ("key", "operator", "values"),  # LabelSelectorRequirement
+)
+
+
+def _go_order(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_go_order(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    keys = set(value)
+    order = next((o for o in _STRUCT_ORDERS if keys and keys <= set(o) and len(keys) > 1), None)
+    ordered = [k for k in order if k in value] if order else sorted(value)
+    return {k: _go_order(value[k]) for k in ordered}
 
 
 @dataclass
@@ -167,15 +187,17 @@ def _length_and_pattern(
 
 @lru_cache(maxsize=_NAME_CACHE)
 def is_dns1123_label(value: str) -> tuple[str, ...]:
-    return _length_and_pattern(
-        value,
-        63,
-        _DNS1123_LABEL_RE,
-        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-        "and must start and end with an alphanumeric character",
-        "my-name",
-        "123-abc",
-    )
+    errs: list[str] = []
+    if len(value) > 63:
+        errs.append(_max_len_error(63))
+    if not _DNS1123_LABEL_RE.fullmatch(value):
+        if _DNS1123_SUBDOMAIN_RE.fullmatch(value):
+            errs.append("must not contain dots")  # a subdomain of the right length: only its dots are wrong
+        else:
+            errs.append(regex_error(
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+                "and must start and end with an alphanumeric character", _DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    return tuple(errs)
 
 
 @lru_cache(maxsize=_NAME_CACHE)
@@ -299,6 +321,7 @@ def is_int(value: object) -> TypeGuard[int]:
 # --------------------------------------------------------------------------------------------
 
 _TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
+_STANDARD_FINALIZERS = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
 NameFn = Callable[[str], Sequence[str]]
 
 
@@ -335,19 +358,9 @@ def validate_object_meta(meta: Obj, name_fn: NameFn, errs: Errs) -> None:
     errs.nonnegative("metadata.generation", meta.get("generation"))
     validate_labels(meta.get("labels"), "metadata.labels", errs)
     validate_annotations(meta.get("annotations"), "metadata.annotations", errs)
-    finalizers = meta.get("finalizers") or []
-    for i, f in enumerate(finalizers):
-        for m in is_qualified_name(f):
-            errs.invalid(f"metadata.finalizers[{i}]", f, m)
-    if "orphan" in finalizers and "foregroundDeletion" in finalizers:
-        errs.invalid(
-            "metadata.finalizers",
-            finalizers,
-            "finalizer orphan and foregroundDeletion cannot be both set",
-        )
     controllers = []
-    for i, ref in enumerate(meta.get("ownerReferences") or []):
-        p = f"metadata.ownerReferences[{i}]"
+    for ref in meta.get("ownerReferences") or []:
+        p = "metadata.ownerReferences"  # upstream names the list, not the item
         api_version = ref.get("apiVersion") or ""
         if not api_version or api_version.endswith("/"):
             errs.invalid(p + ".apiVersion", api_version, "version must not be empty")
@@ -363,6 +376,20 @@ def validate_object_meta(meta: Obj, name_fn: NameFn, errs: Errs) -> None:
             f'Only one reference can have Controller set to true. Found "true" in references for '
             f"{controllers[0]} and {controllers[1]}",
         )
+    finalizers = meta.get("finalizers") or []
+    for f in finalizers:
+        for m in is_qualified_name(f):
+            errs.invalid("metadata.finalizers", f, m)
+    if "orphan" in finalizers and "foregroundDeletion" in finalizers:
+        errs.invalid(
+            "metadata.finalizers",
+            finalizers,
+            "finalizer orphan and foregroundDeletion cannot be both set",
+        )
+    # the core API's own rule: a name without a domain must be one of the standard finalizers
+    for i, f in enumerate(finalizers):
+        if "/" not in f and f not in _STANDARD_FINALIZERS:
+            errs.invalid(f"metadata.finalizers[{i}]", f, "name is neither a standard finalizer name nor is it fully qualified")
 
 
 def validate_object_meta_update(meta: Obj, old_meta: Obj, errs: Errs) -> None:

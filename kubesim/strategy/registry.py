@@ -64,6 +64,8 @@ _KINDS: dict[tuple[str, str], _Kind] = {
 
 def _raise_if(errs: Errs, kind: _Kind, group: str, obj: Obj) -> None:
     if errs:
+        # both groups' Events are the core registry's: its errors name the core kind
+        group = "" if group == "events.k8s.io" else group
         raise invalid(kind.kind, dig(obj, "metadata", "name") or "", errs.causes, group)
 
 
@@ -132,6 +134,9 @@ def prepare_update(
     out = schema.prune(group, plural, new)  # a fresh copy: the strategy may change it
     carry_server_meta(out, old)
     errs = Errs()
+    # The generic update checks ObjectMeta first; each kind's update validation checks it again
+    # (below), so a bad metadata change is reported twice, as upstream reports it.
+    validate_object_meta_update(out.get("metadata") or {}, old.get("metadata") or {}, errs)
     if subresource is None:
         kind.update(out, old, errs)
     elif subresource == "status":

@@ -273,9 +273,9 @@ def test_a_put_is_a_compare_and_swap_on_the_resource_version(http: Http, ns: str
     code, _, answer = http.request("PUT", path, mine)
     assert (code, answer["reason"]) == (422, "Invalid"), answer
     assert answer["message"] == ('leases.coordination.k8s.io "cas" is invalid: metadata.resourceVersion: '
-                                 "Invalid value: 0x0: must be specified for an update")
+                                 "Invalid value: 0: must be specified for an update")
     assert answer["details"]["causes"] == [{"reason": "FieldValueInvalid", "field": "metadata.resourceVersion",
-                                            "message": "Invalid value: 0x0: must be specified for an update"}]
+                                            "message": "Invalid value: 0: must be specified for an update"}]
     assert http.get(path)["metadata"]["resourceVersion"] == taken["metadata"]["resourceVersion"]
 
 

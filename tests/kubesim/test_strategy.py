@@ -619,13 +619,13 @@ META_INVALID = [
     (
         "a finalizer must be a qualified name",
         {"finalizers": ["not valid/x/y"]},
-        "metadata.finalizers[0]",
+        "metadata.finalizers",  # upstream names the list for the name check
         "a qualified name",
     ),
     (
         "owner references need a uid",
         {"ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x"}]},
-        "metadata.ownerReferences[0].uid",
+        "metadata.ownerReferences.uid",  # upstream names the list, not the item
         "must not be empty",
     ),
 ]
@@ -1785,6 +1785,9 @@ def test_namespace_main_write_keeps_finalizers_and_finalize_changes_them() -> No
 
 def test_namespace_name_is_a_dns_label() -> None:
     causes = rejected("", "namespaces", {"metadata": {"name": "a.b", "uid": UID}})
+    # a valid subdomain that is no label: only its dots are wrong, and upstream says so
+    assert any(c[0] == "metadata.name" and "must not contain dots" in c[2] for c in causes)
+    causes = rejected("", "namespaces", {"metadata": {"name": "A_b", "uid": UID}})
     assert any(c[0] == "metadata.name" and "RFC 1123 label" in c[2] for c in causes)
 
 
