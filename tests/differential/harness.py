@@ -1,7 +1,8 @@
 """The differential harness: one case's requests sent to kubesim and to kube-apiserver, each
 side's answers normalised to what the two servers can agree on, and the two compared leaf by leaf.
 
-A :class:`Case` is a name and a sequence of steps (:class:`Call`, :class:`Poll`, :class:`Watch`).
+A :class:`Case` is a name and a sequence of steps (:class:`Call`, :class:`Poll`, :class:`Watch`,
+:class:`Fact`).
 Steps refer to the answers of earlier steps (a uid for a precondition, a resourceVersion to watch
 from) with :class:`Ref`, so the same table drives both servers though each hands out its own
 identities. Every answer goes into a transcript (status code, decoded body, warnings); the
@@ -15,6 +16,7 @@ import http.client
 import json
 import re
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -89,8 +91,9 @@ class Side:
             conn.close()
 
     def watch(self, path: str, query: dict[str, Any], until: Callable[[list[dict[str, Any]]], bool],
-              timeout: float) -> tuple[int, list[dict[str, Any]]]:
-        """Read a watch's events until ``until`` holds, the stream ends or ``timeout`` passes."""
+              timeout: float, opened: Callable[[], None] = lambda: None) -> tuple[int, list[dict[str, Any]]]:
+        """Read a watch's events until ``until`` holds, the stream ends or ``timeout`` passes;
+        ``opened`` is called (in a thread of its own) once the watch has answered."""
         conn = self._connect(timeout)
         events: list[dict[str, Any]] = []
         deadline = time.monotonic() + timeout
@@ -99,6 +102,7 @@ class Side:
             resp = conn.getresponse()
             if resp.status != 200:
                 return resp.status, [{"type": "(response)", "object": _decode(resp.read())}]
+            threading.Thread(target=opened, daemon=True).start()
             while time.monotonic() < deadline and not until(events):
                 try:
                     line = resp.readline()
@@ -225,9 +229,20 @@ class Watch:
     until: Callable[[list[dict[str, Any]]], bool]
     timeout: float = 8.0
     show: Callable[[list[dict[str, Any]]], Any] | None = None
+    #: requests sent once the watch is open (their answers are not kept)
+    during: tuple[Call, ...] = ()
 
 
-Step = Call | Poll | Watch
+@dataclass(frozen=True)
+class Fact:
+    """No request: ``what`` of the answers so far (a relation between them, such as one
+    resourceVersion being another), kept in the transcript under ``name``."""
+
+    name: str
+    what: Callable[[dict[str, Any]], Any]
+
+
+Step = Call | Poll | Watch | Fact
 
 
 @dataclass(frozen=True)
@@ -269,9 +284,18 @@ def run(side: Side, case: Case, ns: str) -> list[dict[str, Any]]:
                 ctx[step.label] = reply.body
             entry = {"step": f"poll {_generic(path, ns)}", "code": reply.status,
                      "body": step.show(reply) if step.show else reply.body}
+        elif isinstance(step, Fact):
+            entry = {"step": f"fact {step.name}", "value": step.what(ctx)}
         else:
             path = resolve(step.path, ctx)
-            code, events = side.watch(path, resolve(step.query, ctx), step.until, step.timeout)
+
+            def opened(calls: tuple[Call, ...] = step.during) -> None:
+                for call in calls:
+                    query = {**(resolve(call.query, ctx) or {}), "fieldManager": MANAGER}
+                    side.request(call.method, resolve(call.path, ctx), resolve(call.body, ctx), query=query,
+                                 ctype=call.ctype)
+
+            code, events = side.watch(path, resolve(step.query, ctx), step.until, step.timeout, opened)
             entry = {"step": f"watch {_generic(path, ns)}", "code": code,
                      "events": step.show(events) if step.show else events}
         entry["step"] = f"{i}: {entry['step']}"
@@ -290,11 +314,15 @@ _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d
 #: per-server noise inside messages: resourceVersions the servers word into their errors
 _MESSAGE_NOISE = (
     (re.compile(r"too old resource version: \d+ \(\d+\)"), "too old resource version: <rv> (<rv>)"),
-    (re.compile(r"ResourceVersion in precondition: \d+, ResourceVersion in object meta: \d+"),
-     "ResourceVersion in precondition: <rv>, ResourceVersion in object meta: <rv>"),
+    (re.compile(r"the ResourceVersion in the precondition \(\d+\) does not match the ResourceVersion in record \(\d+\)"),
+     "the ResourceVersion in the precondition (<rv>) does not match the ResourceVersion in record (<rv>)"),
+    (re.compile(r"Too large resource version: \d+, current: \d+"), "Too large resource version: <rv>, current: <rv>"),
+    # an object quoted whole inside a message
+    (re.compile(r'(resourceVersion\\*":\\*")\d+'), r"\1<rv>"),
 )
+_EMBEDDED_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
 #: the projected token volume the ServiceAccount admission plugin names with a random suffix
-_TOKEN_VOLUME = re.compile(r"^kube-api-access-[a-z0-9]{5}$")
+_TOKEN_VOLUME = re.compile(r"\bkube-api-access-[a-z0-9]{5}\b")
 
 
 def normalise(transcript: list[dict[str, Any]], ns: str) -> list[dict[str, Any]]:
@@ -324,26 +352,31 @@ def normalise(transcript: list[dict[str, Any]], ns: str) -> list[dict[str, Any]]
     uids = {u: _replace_names(label, generated) for u, label in uids.items()}
     now = datetime.now(UTC)
 
+    def recent(s: str) -> bool:
+        try:
+            return abs(datetime.fromisoformat(s.replace("Z", "+00:00")) - now) < timedelta(hours=2)
+        except ValueError:
+            return False
+
     def text(s: str) -> str:
         if _TIME.match(s):
-            try:
-                t = datetime.fromisoformat(s.replace("Z", "+00:00"))
-            except ValueError:
-                return s
-            if abs(t - now) < timedelta(hours=2):
-                return "<now>"
-            return s
+            return "<now>" if recent(s) else s
         s = _replace_names(s, generated)
         s = _UUID.sub(lambda m: uids.get(m.group(0), "<uid ?>"), s)
         for pattern, repl in _MESSAGE_NOISE:
             s = pattern.sub(repl, s)
-        if _TOKEN_VOLUME.match(s):
-            return "kube-api-access-<suffix>"
+        s = _EMBEDDED_TIME.sub(lambda m: "<now>" if recent(m.group(0)) else m.group(0), s)
+        s = _TOKEN_VOLUME.sub("kube-api-access-<suffix>", s)
         return s.replace(ns, "{ns}")
 
     def walk(value: Any, key: str = "") -> Any:
         if isinstance(value, dict):
-            return {text(k): walk(v, k) for k, v in value.items()}
+            out = {text(k): walk(v, k) for k, v in value.items()}
+            causes = (out.get("details") or {}).get("causes") if out.get("reason") == "Conflict" else None
+            if causes:
+                # an apply conflict lists its causes in Go's map order: no order to compare
+                out["details"]["causes"] = sorted(causes, key=lambda c: json.dumps(c, sort_keys=True))
+            return out
         if isinstance(value, list):
             return [walk(v, key) for v in value]
         if isinstance(value, str):

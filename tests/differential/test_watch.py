@@ -1,0 +1,155 @@
+"""Watch and list at a resourceVersion: the order of events, initial events, bookmarks, 410 Gone,
+resourceVersionMatch, and reads at a resourceVersion the server has not reached."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.differential.harness import MERGE, Call, Case, Fact, Ref, Reply, Watch
+from tests.differential.objects import LEASES, NAMESPACES, code, lease
+
+OTHER_LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}-x/leases"
+START = Call("GET", LEASES, label="start", show=code)  # the resourceVersion before the case's writes
+FROM_START = Ref("start", "metadata", "resourceVersion")
+
+
+def events(evs: list[dict[str, Any]]) -> list[Any]:
+    """Each event's type and object, and whether resourceVersions only grew."""
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in evs
+           if e.get("type") not in ("ERROR", "(response)")]
+    return [*evs, {"resourceVersions ascend": rvs == sorted(rvs) and len(set(rvs)) == len(rvs)}]
+
+
+def bookmarks(evs: list[dict[str, Any]]) -> Any:
+    """What a watch of a quiet collection sent: each distinct event (kubesim's bookmarks come
+    every second, kube-apiserver's two seconds before the watch times out, so only their being
+    there and their shape compare), and whether every bookmark is at least as new as what came
+    before it."""
+    seen: list[Any] = []
+    newest, ordered = 0, True
+    for e in evs:
+        rv = int(e["object"]["metadata"]["resourceVersion"])
+        ordered = ordered and rv >= newest
+        newest = max(newest, rv)
+        shape = {**e, "object": {**e["object"], "metadata": {**e["object"]["metadata"], "resourceVersion": "<rv>"}}}
+        if shape not in seen:
+            seen.append(shape)
+    return {"distinct": seen, "bookmarks never go back": ordered}
+
+
+def items(reply: Reply) -> Any:
+    if reply.status != 200:
+        return reply.body
+    return {"items": [(i["metadata"]["name"], i["spec"].get("holderIdentity")) for i in reply.body["items"]],
+            "continued": "continue" in reply.body["metadata"]}
+
+
+CASES = [
+    Case("watch: the order of events from a resourceVersion", (
+        START,
+        Call("POST", LEASES, lease("b", holderIdentity="1"), show=code),
+        Call("POST", LEASES, lease("a", holderIdentity="1"), show=code),
+        Call("PATCH", LEASES + "/b", {"spec": {"holderIdentity": "2"}}, ctype=MERGE, show=code),
+        Call("DELETE", LEASES + "/a", show=code),
+        Call("PATCH", LEASES + "/b", {"metadata": {"labels": {"x": "1"}}}, ctype=MERGE, show=code),
+        Watch(LEASES, {"resourceVersion": FROM_START}, until=lambda e: len(e) >= 5, show=events),
+    )),
+    Case("watch: a selector sees objects enter and leave", (
+        START,
+        Call("POST", LEASES, lease("a", meta={"labels": {"app": "x"}}), show=code),
+        Call("PATCH", LEASES + "/a", {"metadata": {"labels": {"app": "y"}}}, ctype=MERGE, show=code),
+        Call("PATCH", LEASES + "/a", {"metadata": {"labels": {"app": "x"}}}, ctype=MERGE, show=code),
+        Call("DELETE", LEASES + "/a", show=code),
+        Watch(LEASES, {"resourceVersion": FROM_START, "labelSelector": "app=x"}, until=lambda e: len(e) >= 4,
+              show=events),
+    )),
+    Case("watch: initial events in key order", (
+        Call("POST", LEASES, lease("b"), show=code),
+        Call("POST", LEASES, lease("a"), show=code),
+        Watch(LEASES, {"resourceVersion": "0"}, until=lambda e: len(e) >= 2),
+        Watch(LEASES, {}, until=lambda e: len(e) >= 2),
+    )),
+    Case("watch: bookmarks", (
+        Call("POST", NAMESPACES, {"metadata": {"name": "{ns}-x"}}, show=code),
+        Call("POST", LEASES, lease("a"), label="a", show=code),
+        # kube-apiserver sends a bookmark two seconds before the watch times out, if the cache has
+        # moved on since the watch began: a write elsewhere in the kind moves it
+        Watch(LEASES, {"resourceVersion": Ref("a", "metadata", "resourceVersion"), "allowWatchBookmarks": "true",
+                       "timeoutSeconds": "5"}, until=lambda e: False, show=bookmarks,
+              during=(Call("POST", OTHER_LEASES, lease("elsewhere")),)),
+    ), extra_namespaces=("x",)),
+    Case("watch: initial events end with a bookmark", (
+        Call("POST", LEASES, lease("b"), show=code),
+        Call("POST", LEASES, lease("a"), show=code),
+        Watch(LEASES, {"resourceVersion": "0", "allowWatchBookmarks": "true"}, until=lambda e: len(e) >= 3),
+        Watch(LEASES, {"allowWatchBookmarks": "true"}, until=lambda e: len(e) >= 3),
+    )),
+    Case("watch: no bookmark unless asked for", (
+        Call("POST", LEASES, lease("a"), label="a", show=code),
+        Watch(LEASES, {"resourceVersion": Ref("a", "metadata", "resourceVersion"), "timeoutSeconds": "2"},
+              until=lambda e: False),
+    )),
+    Case("watch: initial events and the bookmark that ends them", (
+        Call("POST", LEASES, lease("b"), show=code),
+        Call("POST", LEASES, lease("a"), show=code),
+        Watch(LEASES, {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
+                       "allowWatchBookmarks": "true"}, until=lambda e: len(e) >= 3),
+        Watch(LEASES, {"sendInitialEvents": "true"}, until=lambda e: len(e) >= 1),
+        Watch(LEASES, {"resourceVersionMatch": "NotOlderThan", "resourceVersion": "0"}, until=lambda e: len(e) >= 1),
+    )),
+    Case("watch: a resourceVersion that is not one", (
+        Watch(LEASES, {"resourceVersion": "x"}, until=lambda e: len(e) >= 1),
+        Watch(LEASES, {"labelSelector": "a=("}, until=lambda e: len(e) >= 1),
+    )),
+    Case("list: resourceVersionMatch", (
+        Call("POST", LEASES, lease("b", holderIdentity="1"), label="b", show=code),
+        Call("POST", LEASES, lease("a", holderIdentity="1"), show=code),
+        Call("PATCH", LEASES + "/b", {"spec": {"holderIdentity": "2"}}, ctype=MERGE, show=code),
+        Call("GET", LEASES, query={"resourceVersion": Ref("b", "metadata", "resourceVersion"),
+                                   "resourceVersionMatch": "Exact"}, label="exact", show=items),
+        Call("GET", LEASES, query={"resourceVersion": Ref("b", "metadata", "resourceVersion"),
+                                   "resourceVersionMatch": "NotOlderThan"}, show=items),
+        Call("GET", LEASES, query={"resourceVersion": Ref("b", "metadata", "resourceVersion")}, show=items),
+        Call("GET", LEASES, query={"resourceVersion": Ref("b", "metadata", "resourceVersion"), "limit": "5"},
+             show=items),
+        Call("GET", LEASES, query={"resourceVersion": "0"}, show=items),
+        Call("GET", LEASES + "/a", query={"resourceVersion": Ref("b", "metadata", "resourceVersion")}, show=code),
+    )),
+    Case("list: an exact list is at the resourceVersion asked for", (
+        Call("POST", LEASES, lease("b"), label="b", show=code),
+        Call("POST", LEASES, lease("a"), show=code),
+        Call("GET", LEASES, query={"resourceVersion": Ref("b", "metadata", "resourceVersion"),
+                                   "resourceVersionMatch": "Exact"}, label="exact"),
+        Call("GET", LEASES, query={"resourceVersionMatch": "NotOlderThan",
+                                   "resourceVersion": Ref("b", "metadata", "resourceVersion")}, label="newer"),
+        Fact("the exact list's", lambda ctx: ctx["exact"]["metadata"]["resourceVersion"]
+             == ctx["b"]["metadata"]["resourceVersion"]),
+        Fact("the other list's is newer", lambda ctx: int(ctx["newer"]["metadata"]["resourceVersion"])
+             > int(ctx["b"]["metadata"]["resourceVersion"])),
+    )),
+    Case("list: what resourceVersionMatch goes with", (
+        Call("GET", LEASES, query={"resourceVersionMatch": "NotOlderThan"}),
+        Call("GET", LEASES, query={"resourceVersionMatch": "Exact", "resourceVersion": "0"}),
+        Call("GET", LEASES, query={"resourceVersionMatch": "Bogus", "resourceVersion": "1"}),
+        Call("GET", LEASES, query={"resourceVersionMatch": "Exact", "resourceVersion": "5", "continue": "x"}),
+        Call("GET", LEASES, query={"sendInitialEvents": "true"}),
+        Call("GET", LEASES, query={"resourceVersion": "abc"}),
+        Call("GET", LEASES, query={"resourceVersion": "-1", "resourceVersionMatch": "Exact"}),
+        Call("GET", LEASES + "/x", query={"resourceVersion": "abc"}),
+    )),
+    Case("list: too new a resourceVersion", (
+        Call("GET", LEASES, query={"resourceVersion": "999999999"}),
+    )),
+    Case("get: too new a resourceVersion", (
+        Call("POST", LEASES, lease("a"), show=code),
+        Call("GET", LEASES + "/a", query={"resourceVersion": "999999999"}),
+    )),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_watch(case: Case, differential: Callable[[Case], None]) -> None:
+    differential(case)
