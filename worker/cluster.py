@@ -12,7 +12,8 @@ the API. Both mean the same by an annotation, so one test runs on both backends.
 
 Files in the state directory: ``kubeconfig`` (an admin, ``system:masters``), ``batchd.kubeconfig``
 (the ServiceAccount ``batchd-system/batchd`` of deploy/base, bound to its ClusterRole and Role and
-nothing more), ``pki/``, ``etcd/`` (the data: a rerun resumes) and ``logs/<component>.log``.
+nothing more), ``pki/``, ``etcd/`` (the data: a rerun resumes), ``logs/<component>.log`` and
+``logs/audit.log`` (kube-apiserver's record of every DELETE of a Job or Pod).
 """
 
 from __future__ import annotations
