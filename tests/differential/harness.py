@@ -255,6 +255,8 @@ class Case:
     pods: bool = False
     #: namespaces the case makes itself, by suffix of its own (deleted afterwards)
     extra_namespaces: tuple[str, ...] = ()
+    #: seconds it takes at least (a watch held open, a controller's retries): run such cases first
+    seconds: float = 0.0
 
 
 def run(side: Side, case: Case, ns: str) -> list[dict[str, Any]]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.differential.harness import Reply
+import pytest
+
+from tests.differential.harness import Case, Reply
 
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 CRONJOBS = "/apis/batch/v1/namespaces/{ns}/cronjobs"
@@ -49,6 +51,13 @@ def owned_by(label: str, kind: str = "Job", api_version: str = "batch/v1", block
         return [{"apiVersion": api_version, "kind": kind, "name": meta["name"], "uid": meta["uid"],
                  "controller": True, "blockOwnerDeletion": block}]
     return refs
+
+
+def params(cases: list[Case]) -> list[Any]:
+    """The cases as pytest parameters named after them; a long one carries a timeout marker, which
+    the root conftest's ordering reads as its length, so that it starts early."""
+    return [pytest.param(c, id=c.name, marks=[pytest.mark.timeout(60)] if c.seconds else [])
+            for c in cases]
 
 
 # -- what of an answer a step keeps --------------------------------------------------------------

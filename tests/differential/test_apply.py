@@ -8,7 +8,18 @@ from collections.abc import Callable
 import pytest
 
 from tests.differential.harness import APPLY, JSON_PATCH, MERGE, STRATEGIC, Call, Case
-from tests.differential.objects import CRONJOBS, JOBS, LEASES, PODS, code, cronjob, job, lease, pod
+from tests.differential.objects import (
+    CRONJOBS,
+    JOBS,
+    LEASES,
+    PODS,
+    code,
+    cronjob,
+    job,
+    lease,
+    params,
+    pod,
+)
 
 CASES = [
     Case("apply: create, re-apply, and a field given up", (
@@ -117,6 +128,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", params(CASES))
 def test_apply(case: Case, differential: Callable[[Case], None]) -> None:
     differential(case)

@@ -17,6 +17,7 @@ from tests.differential.objects import (
     code,
     cronjob,
     job,
+    params,
     pod,
 )
 
@@ -201,6 +202,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", params(CASES))
 def test_create(case: Case, differential: Callable[[Case], None]) -> None:
     differential(case)

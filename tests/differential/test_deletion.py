@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.differential.harness import MERGE, STRATEGIC, Call, Case, Poll, Ref
-from tests.differential.objects import JOBS, PODS, code, deletion, gone, job, owned_by, pod
+from tests.differential.objects import JOBS, PODS, code, deletion, gone, job, owned_by, params, pod
 
 HOLD = "example.com/hold"
 
@@ -132,6 +132,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", params(CASES))
 def test_deletion(case: Case, differential: Callable[[Case], None]) -> None:
     differential(case)

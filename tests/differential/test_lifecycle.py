@@ -18,6 +18,7 @@ from tests.differential.objects import (
     code,
     job,
     lease,
+    params,
 )
 
 T0 = "2020-01-01T00:00:00Z"
@@ -122,7 +123,7 @@ CASES = [
         Poll(OTHER_LEASES + "/l", until=lambda r: r.status == 404, show=code),
         Call("PATCH", OTHER_JOBS + "/j", {"metadata": {"finalizers": None}}, ctype=MERGE, show=code),
         Poll(OTHER, until=lambda r: r.status == 404, show=code),
-    ), extra_namespaces=("x",)),
+    ), extra_namespaces=("x",), seconds=10),
     Case("namespaces: finalize", (
         Call("POST", NAMESPACES, {"metadata": {"name": "{ns}-x"}}, label="x", show=code),
         Call("PUT", OTHER + "/finalize", lambda ctx: {**ctx["x"], "spec": {"finalizers": ["example.com/x"]}}),
@@ -132,6 +133,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", params(CASES))
 def test_lifecycle(case: Case, differential: Callable[[Case], None]) -> None:
     differential(case)

@@ -18,6 +18,7 @@ from tests.differential.objects import (
     job,
     lease,
     names,
+    params,
     pod,
 )
 
@@ -86,6 +87,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", params(CASES))
 def test_selectors(case: Case, differential: Callable[[Case], None]) -> None:
     differential(case)

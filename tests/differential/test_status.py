@@ -20,6 +20,7 @@ from tests.differential.objects import (
     cronjob,
     job,
     lease,
+    params,
     pod,
 )
 
@@ -156,6 +157,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", params(CASES))
 def test_status(case: Case, differential: Callable[[Case], None]) -> None:
     differential(case)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.differential.harness import MERGE, Call, Case, Fact, Ref, Reply, Watch
-from tests.differential.objects import LEASES, NAMESPACES, code, lease
+from tests.differential.objects import LEASES, NAMESPACES, code, lease, params
 
 OTHER_LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}-x/leases"
 START = Call("GET", LEASES, label="start", show=code)  # the resourceVersion before the case's writes
@@ -80,7 +80,7 @@ CASES = [
         Watch(LEASES, {"resourceVersion": Ref("a", "metadata", "resourceVersion"), "allowWatchBookmarks": "true",
                        "timeoutSeconds": "5"}, until=lambda e: False, show=bookmarks,
               during=(Call("POST", OTHER_LEASES, lease("elsewhere")),)),
-    ), extra_namespaces=("x",)),
+    ), extra_namespaces=("x",), seconds=5),
     Case("watch: initial events end with a bookmark", (
         Call("POST", LEASES, lease("b"), show=code),
         Call("POST", LEASES, lease("a"), show=code),
@@ -91,7 +91,7 @@ CASES = [
         Call("POST", LEASES, lease("a"), label="a", show=code),
         Watch(LEASES, {"resourceVersion": Ref("a", "metadata", "resourceVersion"), "timeoutSeconds": "2"},
               until=lambda e: False),
-    )),
+    ), seconds=2),
     Case("watch: initial events and the bookmark that ends them", (
         Call("POST", LEASES, lease("b"), show=code),
         Call("POST", LEASES, lease("a"), show=code),
@@ -142,14 +142,14 @@ CASES = [
     )),
     Case("list: too new a resourceVersion", (
         Call("GET", LEASES, query={"resourceVersion": "999999999"}),
-    )),
+    ), seconds=3),
     Case("get: too new a resourceVersion", (
         Call("POST", LEASES, lease("a"), show=code),
         Call("GET", LEASES + "/a", query={"resourceVersion": "999999999"}),
-    )),
+    ), seconds=3),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", params(CASES))
 def test_watch(case: Case, differential: Callable[[Case], None]) -> None:
     differential(case)
