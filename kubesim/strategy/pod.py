@@ -270,6 +270,14 @@ def _validate_pod_update(new: Obj, old: Obj, errs: Errs) -> None:
                 "must be less than or equal to previous value",
             )
         old_spec["activeDeadlineSeconds"] = new_ads
+    # Scheduling gates may only go (the scheduler waits for the last one).
+    new_gates, old_gates = spec.get("schedulingGates") or [], old_spec.get("schedulingGates") or []
+    old_names = [g.get("name") for g in old_gates if isinstance(g, dict)]
+    for i, gate in enumerate(new_gates):
+        if isinstance(gate, dict) and gate.get("name") not in old_names:
+            errs.forbidden(f"spec.schedulingGates[{i}].name",
+                           f"only deletion is allowed, but found new scheduling gate '{gate.get('name')}'")
+    old_spec["schedulingGates"] = new_gates
     old_tol = old_spec.get("tolerations") or []
     new_tol = spec.get("tolerations") or []
     if all(t in new_tol for t in old_tol):

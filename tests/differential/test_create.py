@@ -192,6 +192,13 @@ CASES = [
                                                      "workingDir": "", "stdin": False,
                                                      "resources": {"limits": {}}}]}}),
     ), pods=True),
+    Case("pod: scheduling gates may only go", (
+        Call("POST", PODS, pod(schedulingGates=[GATE, {"name": "example.com/second"}]), show=code),
+        Call("PATCH", PODS + "/p", {"spec": {"schedulingGates": [GATE, {"name": "example.com/second"},
+                                                                 {"name": "example.com/third"}]}}, ctype=MERGE),
+        Call("PATCH", PODS + "/p", {"spec": {"schedulingGates": [GATE]}}, ctype=MERGE,
+             show=lambda r: r.body["spec"].get("schedulingGates") if r.status == 200 else r.body),
+    ), pods=True),
     Case("pod: what an update may change", (
         Call("POST", PODS, pod(activeDeadlineSeconds=100), show=code),
         Call("PATCH", PODS + "/p", {"spec": {"containers": [{"name": "main", "image": "busybox:1.37"}],

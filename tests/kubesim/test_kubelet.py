@@ -55,6 +55,20 @@ def test_a_pod_runs_and_succeeds(core, ns):
     assert {c.type: c.status for c in done.status.conditions}["Ready"] == "False"
 
 
+def test_a_pod_behind_scheduling_gates_waits_for_the_last_one_to_go(core, ns):
+    body = pod_body("gated", run_seconds=0.3)
+    body["spec"]["schedulingGates"] = [{"name": "example.com/a"}, {"name": "example.com/b"}]
+    created = core.create_namespaced_pod(ns, body)
+    assert [(c.type, c.status, c.reason) for c in created.status.conditions] == [
+        ("PodScheduled", "False", "SchedulingGated")]
+    core.patch_namespaced_pod("gated", ns, {"spec": {"schedulingGates": [{"name": "example.com/b"}]}})
+    # the update that leaves a gate is written, and the kubelet still does not bind the Pod
+    eventually(lambda: len(core.read_namespaced_pod("gated", ns).spec.scheduling_gates) == 1)
+    assert core.read_namespaced_pod("gated", ns).spec.node_name is None
+    core.patch_namespaced_pod("gated", ns, {"spec": {"schedulingGates": None}})
+    eventually(lambda: core.read_namespaced_pod("gated", ns).status.phase == "Succeeded")
+
+
 def test_a_non_zero_exit_code_fails_the_pod(core, ns):
     core.create_namespaced_pod(ns, pod_body("bad", run_seconds=0.1, exit_code=3))
     done = eventually(lambda: (p := core.read_namespaced_pod("bad", ns)).status.phase == "Failed" and p)
