@@ -5,7 +5,8 @@ handlers (delete, deletecollection, and every update, since removing the last fi
 deleting object removes it), by the kubelet (the final grace-0 delete of a terminated Pod)
 and by the collector. :class:`GarbageCollector` is a store listener plus one task on the
 server's loop; it handles ``foregroundDeletion`` and ``orphan`` finalizers, collects objects
-whose owners are all gone, and empties terminating namespaces.
+whose owners are all gone, and empties terminating namespaces, telling in their conditions what
+content and finalizers hold them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ BACKGROUND = "Background"
 ORPHAN = "Orphan"
 FOREGROUND_FINALIZER = "foregroundDeletion"
 ORPHAN_FINALIZER = "orphan"
+NAMESPACE_FINALIZER = "kubernetes"  # a namespace's spec.finalizers entry the namespace controller owns
 NAMESPACES: StorageKey = ("", "namespaces")
 PODS: StorageKey = ("", "pods")
 PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
@@ -345,6 +347,9 @@ class GarbageCollector:
         ns = self.store.get(NAMESPACES, "", name)
         if ns is None or not is_deleting(ns):
             return
+        spec_finalizers = list((ns.get("spec") or {}).get("finalizers") or [])
+        if NAMESPACE_FINALIZER not in spec_finalizers:
+            return  # the namespace controller's work is done, or was never asked for
         for key in self.store.keys():
             res = resources.STORAGE_OWNER.get(key)
             if res is None or not res.namespaced:
@@ -365,8 +370,8 @@ class GarbageCollector:
         ns = self._namespace_conditions(ns, counts, held)
         if counts:
             return
-        # The namespace controller's /finalize step: drop spec.finalizers, then the object goes
-        # once its metadata finalizers are gone too.
+        # The namespace controller's /finalize step: drop its own finalizer (others' stay for their
+        # controllers), then the object goes once no finalizer of either kind is left.
         ns = self.store.get(NAMESPACES, "", name) or ns
-        spec = {**(ns.get("spec") or {}), "finalizers": []}
+        spec = {**(ns.get("spec") or {}), "finalizers": [f for f in spec_finalizers if f != NAMESPACE_FINALIZER]}
         self.lifecycle.write(NAMESPACES, {**ns, "spec": spec})

@@ -129,6 +129,9 @@ CASES = [
         Call("PUT", OTHER + "/finalize", lambda ctx: {**ctx["x"], "spec": {"finalizers": ["example.com/x"]}}),
         Call("PUT", OTHER + "/finalize", lambda ctx: {**ctx["x"], "spec": {"finalizers": ["Bad Finalizer"]}}),
         Call("DELETE", OTHER, show=conditions),
+        # the finalizer set above would hold the namespace forever
+        Call("PUT", OTHER + "/finalize", lambda ctx: {**ctx["x"], "metadata": {"name": ctx["x"]["metadata"]["name"]},
+                                                      "spec": {"finalizers": []}}, show=code),
     ), extra_namespaces=("x",)),
 ]
 
