@@ -30,7 +30,14 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.contract import implements
 from activities.errors import temporal_errors
 from kube.client import Clock, Kube, SystemClock, prestarted_pool, try_record_event
-from kube.errors import AlreadyExists, Forbidden, Invalid, KubeError, namespace_terminating
+from kube.errors import (
+    AlreadyExists,
+    Forbidden,
+    Invalid,
+    KubeError,
+    NotFound,
+    namespace_terminating,
+)
 from workflows.identity import K8S_KIND, K8S_NAME, K8S_NAMESPACE, group_workflow_id
 from workflows.models import cronjob as contract
 from workflows.models.common import (
@@ -511,12 +518,15 @@ class CronJobActivities:
             "lastSuccessfulTime": rfc3339(inp.last_successful_time),
         }
         current = cj.get("status") or {}
-        if any(current.get(k) != v for k, v in status.items()):
-            self.kube.patch("CronJob", inp.namespace, inp.name, {"status": status}, subresource="status")
         have = cj["metadata"].get("annotations") or {}
         changed = {k: v for k, v in inp.annotations.items() if have.get(k) != v}
-        if changed:
-            self.kube.patch("CronJob", inp.namespace, inp.name, {"metadata": {"annotations": changed}})
+        try:
+            if any(current.get(k) != v for k, v in status.items()):
+                self.kube.patch("CronJob", inp.namespace, inp.name, {"status": status}, subresource="status")
+            if changed:
+                self.kube.patch("CronJob", inp.namespace, inp.name, {"metadata": {"annotations": changed}})
+        except NotFound:  # deleted since the read (an orphaning delete ends a moment later on a cluster)
+            return SyncCronJobResult(gone=True, unrecorded=self._record(inp.events))
         return SyncCronJobResult(unrecorded=self._record(inp.events))
 
     def _record(self, events: list[EventInput]) -> list[EventInput]:
@@ -536,8 +546,11 @@ class CronJobActivities:
         notes: dict[str, str | None] = {SUSPEND_REASON_ANNOTATION: inp.reason if inp.suspend else None}
         if inp.at is not None or not inp.suspend:
             notes[SUSPENDED_AT_ANNOTATION] = rfc3339(inp.at) if inp.suspend else None
-        self.kube.patch("CronJob", inp.namespace, inp.name,
-                        {"metadata": {"annotations": notes}, "spec": {"suspend": inp.suspend}})
+        try:
+            self.kube.patch("CronJob", inp.namespace, inp.name,
+                            {"metadata": {"annotations": notes}, "spec": {"suspend": inp.suspend}})
+        except NotFound:  # deleted since the read
+            return SyncCronJobResult(gone=True)
         return SyncCronJobResult()
 
     def all(self) -> list[Callable[..., object]]:

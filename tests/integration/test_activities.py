@@ -8,6 +8,7 @@ import itertools
 import threading
 import time
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -31,7 +32,12 @@ from kube.config import load_access
 from tests.conftest import utcnow
 from tests.k8s import create_job, finish_job, second
 from workflows.models.common import EventInput, ObjectRef, ObserveInput
-from workflows.models.cronjob import CRONJOB_COMPONENT, CreateJobInput, SyncCronJobInput
+from workflows.models.cronjob import (
+    CRONJOB_COMPONENT,
+    CreateJobInput,
+    SetSuspendInput,
+    SyncCronJobInput,
+)
 from workflows.models.ttl import DeleteExpiredInput
 
 STATUS_TABLE = [
@@ -177,6 +183,34 @@ def test_the_status_write_records_the_events_after_it_and_returns_those_it_could
     assert kube.get("CronJob", namespace, "noted")["status"]["lastSuccessfulTime"]
     [event] = [e for e in kube.list("Event", namespace)["items"] if e["reason"] == "SawCompletedJob"]
     assert event["involvedObject"]["uid"] == m["uid"] and event["count"] == 1
+
+
+class _DeletedAfterRead(Kube):
+    """A client whose every read of a CronJob is followed by that CronJob's deletion: the writes
+    after it find it gone, as they can when an orphaning delete lands between the two."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.__dict__.update(kube.__dict__)
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        found = super().get(kind, namespace, name)
+        if kind == "CronJob" and found is not None:
+            super().delete(kind, namespace, name, grace_period_seconds=0)
+            assert super().get(kind, namespace, name) is None
+        return found
+
+
+def test_a_cronjob_deleted_between_the_read_and_the_writes_is_gone_not_an_error(kube: Kube, namespace) -> None:
+    for write in ("sync", "set_suspend"):
+        m = _cronjob(kube, namespace, write.replace("_", "-"))["metadata"]
+        acts = CronJobActivities(_DeletedAfterRead(kube))
+        if write == "sync":
+            res = ActivityEnvironment().run(acts.sync, SyncCronJobInput(
+                namespace=namespace, name=m["name"], uid=m["uid"], active=[], last_successful_time=second(utcnow())))
+        else:
+            res = ActivityEnvironment().run(acts.set_suspend, SetSuspendInput(
+                namespace=namespace, name=m["name"], uid=m["uid"], suspend=True, reason="r", at=second(utcnow())))
+        assert res.gone, write
 
 
 async def test_an_armed_creation_waits_until_its_time_then_creates(kube: Kube, namespace) -> None:
