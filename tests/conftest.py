@@ -395,9 +395,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     In one process, a module stays in one piece (its module fixtures are set up once). Under
     ``make test`` (``-n N``, ``--dist loadgroup --no-loadscope-reorder``) each process is handed
     two work units at the start, the first N units and then the next N: those next N are short
-    ones, so that no process holds two tests of several real minutes each. A group's tests on
-    the two backends are two groups (their module fixtures differ anyway), which two processes
-    can run at once.
+    ones, so that no process holds two tests of several real minutes each. A group marked
+    ``per_backend=True`` is two groups, one per backend (its module fixture is the backend's
+    anyway), which two processes can run at once.
     """
     def length(item: pytest.Item) -> tuple[bool, float]:
         timeout = item.get_closest_marker("timeout")
@@ -419,9 +419,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
         group = item.get_closest_marker("xdist_group")
-        if group and backend_of(item):
+        split = group is not None and group.kwargs.get("per_backend") and backend_of(item)
+        if group and split:
             item.add_marker(pytest.mark.xdist_group(f"{group.args[0]}-{backend_of(item)}"))
-        units.setdefault(f"group:{group.args[0]}-{backend_of(item)}" if group else item.nodeid, []).append(item)
+        units.setdefault(f"group:{group.args[0]}{'-' + str(split) if split else ''}" if group else item.nodeid,
+                         []).append(item)
     ranked = sorted(units.values(), key=lambda unit: min(length(item) for item in unit))
     long = [unit for unit in ranked if min(length(item) for item in unit) < (True, 0.0)]
     short = ranked[len(long):]

@@ -164,7 +164,7 @@ def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path) -
 
 # One test process runs every version, on one dev world (the module fixture); the minute-long
 # CronJob test below may run beside them in another process, on a world of its own.
-@pytest.mark.xdist_group("kubectl-versions")
+@pytest.mark.xdist_group("kubectl-versions", per_backend=True)
 @pytest.mark.parametrize("binary", KUBECTL_PARAMS)
 @pytest.mark.timeout(900)
 def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, world: dict[str, str],
