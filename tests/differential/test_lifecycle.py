@@ -109,7 +109,7 @@ CASES = [
         Call("POST", "/apis/coordination.k8s.io/v1/namespaces/{ns}-none/leases", lease()),
         Call("DELETE", OTHER),
     ), extra_namespaces=("x",)),
-    Case("namespaces: a Terminating namespace refuses new content and waits for its own", (
+    Case("namespaces: a Terminating namespace refuses new content and tells what holds it", (
         Call("POST", NAMESPACES, {"metadata": {"name": "{ns}-x"}}, show=code),
         Call("POST", OTHER_JOBS, job(meta={"finalizers": ["example.com/hold"]}), show=code),
         Call("POST", OTHER_LEASES, lease(holderIdentity="x"), show=code),
@@ -118,20 +118,22 @@ CASES = [
         Call("POST", OTHER_LEASES, lease("new")),
         Call("POST", OTHER_JOBS, {**job("new"), "spec": {"template": {"spec": {"containers": [CONTAINER]}}}}),
         Call("DELETE", OTHER, show=phase),
+        # kube-controller-manager's namespace controller comes back every few seconds
         Poll(OTHER, until=lambda r: len((r.body.get("status") or {}).get("conditions") or []) >= 5,
-             show=conditions),
+             show=conditions, timeout=45),
         Poll(OTHER_LEASES + "/l", until=lambda r: r.status == 404, show=code),
+        # its going, once the controller is back (seconds later upstream), "finalize" shows
         Call("PATCH", OTHER_JOBS + "/j", {"metadata": {"finalizers": None}}, ctype=MERGE, show=code),
-        Poll(OTHER, until=lambda r: r.status == 404, show=code),
-    ), extra_namespaces=("x",), seconds=10),
+    ), extra_namespaces=("x",), seconds=6),
     Case("namespaces: finalize", (
         Call("POST", NAMESPACES, {"metadata": {"name": "{ns}-x"}}, label="x", show=code),
         Call("PUT", OTHER + "/finalize", lambda ctx: {**ctx["x"], "spec": {"finalizers": ["example.com/x"]}}),
         Call("PUT", OTHER + "/finalize", lambda ctx: {**ctx["x"], "spec": {"finalizers": ["Bad Finalizer"]}}),
         Call("DELETE", OTHER, show=conditions),
-        # the finalizer set above would hold the namespace forever
+        # with no finalizer left of either kind, the deleted namespace goes
         Call("PUT", OTHER + "/finalize", lambda ctx: {**ctx["x"], "metadata": {"name": ctx["x"]["metadata"]["name"]},
                                                       "spec": {"finalizers": []}}, show=code),
+        Poll(OTHER, until=lambda r: r.status == 404, show=code),
     ), extra_namespaces=("x",)),
 ]
 

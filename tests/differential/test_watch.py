@@ -24,10 +24,10 @@ def events(evs: list[dict[str, Any]]) -> list[Any]:
 
 
 def bookmarks(evs: list[dict[str, Any]]) -> Any:
-    """What a watch of a quiet collection sent: each distinct event (kubesim's bookmarks come
-    every second, kube-apiserver's two seconds before the watch times out, so only their being
-    there and their shape compare), and whether every bookmark is at least as new as what came
-    before it."""
+    """What a watch of a quiet collection sent up to its first bookmark: each distinct event
+    (kubesim's bookmarks come every second, kube-apiserver's two seconds before the watch times
+    out, so only their being there and their shape compare), and whether every resourceVersion is
+    at least as new as the one before it."""
     seen: list[Any] = []
     newest, ordered = 0, True
     for e in evs:
@@ -78,9 +78,9 @@ CASES = [
         # kube-apiserver sends a bookmark two seconds before the watch times out, if the cache has
         # moved on since the watch began: a write elsewhere in the kind moves it
         Watch(LEASES, {"resourceVersion": Ref("a", "metadata", "resourceVersion"), "allowWatchBookmarks": "true",
-                       "timeoutSeconds": "5"}, until=lambda e: False, show=bookmarks,
-              during=(Call("POST", OTHER_LEASES, lease("elsewhere")),)),
-    ), extra_namespaces=("x",), seconds=5),
+                       "timeoutSeconds": "8"}, until=lambda e: any(x["type"] == "BOOKMARK" for x in e),
+              timeout=12, show=bookmarks, during=(Call("POST", OTHER_LEASES, lease("elsewhere")),)),
+    ), extra_namespaces=("x",), seconds=6),
     Case("watch: initial events end with a bookmark", (
         Call("POST", LEASES, lease("b"), show=code),
         Call("POST", LEASES, lease("a"), show=code),
