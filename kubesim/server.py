@@ -517,8 +517,6 @@ class ApiServer:
         internal = INTERNAL_PACKAGES.get(res.group, res.group)
         return bad_request(f"{prefix}converting ({version}.{kind}) to ({internal}.{res.kind}): unknown conversion")
 
-    # -- read verbs -----------------------------------------------------------------------
-
     # -- resourceVersions asked for ----------------------------------------------------
 
     @staticmethod
@@ -583,6 +581,8 @@ class ApiServer:
                 forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list")
         if causes:
             raise invalid("ListOptions", "", causes, "meta.k8s.io")
+
+    # -- read verbs -----------------------------------------------------------------------
 
     async def _get(self, route: Route, request: web.BaseRequest) -> web.Response:
         rv = request.query.get("resourceVersion")
