@@ -166,7 +166,7 @@ async def test_worker_sigkilled_mid_policy_loses_and_double_counts_nothing(
             kube.patch("Job", namespace, name, {"spec": {"completions": 12, "parallelism": 12}})
 
     kills, result, fresh = await sigkilled_run(temporal_env, kube, worker_kubeconfig, namespace, task_queue, tmp_path,
-                                               _policy_job(name, case), rounds=3, seed=case, timeout=180,
+                                               _policy_job(name, case), rounds=3, seed=case, timeout=300,
                                                before_first_kill=scale_up)
     assert kills >= 1, "the test must actually kill the worker mid-run"
     st, pods = fresh["status"], pods_of(kube, namespace, fresh)
