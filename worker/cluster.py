@@ -434,11 +434,18 @@ class _RemoteKubelet:
         self._loop.close()
 
     def _watch(self, kubelet: Any, store: _ApiStore) -> None:
-        """List and watch the bound Pods; hand the kubelet's own to it as kubesim's store events."""
+        """List and watch the bound Pods; hand the kubelet's own to it as kubesim's store events.
+
+        A watch that ends is resumed from the last resourceVersion it gave (bookmarks too); after
+        an error the Pods are listed again and compared with what was known, so that no change
+        made in between is lost: a deletion missed would leave its Pod running for ever.
+        """
         from kubesim.gc import PODS
         from kubesim.store import WatchEvent
 
-        def deliver(etype: str, pod: dict[str, Any]) -> None:
+        known: dict[str, str] = {}  # uid -> resourceVersion, as delivered (this thread's own view)
+
+        def deliver(etype: str, pod: dict[str, Any]) -> None:  # in the kubelet's loop
             uid = pod["metadata"]["uid"]
             if etype == "DELETED":
                 store.pods.pop(uid, None)
@@ -448,23 +455,39 @@ class _RemoteKubelet:
                 store.pods[uid] = pod
             kubelet.on_event(WatchEvent(etype, pod, PODS, 0))
 
+        def send(etype: str, pod: dict[str, Any]) -> None:
+            meta = pod["metadata"]
+            if etype == "DELETED":
+                known.pop(meta["uid"], None)
+            else:
+                known[meta["uid"]] = meta["resourceVersion"]
+            self._loop.call_soon_threadsafe(deliver, etype, pod)
+
+        rv: str | None = None
         while not self._stopping.is_set():
             try:
-                listed = self.watcher.list("Pod", field_selector="spec.nodeName!=")
-                for pod in listed["items"]:
-                    if not played_by_kwok(pod) and pod["metadata"]["uid"] not in store.pods:
-                        self._loop.call_soon_threadsafe(deliver, "ADDED", pod)
-                rv = listed["metadata"]["resourceVersion"]
+                if rv is None:
+                    listed = self.watcher.list("Pod", field_selector="spec.nodeName!=")
+                    mine = {p["metadata"]["uid"]: p for p in listed["items"] if not played_by_kwok(p)}
+                    for uid, pod in mine.items():
+                        if known.get(uid) != pod["metadata"]["resourceVersion"]:
+                            send("MODIFIED", pod)
+                    for uid in set(known) - set(mine):
+                        send("DELETED", {"metadata": {"uid": uid}})
+                    rv = listed["metadata"]["resourceVersion"]
                 for event in self.watcher.watch("Pod", None, resource_version=rv, field_selector="spec.nodeName!=",
                                                 timeout_seconds=60):
                     if self._stopping.is_set():
                         return
                     pod, etype = event.get("object") or {}, event.get("type")
-                    if etype == "ERROR":
+                    if etype == "ERROR":  # 410: too old to resume from
+                        rv = None
                         break
+                    rv = pod["metadata"]["resourceVersion"]
                     if etype in ("ADDED", "MODIFIED", "DELETED") and not played_by_kwok(pod):
-                        self._loop.call_soon_threadsafe(deliver, etype, pod)
+                        send(str(etype), pod)
             except Exception:  # the API restarting, a dropped watch: list again
+                rv = None
                 if not self._stopping.is_set():
                     log.debug("remote kubelet: watch failed, listing again", exc_info=True)
                     time.sleep(0.5)
@@ -489,8 +512,8 @@ class _ApiStore:
         meta = pod["metadata"]
         body = {**pod, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}}
         try:
-            written = self.kube.request("PUT", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-                                        body=body)
+            written = _retried(lambda: self.kube.request(
+                "PUT", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status", body=body))
         except (NotFound, Conflict):
             return pod
         if written.get("metadata", {}).get("uid") == meta["uid"]:
@@ -504,10 +527,24 @@ class _ApiLifecycle:
 
     def delete(self, _res: Any, pod: dict[str, Any], options: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
         meta = pod["metadata"]
-        with contextlib.suppress(Conflict):
-            self.kube.delete("Pod", meta["namespace"], meta["name"], uid=meta["uid"],
-                             grace_period_seconds=int((options or {}).get("gracePeriodSeconds") or 0))
+        with contextlib.suppress(Conflict, NotFound):
+            _retried(lambda: self.kube.delete("Pod", meta["namespace"], meta["name"], uid=meta["uid"],
+                                              grace_period_seconds=int((options or {}).get("gracePeriodSeconds") or 0)))
         return pod, False
+
+
+def _retried(call: Callable[[], Any], tries: int = 6) -> Any:
+    """A write of the kubelet's, tried again on a transient failure (a busy or restarting API
+    server): kubesim's kubelet does each step once, so a step lost here would leave its Pod stuck."""
+    for attempt in range(tries):
+        try:
+            return call()
+        except (NotFound, Conflict):
+            raise
+        except KubeError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.25 * 2**attempt)
 
 
 # -- batchd cluster ------------------------------------------------------------------------------
