@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import sys
 import time
@@ -537,7 +538,10 @@ def _kubesim_only(item: pytest.Item) -> bool:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """How many API tests ran on each backend (``make test`` prints it)."""
+    """How many API tests ran on each backend, and what tests/differential found (``make test``
+    prints both). Here, not in tests/differential/conftest.py: under xdist only the root conftest
+    is loaded where the summary is written."""
+    _differential_summary(terminalreporter)
     counts: dict[str, int] = {}
     for key in ("passed", "failed", "error"):
         for report in terminalreporter.stats.get(key, []):
@@ -550,3 +554,21 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if counts:
         terminalreporter.write_line(
             f"API tests: {counts.get('kubesim', 0)} on kubesim, {counts.get('cluster', 0)} on upstream's control plane")
+
+
+def _differential_summary(terminalreporter: Any) -> None:
+    """``differential: N cases, M differences (K kept)``: a case differs when any leaf of its
+    transcript does; it is kept when the difference is exactly the one pinned for it (its test
+    records both in the report's ``differential`` property)."""
+    cases = differs = kept = 0
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            for name, value in getattr(report, "user_properties", ()):
+                if name != "differential" or getattr(report, "when", "") != "call":
+                    continue
+                entry = json.loads(value)
+                cases += 1
+                differs += entry["differs"]
+                kept += entry["kept"]
+    if cases:
+        terminalreporter.write_line(f"differential: {cases} cases, {differs} differences ({kept} kept)")

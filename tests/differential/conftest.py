@@ -77,20 +77,3 @@ def differential(sides: tuple[Side, Side, Kube], request: pytest.FixtureRequest)
 def _show(diff: dict[str, tuple[Any, Any]]) -> str:
     return "\n".join(f"  {path}\n    kubesim:        {json.dumps(a)}\n    kube-apiserver: {json.dumps(b)}"
                      for path, (a, b) in diff.items()) or "  (none)"
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """``differential: N cases, M differences (K kept)``: a case differs when any leaf of its
-    transcript does; it is kept when the difference is exactly the one pinned for it."""
-    cases = differs = kept = 0
-    for reports in terminalreporter.stats.values():
-        for report in reports:
-            for name, value in getattr(report, "user_properties", ()):
-                if name != _PROPERTY or getattr(report, "when", "") != "call":
-                    continue
-                entry = json.loads(value)
-                cases += 1
-                differs += entry["differs"]
-                kept += entry["kept"]
-    if cases:
-        terminalreporter.write_line(f"differential: {cases} cases, {differs} differences ({kept} kept)")
