@@ -380,7 +380,13 @@ def normalise(transcript: list[dict[str, Any]], ns: str) -> list[dict[str, Any]]
                 out["details"]["causes"] = sorted(causes, key=lambda c: json.dumps(c, sort_keys=True))
             return out
         if isinstance(value, list):
-            return [walk(v, key) for v in value]
+            items = [walk(v, key) for v in value]
+            if key == "managedFields":
+                # both servers order entries by their time to the second, then by manager: the two
+                # sides of a case cross a second's boundary at different steps
+                items.sort(key=lambda e: tuple(str(e.get(k, "")) for k in
+                                               ("operation", "manager", "apiVersion", "subresource")))
+            return items
         if isinstance(value, str):
             if key == "resourceVersion" and value.isdigit():
                 return "<rv>"

@@ -584,7 +584,8 @@ async def test_a_jobs_end_seen_just_before_continue_as_new_still_gets_its_event(
     monkeypatch.setattr(cronjob_workflow, "_history_limit", lambda _events: limit[0])
     async with running(client, kube, task_queue, namespace, cronjob_lead=0):
         kube.create("CronJob", namespace, cronjob_manifest("last", "@every 60s"))
-        [job] = await eventually(lambda: jobs_of(kube, namespace, "last"), what="the first Job")
+        # due a minute after the creation: the default minute of waiting left a loaded machine none
+        [job] = await eventually(lambda: jobs_of(kube, namespace, "last"), timeout=150, what="the first Job")
         handle = client.get_workflow_handle(cronjob_workflow_id(namespace, "last"))
         first = (await handle.describe()).run_id
         await eventually(lambda: kube.get("CronJob", namespace, "last").get("status", {}).get("active"),
