@@ -36,21 +36,25 @@ from kube.errors import (
     namespace_terminating,
 )
 from workflows.models import job as contract
-from workflows.models.common import Job, controller_of, finished_condition
+from workflows.models.common import Job, controller_of
 from workflows.models.job import (
     COMPLETION_INDEX_ANNOTATION,
     CONTROLLER_UID_LABEL,
     INDEX_FAILURE_COUNT_ANNOTATION,
     INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
+    JOB_ENDS,
     JOB_TRACKING_FINALIZER,
     POD_JOB_LABEL,
     TRACKING_LABEL,
     CreatePodsInput,
     CreatePodsResult,
+    Cycle,
+    CycleInput,
     DeletePodsInput,
     Dependencies,
     DependenciesInput,
     Dependency,
+    JobOptions,
     JobSnapshot,
     JobStatusView,
     ObserveJobInput,
@@ -62,6 +66,7 @@ from workflows.models.job import (
     WriteStatusInput,
     job_snapshot,
     pod_info,
+    shortest_cycle,
 )
 from workflows.models.jobpods import WINDOW, fit_snapshot
 from workflows.times import rfc3339
@@ -514,14 +519,28 @@ class JobActivities:
         jobs = []
         for name in inp.names:
             raw = self.kube.get("Job", inp.namespace, name)
-            if raw is None:
-                jobs.append(Dependency(name=name))
-                continue
-            job = Job.model_validate(raw)
-            end = finished_condition(job.status.conditions)
-            jobs.append(Dependency.model_validate({"name": name, "uid": job.metadata.uid,
-                                                   "outcome": end.type if end else None}))
+            jobs.append(Dependency(name=name) if raw is None else Dependency.of(Job.model_validate(raw)))
         return Dependencies(jobs=jobs)
+
+    @implements(contract.find_job_cycle)
+    @temporal_errors
+    def find_cycle(self, inp: CycleInput) -> Cycle:
+        """JOB-AFTER: the shortest way back to the Job through ``after``, each Job read by GET.
+
+        Only a Job that has not begun (no ``startTime``, no end) waits, so only its ``after`` leads
+        on; one whose ``after`` cannot be read waits too, held (FAIL-CLOSED), and leads nowhere.
+        """
+        return Cycle(path=shortest_cycle(inp.name, inp.after, lambda name: self._awaits(inp.namespace, name)))
+
+    def _awaits(self, namespace: str, name: str) -> list[str]:
+        """The Jobs ``name`` waits for: none once it has begun, or if there is no such Job."""
+        raw = self.kube.get("Job", namespace, name)
+        if raw is None or (raw.get("status") or {}).get("startTime"):
+            return []
+        job = Job.model_validate(raw)
+        if any(c.status == "True" for c in job.status.conditions if c.type in JOB_ENDS):
+            return []
+        return JobOptions.of(job.metadata.annotations).after
 
     @implements(contract.write_job_status)
     @temporal_errors
@@ -642,4 +661,4 @@ class JobActivities:
 
     def all(self) -> list[Callable[..., object]]:
         return [self.observe, self.write_status, self.create_pods, self.release_finalizers, self.release_unmatched,
-                self.delete_pods, self.read_dependencies]
+                self.delete_pods, self.read_dependencies, self.find_cycle]

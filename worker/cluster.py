@@ -3,7 +3,10 @@
 Layer: worker. etcd, kube-apiserver (RBAC, service-account tokens, the default admission plugins
 and ``OwnerReferencesPermissionEnforcement``), kube-controller-manager without the controllers
 batchd replaces (unless ``upstream_controllers`` names them), kube-scheduler, and kwok with a few
-fake Nodes. It is the second backend of the tests and of ``batchd dev --kube cluster``.
+fake Nodes; ``batchd cluster`` and ``batchd dev --kube cluster`` apply deploy/policy's admission
+policy too, as an operator would (the tests' control plane has none: it must let them make the
+objects whose hold they test). It is the second backend of the tests and of ``batchd dev --kube
+cluster``.
 
 Pods are played by kwok's stages (hack/upstream/kwok/stages.yaml) where a stage can express
 what kubesim's fake kubelet does with the Pod's ``kubesim.batchd.io/`` annotations; the other
@@ -51,6 +54,8 @@ log = logging.getLogger("batchd.cluster")
 UPSTREAM_CONTROLLERS = {"job": "job-controller", "cronjob": "cronjob-controller",
                         "ttl-after-finished": "ttl-after-finished-controller"}
 DEPLOY_BASE = Path(__file__).resolve().parent.parent / "deploy" / "base"
+#: FAIL-CLOSED: the batchd-annotations ValidatingAdmissionPolicy and its binding
+DEPLOY_POLICY = DEPLOY_BASE.parent / "policy" / "admission-policy.yaml"
 RBAC_FILES = ("namespace.yaml", "serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml",
               "role.yaml", "rolebinding.yaml")
 BATCHD_ACCOUNT = ("batchd-system", "batchd")
@@ -91,8 +96,10 @@ class _Component:
 class ControlPlane:
     """Start with :meth:`start`, stop with :meth:`stop` (everything started, newest first)."""
 
-    def __init__(self, state_dir: Path, *, upstream_controllers: Iterable[str] = (), nodes: int = NODES) -> None:
+    def __init__(self, state_dir: Path, *, upstream_controllers: Iterable[str] = (), nodes: int = NODES,
+                 admission_policy: bool = False) -> None:
         self.dir = state_dir.resolve()
+        self.admission_policy = admission_policy
         unknown = set(upstream_controllers) - set(UPSTREAM_CONTROLLERS)
         if unknown:
             raise ValueError(f"unknown upstream controllers {sorted(unknown)}: choose from {sorted(UPSTREAM_CONTROLLERS)}")
@@ -342,10 +349,12 @@ class ControlPlane:
         self.kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(nodes))
 
     def _rbac(self) -> None:
-        """deploy/base's Namespace, ServiceAccount and RBAC, and kubesim's deny-create as a policy
-        (hack/upstream/deny-create.yaml); then batchd.kubeconfig, a token of that account."""
+        """deploy/base's Namespace, ServiceAccount and RBAC, deploy/policy's admission policy if asked
+        for, and kubesim's deny-create as a policy (hack/upstream/deny-create.yaml); then
+        batchd.kubeconfig, a token of that account."""
+        policy = ["-f", str(DEPLOY_POLICY)] if self.admission_policy else []
         self.kubectl("apply", "--server-side", *(arg for name in RBAC_FILES for arg in ("-f", str(DEPLOY_BASE / name))),
-                     "-f", str(HACK / "deny-create.yaml"))
+                     *policy, "-f", str(HACK / "deny-create.yaml"))
         ns, name = BATCHD_ACCOUNT
         token = self.admin().request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token", body={
             "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
@@ -555,7 +564,7 @@ def run(state_dir: Path, upstream_controllers: Iterable[str] = ()) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    plane = ControlPlane(state_dir, upstream_controllers=upstream_controllers)
+    plane = ControlPlane(state_dir, upstream_controllers=upstream_controllers, admission_policy=True)
     try:
         plane.start()
         print(f"kubeconfig: {plane.kubeconfig} (admin); {plane.batchd_kubeconfig} (batchd's ServiceAccount)")

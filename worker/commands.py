@@ -50,13 +50,8 @@ from workflows.identity import (
     group_workflow_id,
 )
 from workflows.models.common import INT64_MAX
-from workflows.models.ttl import (
-    POD_TTL_LABEL,
-    TTL_AFTER_FAILURE_ANNOTATION,
-    TTL_AFTER_SUCCESS_ANNOTATION,
-    TTL_HOLD_ANNOTATION,
-    parse_ttl,
-)
+from workflows.models.job import TTL_AFTER_FAILURE_ANNOTATION, TTL_AFTER_SUCCESS_ANNOTATION
+from workflows.models.ttl import POD_TTL_LABEL, TTL_HOLD_ANNOTATION, parse_ttl
 from workflows.times import NEVER, iso
 
 #: Exit codes (the CLI's contract; click itself exits 2 on usage errors).
@@ -340,7 +335,10 @@ async def describe_object(client: Client, kind: str, namespace: str, name: str, 
         raise NotFoundError(f"no batchd workflow for {kind} {namespace}/{name}")
     # Running first, then the most recently started.
     details.sort(key=lambda d: (d["status"] != "RUNNING", -_epoch(d["startTime"])))
-    doc = {"kind": kind, "namespace": namespace, "name": name, "workflows": details}
+    # FAIL-CLOSED: what holds the object, as its running workflows see it
+    held = next((d["describe"]["held"] for d in details if isinstance(d["describe"], dict) and d["describe"].get("held")),
+                None)
+    doc = {"kind": kind, "namespace": namespace, "name": name, "held": held, "workflows": details}
     return _json(doc) if output == "json" else render_describe(doc)
 
 
@@ -452,6 +450,8 @@ def _scalar(value: Any) -> str:
 def render_describe(doc: dict[str, Any]) -> str:
     """The human form of ``describe``: one block per workflow."""
     lines = [f"{doc['kind']} {doc['namespace']}/{doc['name']}: {len(doc['workflows'])} workflow(s)"]
+    if doc.get("held"):
+        lines.append(f"held: {doc['held']}")
     for wf in doc["workflows"]:
         fields = {"Type": wf["type"], "Status": wf["status"], "Run": wf["runId"], "Task queue": wf["taskQueue"],
                   "Started": wf["startTime"], "Closed": wf["closeTime"], **wf["searchAttributes"]}
@@ -547,7 +547,10 @@ async def cronjob_describe(client: Client, namespace: str, name: str, *, output:
             doc["group"] = await _cronjob_query(client, group_workflow_id(namespace, seat["name"]), "describe")
         except NotFoundError:
             doc["group"] = None  # not started yet, or ended with its last member
-    return _json(doc) if output == "json" else "\n".join(_described(doc, 0))
+    if output == "json":
+        return _json(doc)
+    held = doc.pop("held", None)  # FAIL-CLOSED: first, as `batchd describe` shows it
+    return "\n".join([*([f"held: {held}"] if held else []), *_described(doc, 0)])
 
 
 async def cronjob_history(client: Client, namespace: str, name: str, *, output: str) -> str:

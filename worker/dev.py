@@ -126,7 +126,7 @@ async def run(*, state_dir: Path, temporal_port: int, ui_port: int, kube_port: i
         if kube == "cluster":
             from worker.cluster import ControlPlane
 
-            plane = ControlPlane(state_dir / "cluster")
+            plane = ControlPlane(state_dir / "cluster", admission_policy=True)
             stack.callback(plane.stop)
             log.info("starting upstream's control plane in %s", plane.dir)
             await asyncio.to_thread(plane.start)

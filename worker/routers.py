@@ -221,7 +221,7 @@ class TTLRouter:
             expiry = obs.shown_expiry()
             await self.workflows.start_or_signal(
                 TTLAfterFinishedWorkflow.run, TTLInput(observation=obs), obs, ref=ref, wid=wid,
-                memo={OBSERVED_KEY_MEMO: key, **({TTL_HOLD_MEMO: obs.hold} if obs.held else {})},
+                memo={OBSERVED_KEY_MEMO: key, **({TTL_HOLD_MEMO: obs.hold_reason} if obs.held else {})},
                 shown=[SearchAttributePair(EXPIRES_AT, expiry)] if expiry else [],
                 summary=f"TTL-after-finished of {ref.kind} {ref.key()}",
                 task_queue=ttl_task_queue(self.workflows.task_queue))
@@ -440,11 +440,9 @@ class JobRouter:
         meta = job.metadata
         if (meta.namespace, meta.name) not in self._dependents:
             return
-        end = finished_condition(job.status.conditions)
-        if end is None and not deleted:
+        if finished_condition(job.status.conditions) is None and not deleted:
             return
-        await self._tell(meta.namespace, Dependency.model_validate(
-            {"name": meta.name, "uid": meta.uid, "outcome": end.type if end else None, "gone": deleted}))
+        await self._tell(meta.namespace, Dependency.of(job, gone=deleted))
 
     async def _tell(self, namespace: str, dep: Dependency) -> None:
         for wid in sorted(self._dependents.get((namespace, dep.name), ())):

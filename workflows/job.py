@@ -132,6 +132,7 @@ class JobWorkflow(WorkflowSide):
             "pods": len(snap.pods) + snap.rest.pods if snap else None,
             "backoff": self.books.memory.backoff.model_dump(mode="json", by_alias=True),
             "waitingFor": self.books.waiting,
+            "held": snap.options.held if snap else None,
         }
 
     @workflow.run

@@ -74,6 +74,7 @@ class TTLAfterFinishedWorkflow(WorkflowSide):
         return {
             "observation": self.books.observation.model_dump(mode="json", by_alias=False),
             "expireAt": iso(self.books.expire_at),
+            "held": self.books.observation.held_by,
         }
 
     @workflow.run
@@ -117,9 +118,9 @@ class TTLAfterFinishedWorkflow(WorkflowSide):
         if step.expire_at != b.expire_at:
             b.expire_at = step.expire_at
             workflow.upsert_search_attributes([EXPIRES_AT.value_set(step.expire_at)])
-        if obs.hold != self._hold_advertised:  # never the case in histories from before holds
-            self._hold_advertised = obs.hold
-            workflow.upsert_memo({TTL_HOLD_MEMO: obs.hold})
+        if obs.hold_reason != self._hold_advertised:  # never the case in histories from before holds
+            self._hold_advertised = obs.hold_reason
+            workflow.upsert_memo({TTL_HOLD_MEMO: obs.hold_reason})
         ref = b.observation.ref
         details = f"TTL of {ref.kind} {ref.key()} (uid {ref.uid}) expires {iso(step.expire_at)}" + decide.held(obs)
         if details != self._details:

@@ -19,7 +19,7 @@ import pytest
 
 from kube.client import Kube
 from kube.config import load_access
-from kube.errors import Forbidden
+from kube.errors import Forbidden, Invalid
 from tests.conftest import backends, eventually
 from tests.e2e.test_worker_process import BATCHD
 from worker.cluster import ClusterError, ControlPlane, _Component
@@ -98,6 +98,18 @@ def test_batchd_cluster_runs_the_control_plane_with_batchds_identity_and_stops_i
     with pytest.raises(Forbidden):
         batchd.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
                                                            "metadata": {"name": "not-batchds"}})
+    # deploy/policy's admission policy is in force (FAIL-CLOSED), as an operator installs it
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "annotations": {"batchd.io/after": "j"}},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    deadline = time.monotonic() + 60  # kube-apiserver compiles a new policy in the background
+    while True:
+        try:
+            admin.request("POST", "/apis/batch/v1/namespaces/default/jobs", body=job, query={"dryRun": "All"})
+        except Invalid as err:  # a policy's denial is a 422
+            assert "batchd-annotations" in err.message and "names the Job itself" in err.message
+            break
+        assert time.monotonic() < deadline, "the admission policy refused nothing within 60 s"
+        time.sleep(0.5)
     # kube-controller-manager runs without the controllers batchd replaces
     log = (state / "logs" / "kube-controller-manager.log").read_text()
     for controller in ("job-controller", "cronjob-controller", "ttl-after-finished-controller"):

@@ -24,6 +24,7 @@ from workflows.decisions.job import (
     after_sync,
     after_verdict,
     backoff_remaining,
+    cycle_message,
     decided_end,
     ended,
     fold,
@@ -37,6 +38,7 @@ from workflows.models.common import Condition
 from workflows.models.job import (
     BackoffRecord,
     CreatePodsResult,
+    Cycle,
     Dependencies,
     Dependency,
     JobMemory,
@@ -48,11 +50,14 @@ from workflows.models.job import (
     PodsResult,
     SyncPlan,
     create_job_pods,
+    cycle_of,
     delete_job_pods,
+    find_job_cycle,
     observe_job,
     read_job_dependencies,
     release_job_pods,
     release_unmatched_job_pods,
+    shortest_cycle,
     write_job_status,
 )
 from workflows.models.jobpods import (
@@ -164,6 +169,8 @@ class Sim:
         self.released: dict[str, PodInfo] = {}  # JOB-26: Pods no longer the Job's
         self.options = JobOptions()  # batchd's annotations on the Job
         self.others: dict[str, Dependency] = {}  # JOB-AFTER: other Jobs of the namespace, by name
+        self.awaits: dict[str, list[str]] = {}  # JOB-AFTER: what those of them that have not begun wait for
+        self.searches = 0  # JOB-AFTER: searches for a cycle
         self._stage = 0
         self._crash_after: int | None = None
         self._writes = 0
@@ -221,6 +228,9 @@ class Sim:
             return self.snapshot()
         if activity is read_job_dependencies:
             return Dependencies(jobs=[self.others.get(n, Dependency(name=n)) for n in arg.names])
+        if activity is find_job_cycle:
+            self.searches += 1
+            return Cycle(path=shortest_cycle(arg.name, arg.after, lambda name: self.awaits.get(name, [])))
         if activity is write_job_status:
             step_one = self._writes == 0 and self.books.plan is not None and self.books.plan.record is not None
             self._enter(STAGES.index("record" if step_one else "fold"))
@@ -545,6 +555,55 @@ def test_a_job_waits_for_the_jobs_it_names(end: str) -> None:  # JOB-AFTER
     sim.sync()
     assert is_true(sim.status, "Failed") and sim.created == 0
     assert ctype(sim.status, "Failed").reason == "DependencyFailed"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("after", "awaits", "cycle"), [
+    ("job", {}, "job → job"),
+    ("a", {"a": ["b"], "b": ["job"]}, "job → a → b → job"),
+    ("a, c", {"a": ["b"], "b": ["a"], "c": ["job"]}, "job → c → job"),  # the shortest; a ⇄ b is not through it
+    ("a", {"a": ["b"], "b": ["c"]}, None),  # a chain that ends
+], ids=["itself", "through two", "the shortest of two", "no cycle"])
+def test_a_job_in_a_cycle_fails_naming_it_and_searches_once_per_list(after: str, awaits: dict[str, list[str]],
+                                                                    cycle: str | None) -> None:  # JOB-AFTER
+    sim = Sim(completions=1, parallelism=1)
+    sim.options = JobOptions.of({"batchd.io/after": after})
+    sim.others = {n: Dependency(name=n, uid=f"u{n}") for n in ("a", "b", "c", "job")}
+    sim.awaits = dict(awaits)  # changed below: not the parameter itself
+    for _ in range(3):
+        sim.sync()
+    assert sim.searches == 1 and sim.created == 0
+    if cycle is None:
+        assert sim.events == ["WaitingForDependencies"] and not sim.status.conditions
+        sim.awaits["c"] = ["job"]  # the cycle closes elsewhere: the list here is the same, no search
+        sim.sync()
+        assert sim.searches == 1
+        sim.options = JobOptions.of({"batchd.io/after": "a, c"})  # a new list: searched again
+        sim.sync()
+        assert sim.searches == 2
+        cycle = "job → c → job"
+    failing = ctype(sim.status, "FailureTarget") or ctype(sim.status, "Failed")
+    assert failing is not None and failing.reason == "DependencyFailed" and failing.message == f"cycle: {cycle}"
+    sim.sync()
+    assert is_true(sim.status, "Failed") and ctype(sim.status, "Failed").message == f"cycle: {cycle}"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("cycle", "message"), [
+    (["a", "job", "b", "a"], "cycle: job → b → a → job"),  # a member: the cycle, from itself
+    (["a", "b", "a"], "Job a failed"),  # a Job behind the cycle
+    ([f"j{i}" for i in range(20)] + ["…", "j0"], "Job a failed"),  # too long to name it: it may be anywhere
+])
+def test_a_job_waiting_on_a_cycle_fails_with_the_cycle_if_it_is_in_it(cycle: list[str], message: str) -> None:
+    if "job" not in cycle and len(cycle) > 3:
+        cycle = [*cycle[:5], "job", *cycle[5:]]
+    verdict, _, _, why = after_verdict([Dependency(name="a", uid="ua", outcome="Failed", cycle=cycle)], {}, [], me="job")
+    assert (verdict, why) == ("failed", message)
+
+
+def test_a_cycles_message_names_at_most_20_jobs() -> None:
+    path = [f"j{i}" for i in range(30)] + ["j0"]
+    assert cycle_message(path) == "cycle: " + " → ".join([f"j{i}" for i in range(20)] + ["…", "j0"])
+    assert cycle_of(cycle_message(path)) == [f"j{i}" for i in range(20)] + ["…", "j0"]
+    assert cycle_of("cycle: a → b → a") == ["a", "b", "a"] and cycle_of("Job a failed") is None
 
 
 def test_backoff_counts_a_failure_once_across_a_crash_after_step_1() -> None:  # JOB-70, JOB-34

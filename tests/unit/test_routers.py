@@ -16,7 +16,14 @@ import pytest
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from worker.routers import CronJobRouter, JobRouter, TTLRouter, Workflows
-from workflows.models.common import Condition, Job, ObjectRef, Pod, finished_condition
+from workflows.models.common import (
+    INVALID_ANNOTATION,
+    Condition,
+    Job,
+    ObjectRef,
+    Pod,
+    finished_condition,
+)
 from workflows.models.cronjob import CronJobObservation, CronJobSpec, CronJobStatus
 from workflows.models.job import job_in_scope
 from workflows.models.ttl import (
@@ -246,10 +253,13 @@ TTL_ROUTES = [
     ("deletion under way after expiry: nothing is sent",
      [("ADDED", make_job(ttl=10)), ("MODIFIED", make_job(ttl=10, rv="2", deleting=True))],
      [("start", TTL_WID)]),
-    ("a bad per-outcome TTL: one Warning Event, no workflow",
-     [("ADDED", make_job(annotations={"batchd.io/ttl-seconds-after-success": "1m"})),
-      ("MODIFIED", make_job(rv="2", annotations={"batchd.io/ttl-seconds-after-success": "1m"}))],
-     [(f"event {TTL_NOT_APPLIED}", "u1")]),
+    ("a bad per-outcome TTL alone: one Warning Event, no workflow (FAIL-CLOSED)",
+     [("ADDED", make_job(ttl=None, annotations={"batchd.io/ttl-seconds-after-success": "1m"})),
+      ("MODIFIED", make_job(ttl=None, rv="2", annotations={"batchd.io/ttl-seconds-after-success": "1m"}))],
+     [(f"event {INVALID_ANNOTATION}", "u1")]),
+    ("a bad per-outcome TTL beside the spec's: one Warning Event, a workflow that holds the Job (FAIL-CLOSED)",
+     [("ADDED", make_job(ttl=10, annotations={"batchd.io/ttl-seconds-after-success": "1m"}))],
+     [(f"event {INVALID_ANNOTATION}", "u1"), ("start", TTL_WID)]),
 ]
 
 
@@ -272,14 +282,14 @@ def test_ttl_router_forgets_a_warned_object_once_it_is_deleted() -> None:
 
     async def scenario() -> None:
         for i in range(3):
-            raw = make_job(annotations=bad)
+            raw = make_job(ttl=None, annotations=bad)
             raw["metadata"].update(name=f"etl-{i}", uid=f"u{i}")
             job = Job.model_validate(raw)
             await ttl.job("ADDED", job)
             await ttl.job("DELETED", job)
 
     asyncio.run(scenario())
-    assert rec.sent == [(f"event {TTL_NOT_APPLIED}", f"u{i}") for i in range(3)]
+    assert rec.sent == [(f"event {INVALID_ANNOTATION}", f"u{i}") for i in range(3)]
     assert ttl._warned == {}
 
 
@@ -424,7 +434,7 @@ def test_the_cronjob_decision_key_reads_every_field_but_its_own_writes() -> None
         "status": CronJobStatus(last_schedule_time=NOW), "jitter_percent": 5, "problem": "p", "lead_seconds": 1.0,
         "suspend_reason": "r", "suspended_at": "t", "catch_up": "all", "schedules": ["5 * * * *"],
         "active_from": NOW, "active_until": NOW, "max_runs": 3, "skip": ["0 0 * * 0"], "suspend_after_failures": 2,
-        "concurrency_group": "g", "concurrency_limit": 2, "cloudevents": True}
+        "concurrency_group": "g", "concurrency_limit": 2, "cloudevents": True, "held": "h"}
     assert set(samples) == set(CronJobObservation.model_fields)  # a new field needs a sample here
     unchanged = {f for f, v in samples.items() if base.model_copy(update={f: v}).decision_key() == base.decision_key()}
     assert unchanged == set(CronJobObservation.NOT_DECIDED) == {"resource_version", "status", "lead_seconds",

@@ -151,7 +151,7 @@ def test_terminal_pod_without_finish_times_has_no_expiry() -> None:
 
 SUCCESS, FAILURE = "batchd.io/ttl-seconds-after-success", "batchd.io/ttl-seconds-after-failure"
 BY_OUTCOME = [
-    # name, spec TTL, annotations, condition, TTL in force, problem expected
+    # name, spec TTL, annotations, condition, TTL in force, held (FAIL-CLOSED)
     ("success annotation overrides the spec on success", 600, {SUCCESS: "5"}, "Complete", 5, False),
     ("success annotation leaves a failure to the spec", 600, {SUCCESS: "5"}, "Failed", 600, False),
     ("failure annotation overrides the spec on failure", 60, {FAILURE: "86400"}, "Failed", 86400, False),
@@ -159,23 +159,25 @@ BY_OUTCOME = [
     ("no TTL for the other outcome when the spec has none", None, {FAILURE: "30"}, "Complete", None, False),
     ("both annotations, success", None, {SUCCESS: "0", FAILURE: "9"}, "Complete", 0, False),
     ("both annotations, failure", None, {SUCCESS: "0", FAILURE: "9"}, "Failed", 9, False),
-    ("a bad value is a problem and no TTL at all", 600, {SUCCESS: "1h"}, "Complete", None, True),
-    ("a bad value for the other outcome still stops deletion", 600, {FAILURE: "-1"}, "Complete", None, True),
-    ("a value beyond int64 is a problem", None, {SUCCESS: "9" * 30}, "Complete", None, True),
+    ("a bad value holds the Job, whatever TTL is in force", 600, {SUCCESS: "1h"}, "Complete", 600, True),
+    ("a bad value for the other outcome holds it too", 600, {FAILURE: "-1"}, "Complete", 600, True),
+    ("a value beyond int64 holds it", None, {SUCCESS: "9" * 30}, "Complete", None, True),
     ("a value beyond datetime's range is total: never", None, {SUCCESS: str(2**63 - 1)}, "Complete", 2**63 - 1,
      False),
 ]
 
 
-@pytest.mark.parametrize("spec_ttl,annotations,condition,ttl,problem", [r[1:] for r in BY_OUTCOME],
+@pytest.mark.parametrize("spec_ttl,annotations,condition,ttl,held", [r[1:] for r in BY_OUTCOME],
                          ids=[r[0] for r in BY_OUTCOME])
 def test_ttl_by_outcome(spec_ttl: int | None, annotations: dict[str, str], condition: str, ttl: int | None,
-                        problem: bool) -> None:  # TTL-OUTCOME
+                        held: bool) -> None:  # TTL-OUTCOME
     obs = TTLObservation.of_job(make_job(ttl=spec_ttl, conditions=[cond(condition)], annotations=annotations))
     assert obs.ttl_seconds == ttl
-    assert (obs.problem is not None) is problem
+    assert obs.problem is None and obs.held is held and (obs.held_by is not None) is held
     assert obs.needs_cleanup() is (ttl is not None)
-    if ttl is not None:
+    event = obs.not_applied()
+    assert (event is not None and event.reason == "InvalidAnnotation" and "is held" in event.message) is held
+    if ttl is not None and not held:
         left = time_left(obs, NOW)
         assert left is not None
         assert left.remaining == (None if ttl == 2**63 - 1 else timedelta(seconds=ttl))

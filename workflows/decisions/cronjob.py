@@ -35,6 +35,7 @@ from workflows.execute import Call, Log, Patched, Steps
 from workflows.models.common import (
     CRONJOB_MISSED_EVENT,
     CRONJOB_SUSPENDED_EVENT,
+    INVALID_ANNOTATION,
     CloudEvent,
     EventInput,
     ObjectRef,
@@ -448,7 +449,7 @@ def answered(state: CronJobState, ans: GroupAnswer, now: datetime) -> tuple[Cron
         return e.s, [], granted
     e.ledger_once(LedgerEntry(scheduled_time=due, source=seat.source, outcome="waited-for-group"))
     if ans.refused:
-        e.warn_once(f"InvalidAnnotation:{ans.refused}", "InvalidAnnotation", f"{ans.refused}; the CronJob waits")
+        e.warn_once(f"{INVALID_ANNOTATION}:{ans.refused}", INVALID_ANNOTATION, f"{ans.refused}; the CronJob waits")
     else:
         held = ", ".join(h.job for h in ans.holders) or "slots granted to other CronJobs"
         e.warn_once(f"WaitingForGroup:{iso(seat.since or due)}", "WaitingForGroup",
@@ -579,8 +580,7 @@ def plan_pass(state: CronJobState, now: datetime, *, armed: bool, subminute: Sub
     if sched is None:
         return Pass(e.s, e.events, history)
     spec = e.obs.spec
-    if spec.suspend:  # CJ-25
-        e.set(suspended_since=e.s.suspended_since or now)
+    if _paused(e, now):
         return Pass(e.s, e.events, history)
     earliest = e.s.last_schedule_time or e.obs.creation_timestamp or now
     if e.obs.active_from is not None:  # CJ-WINDOW: no time before the window opens
@@ -597,9 +597,8 @@ def plan_pass(state: CronJobState, now: datetime, *, armed: bool, subminute: Sub
         return Pass(e.s, e.events, history)
     # CJ-CATCH-UP: an outage is caught up; a suspension is a decision, and only its latest time runs (CJ-25)
     catch_up = (recent.due is not None and recent.missed != "none" and e.obs.catch_up == "all" and not armed
-                and e.s.suspended_since is None)
-    if e.s.suspended_since is not None:
-        _ledger_suspended(e, sched, since=max(e.s.suspended_since, earliest), until=until, due=recent.due)
+                and e.s.suspended_since is None and e.s.held_since is None)
+    _ledger_pauses(e, sched, earliest=earliest, until=until, due=recent.due)
     if recent.missed == "many" and not catch_up:  # CJ-18: warn, and still run the most recent
         e.warn_once(f"TooManyMissedTimes:{recent.due}", "TooManyMissedTimes",
                     "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew")
@@ -609,6 +608,19 @@ def plan_pass(state: CronJobState, now: datetime, *, armed: bool, subminute: Sub
     elif recent.due is not None:
         due = [(recent.due, "schedule")]
     return Pass(e.s, e.events, history, due, catch_up, sched, earliest, recent.due)
+
+
+def _paused(e: _Edit, now: datetime) -> bool:
+    """A suspended CronJob (CJ-25) or a held one (FAIL-CLOSED, until the annotation is fixed or
+    removed) creates nothing from its schedule; the first pass after it ledgers the times it covered."""
+    if e.obs.spec.suspend:
+        e.set(suspended_since=e.s.suspended_since or now)
+        return True
+    if e.obs.held is not None:
+        e.warn_once(f"{INVALID_ANNOTATION}:{e.obs.held}", INVALID_ANNOTATION, e.obs.held)
+        e.set(held_since=e.s.held_since or now)
+        return True
+    return False
 
 
 def _schedule_checked(e: _Edit) -> cron.Schedule | None:
@@ -621,7 +633,7 @@ def _schedule_checked(e: _Edit) -> cron.Schedule | None:
     for w in warnings:
         e.warn_once(f"{w.reason}:{e.obs.generation}", w.reason, w.message)
     if e.obs.problem:
-        e.warn_once(f"InvalidAnnotation:{e.obs.problem}", "InvalidAnnotation", e.obs.problem)
+        e.warn_once(f"{INVALID_ANNOTATION}:{e.obs.problem}", INVALID_ANNOTATION, e.obs.problem)
     return sched
 
 
@@ -1079,14 +1091,24 @@ def _ledger_result(e: _Edit, job: JobSummary) -> None:
                   for x in e.s.ledger])
 
 
-def _ledger_suspended(e: _Edit, sched: cron.Schedule, *, since: datetime, until: datetime,
-                      due: datetime | None) -> None:
-    """A pass after a suspension: every schedule time it covered, but the one now due, is "suspended"."""
-    e.set(suspended_since=None)
+def _ledger_pauses(e: _Edit, sched: cron.Schedule, *, earliest: datetime, until: datetime,
+                   due: datetime | None) -> None:
+    """The first pass after a suspension (CJ-25) or a hold (FAIL-CLOSED): every schedule time it
+    covered, but the one now due, is "suspended" (or "held")."""
+    pauses: tuple[tuple[Literal["suspended", "held"], datetime | None], ...] = (
+        ("suspended", e.s.suspended_since), ("held", e.s.held_since))
+    for outcome, since in pauses:
+        if since is not None:
+            e.set(**{f"{outcome}_since": None})
+            _ledger_times(e, sched, since=max(since, earliest), until=until, due=due, outcome=outcome)
+
+
+def _ledger_times(e: _Edit, sched: cron.Schedule, *, since: datetime, until: datetime, due: datetime | None,
+                  outcome: Literal["suspended", "held"]) -> None:
     t = sched.next(since)
     after = sched.next(t) if t is not None else None
     if t is not None and after is not None and after > t and (until - since) / (after - t) > 2 * LEDGER_SIZE:
-        # a long suspension of a busy schedule: only the last times would be kept, so start near them
+        # a long pause of a busy schedule: only the last times would be kept, so start near them
         t = sched.next(until - (after - t) * 2 * LEDGER_SIZE)
     skipped: list[datetime] = []
     for _ in range(4 * LEDGER_SIZE):  # bounded for irregular schedules too
@@ -1096,7 +1118,7 @@ def _ledger_suspended(e: _Edit, sched: cron.Schedule, *, since: datetime, until:
             skipped = [*skipped, t][-LEDGER_SIZE:]
         t = sched.next(t)
     for t in skipped:
-        e.ledger_add(LedgerEntry(scheduled_time=t, outcome="suspended"))
+        e.ledger_add(LedgerEntry(scheduled_time=t, outcome=outcome))
 
 
 # -- queries ---------------------------------------------------------------------------------------
@@ -1127,12 +1149,12 @@ def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
         "concurrencyPolicy": spec.concurrency_policy,
         "startingDeadlineSeconds": spec.starting_deadline_seconds,
         "nextScheduleTime": opt(wake or armed_for), "armedFor": opt(armed_for),  # armed: the pass has no wake yet
-        "upcoming": [] if spec.suspend else upcoming,
+        "upcoming": [] if spec.suspend or o.held else upcoming,
+        "held": o.held,
         "active": [a.name for a in state.active],
         "lastScheduleTime": opt(state.last_schedule_time),
         "lastSuccessfulTime": opt(state.last_successful_time),
-        "lastFailureTime": opt(state.last_failure_time),
-        "lastFailedJob": state.last_failed_job,
+        "lastFailureTime": opt(state.last_failure_time), "lastFailedJob": state.last_failed_job,
         "catchUp": o.catch_up,
         "activeFrom": opt(o.active_from), "activeUntil": opt(o.active_until),
         "maxRuns": o.max_runs, "remainingRuns": runs_left(state), "skip": o.skip,

@@ -46,6 +46,7 @@ from workflows.jobmetrics import POD_FAILURES_HANDLED, PODS_CREATION, completion
 from workflows.models.common import (
     COMPLETE,
     FAILED,
+    INVALID_ANNOTATION,
     JOB_COMPLETE_EVENT,
     JOB_FAILED_EVENT,
     CloudEvent,
@@ -57,10 +58,14 @@ from workflows.models.common import (
 )
 from workflows.models.job import (
     AFTER_ANNOTATION,
+    ARROW,
+    CYCLE_PREFIX,
     JOB_COMPONENT,
     BackoffRecord,
     CreatePodsInput,
     CreatePodsResult,
+    Cycle,
+    CycleInput,
     DeletePodsInput,
     Dependencies,
     DependenciesInput,
@@ -82,6 +87,7 @@ from workflows.models.job import (
     WriteStatusInput,
     create_job_pods,
     delete_job_pods,
+    find_job_cycle,
     observe_job,
     read_job_dependencies,
     release_job_pods,
@@ -955,6 +961,11 @@ def _ensure(
 REPORTED = 50
 #: JOB-26 release: a new activity, only ever scheduled for Pods that stopped matching their selector
 RELEASE_UNMATCHED_PATCH = "release-unmatched-pods"
+#: JOB-AFTER: a new activity, the search for a cycle, once per list of Jobs awaited
+AFTER_CYCLE_PATCH = "after-cycle-search"
+#: JOB-AFTER: the most Jobs a cycle's message names
+MAX_CYCLE_SHOWN = 20
+ELLIPSIS = "…"
 #: the longest wait after Pod creations refused as a quota refuses them (403)
 CREATE_BACKOFF_MAX = timedelta(minutes=5)
 
@@ -1027,11 +1038,16 @@ def sync(b: Books, clock: Callable[[], datetime]) -> Steps[tuple[str | None, tim
     b.plan = None  # this sync's, once made
     snap = yield from _observe(b)
     opts = snap.options
-    if opts.problem and not snap.gone:
-        yield from report(b, "Warning", "InvalidAnnotation", opts.problem)
+    for problem in (opts.problem, opts.held):
+        if problem and not snap.gone:
+            yield from report(b, "Warning", INVALID_ANNOTATION, problem)
+    if opts.held and not _begun(snap):
+        return None, None  # FAIL-CLOSED: as a wait for dependencies, until the annotation changes
     if (yield from _dependencies(b, snap, clock)):
         return None, None  # JOB-AFTER: a wait without a timer, until the bridge reports a change
     plan = b.plan = plan_sync(snap, b.memory, clock(), **_backoff(opts))
+    if opts.held and plan.create:  # FAIL-CLOSED: a Job held once it has begun tracks its Pods, and adds none
+        plan = b.plan = plan.model_copy(update={"create": []})
     b.sample = None if snap.gone or plan.finished else (completion_mode(snap.spec), plan.action)
     b.expect = _expected_pods(b, snap, plan)
     released_unmatched = yield from _release_unmatched(b, snap, plan)  # JOB-26, before all else
@@ -1057,6 +1073,13 @@ def sync(b: Books, clock: Callable[[], datetime]) -> Steps[tuple[str | None, tim
     return None, requeue if create_backoff is None else create_backoff  # refused: wait, whatever else is due
 
 
+def _begun(snap: JobSnapshot) -> bool:
+    """Whether the Job has begun: a start time, a Pod, or an end. One that has not is held
+    before anything (FAIL-CLOSED), as one waiting for its dependencies is (JOB-AFTER)."""
+    return (snap.gone or snap.status.start_time is not None or bool(snap.pods) or snap.rest.pods > 0
+            or decided_end(snap.status.conditions) is not None)
+
+
 def _dependencies(b: Books, snap: JobSnapshot, clock: Callable[[], datetime]) -> Steps[bool]:
     """JOB-AFTER: True while no Pod may be created: a Job awaited has not Completed, or one has
     failed (or was deleted unfinished) and this sync marked the Job failing."""
@@ -1065,8 +1088,13 @@ def _dependencies(b: Books, snap: JobSnapshot, clock: Callable[[], datetime]) ->
         b.waiting = []
         return False
     read: Dependencies = yield Call(read_job_dependencies, DependenciesInput(namespace=b.ns, names=names))
-    verdict, seen, b.waiting, why = after_verdict(read.jobs, b.memory.after_seen, b.memory.after_ended)
+    verdict, seen, b.waiting, why = after_verdict(read.jobs, b.memory.after_seen, b.memory.after_ended, me=b.name)
     b.memory = b.memory.model_copy(update={"after_seen": seen, "after_met": verdict == "met"})
+    if verdict == "wait" and b.memory.after_searched != names and (yield Patched(AFTER_CYCLE_PATCH)):
+        found: Cycle = yield Call(find_job_cycle, CycleInput(namespace=b.ns, name=b.name, after=names))
+        b.memory = b.memory.model_copy(update={"after_searched": names})
+        if found.path is not None:
+            verdict, why = "failed", cycle_message(found.path)
     if verdict == "met":
         return False
     if verdict == "failed":
@@ -1075,6 +1103,12 @@ def _dependencies(b: Books, snap: JobSnapshot, clock: Callable[[], datetime]) ->
         yield from report(b, "Normal", "WaitingForDependencies",
                           f"waiting for Job(s) {', '.join(b.waiting)} to complete ({AFTER_ANNOTATION})")
     return True
+
+
+def cycle_message(path: list[str]) -> str:
+    """JOB-AFTER: ``cycle: a → b → a``; a cycle of more than MAX_CYCLE_SHOWN Jobs shows its first ones."""
+    shown = path if len(path) <= MAX_CYCLE_SHOWN + 1 else [*path[:MAX_CYCLE_SHOWN], ELLIPSIS, path[-1]]
+    return CYCLE_PREFIX + ARROW.join(shown)
 
 
 def ended(memory: JobMemory, dep: Dependency) -> JobMemory:
@@ -1086,14 +1120,15 @@ def ended(memory: JobMemory, dep: Dependency) -> JobMemory:
     return memory.model_copy(update={"after_ended": [*(d for d in memory.after_ended if d.name != dep.name), dep]})
 
 
-def after_verdict(jobs: list[Dependency], seen: dict[str, str],
-                  ended: list[Dependency]) -> tuple[Literal["met", "wait", "failed"], dict[str, str], list[str], str]:
+def after_verdict(jobs: list[Dependency], seen: dict[str, str], ended: list[Dependency], *,
+                  me: str = "") -> tuple[Literal["met", "wait", "failed"], dict[str, str], list[str], str]:
     """JOB-AFTER: whether the Jobs awaited all Completed (``met``), one failed or was deleted
     before it finished (``failed``, and why), or the Job waits on; the uids seen unfinished, and
     the Jobs still awaited.
 
     ``jobs``: a fresh read; ``ended``: the ends the bridge reported, which stand for a Job the
-    read finds unfinished no more (deleted right after it Completed, by its TTL, say).
+    read finds unfinished no more (deleted right after it Completed, by its TTL, say). A Job
+    awaited that failed in a cycle through ``me`` fails ``me`` with that cycle, seen from ``me``.
     """
     reported = {d.name: d for d in ended}
     seen, waiting = dict(seen), []
@@ -1102,6 +1137,10 @@ def after_verdict(jobs: list[Dependency], seen: dict[str, str],
         d = end if live.outcome is None and end is not None and live.uid in ("", end.uid) else live
         known = seen.get(d.name)
         if d.outcome == "Failed":
+            cycle = d.cycle or []
+            if me in cycle[:-1] and ELLIPSIS not in cycle:
+                at = cycle.index(me)
+                return "failed", seen, [], cycle_message([*cycle[at:-1], *cycle[:at], me])
             return "failed", seen, [], f"Job {d.name} failed"
         if d.outcome == "Complete":
             continue

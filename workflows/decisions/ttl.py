@@ -98,7 +98,7 @@ def process_ttl(b: Books, clock: Callable[[], datetime]) -> Steps[TTLResult | No
         yield Wait(left.remaining, f"TTL of {what} expires {iso(left.expire_at)}" + held(obs))
         return None
     if obs.held:  # TTL-HOLD: expired, kept until the hold goes (or the object does)
-        yield Log("info", f"{what} expired but is held: {obs.hold}")
+        yield Log("info", f"{what} expired but is held: {obs.hold_reason}")
         yield Wait()
         return None
     return (yield from _clean_up(b, obs))
@@ -133,4 +133,6 @@ def _confirm_not_needed(b: Books) -> Steps[TTLResult | None]:
 
 def held(obs: TTLObservation) -> str:
     """The words a timer summary or the current details add for a held object."""
+    if obs.held_by is not None:  # FAIL-CLOSED
+        return f"; held: {obs.held_by}"
     return f"; held ({TTL_HOLD_ANNOTATION}): {obs.hold or 'no reason given'}" if obs.held else ""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, ClassVar, Literal, Self, TypeVar
@@ -68,10 +69,14 @@ class Observation(K8sModel):
 
     #: the fields no decision reads (a resourceVersion; what the workflow itself writes)
     NOT_DECIDED: ClassVar[frozenset[str]] = frozenset({"resource_version"})
+    #: fields added after keys were recorded in histories (a TTL workflow's memo holds the key it
+    #: was started with, and compares): while None, they leave the key as it was before them
+    ADDED: ClassVar[frozenset[str]] = frozenset()
 
     def decision_key(self) -> str:
         """Every field a decision reads, as a short digest: equal keys lead to equal decisions."""
-        fields = self.model_dump(mode="json", exclude=set(self.NOT_DECIDED))
+        unset = {name for name in self.ADDED if getattr(self, name) is None}
+        fields = self.model_dump(mode="json", exclude=set(self.NOT_DECIDED) | unset)
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -207,50 +212,106 @@ class ObjectRef(K8sModel):
         return f"{self.namespace}/{self.name}"
 
 
-class Problems(list[str]):
-    """batchd's annotations on an object (a CronJob, a Job), read one by one; what is wrong with
-    each, collected.
+#: FAIL-CLOSED: what a value batchd cannot read does to the object that carries it: ``hold`` for an
+#: annotation that restricts whether, when or how often something runs, or when it is deleted;
+#: ``ignore`` (with a Warning) for one that only adds, where holding would be the less safe choice
+Unreadable = Literal["hold", "ignore"]
+#: FAIL-CLOSED: the reason of the Warning Event that names an annotation batchd cannot read
+INVALID_ANNOTATION = "InvalidAnnotation"
 
-    An invalid value is ignored (its feature stays off) and named here: the object's controller
-    records it as a Warning Event ``InvalidAnnotation`` (CJ-60's rule for every annotation).
+#: FAIL-CLOSED: the grammar of the values, which deploy/policy/admission-policy.yaml's CEL checks too
+#: (tests/e2e/test_admission_policy.py puts one table through both): a count is 1 to 10 digits, a
+#: TTL 1 to 19; a time is RFC 3339 with an upper-case T and an offset, in the years 1970 to 2999
+_COUNT = re.compile(r"[0-9]{1,10}")
+_SECONDS = re.compile(r"[0-9]{1,19}")
+_INSTANT = re.compile(r"(19[7-9][0-9]|2[0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3])"
+                      r":[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+class Annotations:
+    """batchd's annotations on one object (a CronJob, a Job), read one by one; what cannot be read
+    is collected by what it does (FAIL-CLOSED): ``held`` for an annotation of ``effects`` marked
+    ``hold``, ``ignored`` for the others.
+
+    The object's controller records each as a Warning Event ``InvalidAnnotation``; a held object
+    runs nothing and is not deleted until the annotation is fixed or removed.
     """
 
-    def __init__(self, annotations: Mapping[str, str]) -> None:
-        super().__init__()
+    def __init__(self, annotations: Mapping[str, str], effects: Mapping[str, Unreadable]) -> None:
         self.annotations = annotations
+        self.effects = effects
+        self.held: list[str] = []
+        self.ignored: list[str] = []
+
+    def refuse(self, name: str, why: str, otherwise: str = "ignored") -> None:
+        """``name``'s value cannot be read, because ``why``; ``otherwise`` says what an ignored one means."""
+        raw = self.annotations.get(name, "")
+        text = f"annotation {name}={raw[:200]!r}{'…' if len(raw) > 200 else ''} {why}"
+        if self.effects[name] == "hold":
+            self.held.append(text)
+        else:
+            self.ignored.append(f"{text}; {otherwise}")
 
     def number(self, name: str, least: int, most: int) -> int | None:
         raw = self.annotations.get(name)
         if raw is None:
             return None
-        if raw.isascii() and raw.isdigit() and least <= int(raw) <= most:
+        if (_SECONDS if most > MAX_INT32 else _COUNT).fullmatch(raw) and least <= int(raw) <= most:
             return int(raw)
-        self.append(f"annotation {name}={raw!r} must be an integer from {least} to {most}; ignored")
+        self.refuse(name, f"must be an integer from {least} to {most}")
         return None
 
     def instant(self, name: str) -> datetime | None:
         raw = self.annotations.get(name)
         if raw is None:
             return None
-        try:
-            at = datetime.fromisoformat(raw.replace("z", "Z"))
-        except ValueError:
-            at = None
-        if at is None or at.tzinfo is None or "T" not in raw.upper():
-            self.append(f"annotation {name}={raw!r} must be an RFC 3339 time with an offset "
-                        "(2026-01-01T00:00:00Z); ignored")
-            return None
-        return at
+        if _INSTANT.fullmatch(raw):
+            try:
+                return datetime.fromisoformat(raw)
+            except ValueError:
+                pass  # a day the month does not have
+        self.refuse(name, "must be an RFC 3339 time with an offset, in the years 1970 to 2999 "
+                          "(2026-01-01T00:00:00Z)")
+        return None
 
     def choice(self, name: str, options: tuple[str, ...], otherwise: str = "ignored") -> str:
         """One of ``options``; the first when the annotation is absent or says something else."""
         raw = self.annotations.get(name, options[0])
         if raw not in options:
-            allowed = " or ".join(f'"{o}"' for o in options)
-            self.append(f"annotation {name}={raw!r} must be {allowed}; {otherwise}")
+            self.refuse(name, f"must be {' or '.join(repr(o) for o in options)}", otherwise)
             return options[0]
         return raw
 
+    def label(self, name: str) -> str | None:
+        """A DNS label (RFC 1123), as Kubernetes names a Service."""
+        raw = self.annotations.get(name)
+        if raw is None or DNS_LABEL.fullmatch(raw):
+            return raw
+        self.refuse(name, "must be a DNS label (lower case letters, digits and '-', at most 63)")
+        return None
+
+    def names(self, name: str, most: int) -> list[str]:
+        """Object names (DNS subdomains) separated by commas, with blanks (space, tab, new line) around them."""
+        raw = self.annotations.get(name, "")
+        found = [n.strip(" \t\n") for n in raw.split(",")]
+        found = [n for n in found if n]
+        if len(found) > most or any(not DNS_SUBDOMAIN.fullmatch(n) for n in found):
+            self.refuse(name, f"must be at most {most} names separated by commas")
+            return []
+        return found
+
+    def problem(self) -> str | None:
+        """The ignored annotations, and why (a Warning ``InvalidAnnotation``)."""
+        return "; ".join(self.ignored) or None
+
+    def hold(self, consequence: str) -> str | None:
+        """The annotations that hold the object, and ``consequence``; None if nothing holds it."""
+        if not self.held:
+            return None
+        return f"{'; '.join(self.held)}; {consequence} until {'it is' if len(self.held) == 1 else 'they are'} " \
+               "fixed or removed"
 
 
 class ObserveInput(K8sModel):

@@ -16,13 +16,14 @@ from workflows.cron import check_more
 from workflows.models.common import (
     MAX_INT32,
     WIRE,
+    Annotations,
     CloudEvent,
     EventInput,
     Job,
     K8sModel,
     ObjectMeta,
     Observation,
-    Problems,
+    Unreadable,
     declare_activity,
     finished_condition,
 )
@@ -97,6 +98,7 @@ class CronJobObservation(Observation):
     #: its status is the workflow's own write; ``lead_seconds`` and ``cloudevents`` are the
     #: bridge's, which the workflow takes apart from the key
     NOT_DECIDED = frozenset({"resource_version", "status", "lead_seconds", "cloudevents"})
+    ADDED = frozenset({"held"})
 
     namespace: str
     name: str
@@ -109,7 +111,9 @@ class CronJobObservation(Observation):
     spec: CronJobSpec = Field(default_factory=CronJobSpec)
     status: CronJobStatus = Field(default_factory=CronJobStatus)
     jitter_percent: int = 0
-    problem: str | None = None  # e.g. an unparseable jitter annotation
+    problem: str | None = None  # FAIL-CLOSED: the annotations ignored, and why (e.g. the jitter's)
+    #: FAIL-CLOSED: the annotations that hold the CronJob (no Job from its schedule), and why
+    held: str | None = None
     #: Not the CronJob's: the sending bridge's ``--cronjob-lead``, so a restarted worker's new
     #: setting reaches the running workflows (see ``CronJobInput.lead_seconds``).
     lead_seconds: float | None = None
@@ -130,56 +134,82 @@ class CronJobObservation(Observation):
     @classmethod
     def of(cls, cj: CronJob) -> CronJobObservation:
         meta = cj.metadata
-        problems = Problems(meta.annotations)
-        catch_up: Literal["latest", "all"] = "all" if problems.choice(
+        read = Annotations(meta.annotations, CRONJOB_ANNOTATIONS)
+        catch_up: Literal["latest", "all"] = "all" if read.choice(
             CATCH_UP_ANNOTATION, ("latest", "all"), "only the latest missed time runs") == "all" else "latest"
-        active_from, active_until = problems.instant(ACTIVE_FROM_ANNOTATION), problems.instant(ACTIVE_UNTIL_ANNOTATION)
+        active_from, active_until = read.instant(ACTIVE_FROM_ANNOTATION), read.instant(ACTIVE_UNTIL_ANNOTATION)
         if active_from and active_until and active_until < active_from:
-            problems.append(f"annotation {ACTIVE_UNTIL_ANNOTATION} is before {ACTIVE_FROM_ANNOTATION}; both ignored")
-            active_from = active_until = None
-        group = meta.annotations.get(CONCURRENCY_GROUP_ANNOTATION)
-        if group is not None and not _DNS_LABEL.fullmatch(group):
-            problems.append(f"annotation {CONCURRENCY_GROUP_ANNOTATION}={group!r} must be a DNS label (lower case "
-                            "letters, digits and '-', at most 63); the CronJob is in no group")
-            group = None
-        if group is None and CONCURRENCY_LIMIT_ANNOTATION in meta.annotations:
-            problems.append(f"annotation {CONCURRENCY_LIMIT_ANNOTATION} without {CONCURRENCY_GROUP_ANNOTATION}; ignored")
+            read.refuse(ACTIVE_UNTIL_ANNOTATION, f"is before {ACTIVE_FROM_ANNOTATION}")
+        group = read.label(CONCURRENCY_GROUP_ANNOTATION)
+        limit = read.number(CONCURRENCY_LIMIT_ANNOTATION, 1, MAX_GROUP_LIMIT)
+        if CONCURRENCY_LIMIT_ANNOTATION in meta.annotations and CONCURRENCY_GROUP_ANNOTATION not in meta.annotations:
+            read.refuse(CONCURRENCY_LIMIT_ANNOTATION, f"is set without {CONCURRENCY_GROUP_ANNOTATION}")
         return cls(
             namespace=meta.namespace, name=meta.name, uid=meta.uid, resource_version=meta.resource_version,
             generation=meta.generation or 0, creation_timestamp=meta.creation_timestamp,
             deleting=meta.deletion_timestamp is not None, spec=cj.spec, status=cj.status,
-            jitter_percent=problems.number(JITTER_ANNOTATION, 0, 50) or 0,
+            jitter_percent=read.number(JITTER_ANNOTATION, 0, 50) or 0,
             suspend_reason=meta.annotations.get(SUSPEND_REASON_ANNOTATION),
             suspended_at=meta.annotations.get(SUSPENDED_AT_ANNOTATION), catch_up=catch_up,
-            schedules=expressions(problems, SCHEDULES_ANNOTATION, "only spec.schedule runs"),
+            schedules=expressions(read, SCHEDULES_ANNOTATION, "only spec.schedule runs"),
             active_from=active_from, active_until=active_until,
-            max_runs=problems.number(MAX_RUNS_ANNOTATION, 1, MAX_INT32),
-            skip=expressions(problems, SKIP_ANNOTATION, "no time is skipped"),
-            suspend_after_failures=problems.number(SUSPEND_AFTER_FAILURES_ANNOTATION, 1, MAX_INT32),
-            concurrency_group=group,
-            concurrency_limit=problems.number(CONCURRENCY_LIMIT_ANNOTATION, 1, MAX_GROUP_LIMIT) or 1,
-            problem="; ".join(problems) or None,
+            max_runs=read.number(MAX_RUNS_ANNOTATION, 1, MAX_INT32),
+            skip=expressions(read, SKIP_ANNOTATION),
+            suspend_after_failures=read.number(SUSPEND_AFTER_FAILURES_ANNOTATION, 1, MAX_INT32),
+            concurrency_group=group, concurrency_limit=limit or 1,
+            problem=read.problem(),
+            held=read.hold("the CronJob is held: no Job is created from its schedule"),
         )
 
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+#: FAIL-CLOSED: the CronJob's own annotations a user writes, and what a value batchd cannot read does
+#: (docs/cronjob.md has the table, with why). Its Jobs' annotations are the Job's (JOB_ANNOTATIONS).
+CRONJOB_ANNOTATIONS: dict[str, Unreadable] = {
+    ACTIVE_FROM_ANNOTATION: "hold",
+    ACTIVE_UNTIL_ANNOTATION: "hold",
+    MAX_RUNS_ANNOTATION: "hold",
+    SKIP_ANNOTATION: "hold",
+    SUSPEND_AFTER_FAILURES_ANNOTATION: "hold",
+    CONCURRENCY_GROUP_ANNOTATION: "hold",
+    CONCURRENCY_LIMIT_ANNOTATION: "hold",
+    SCHEDULES_ANNOTATION: "ignore",
+    CATCH_UP_ANNOTATION: "ignore",
+    JITTER_ANNOTATION: "ignore",
+}
 
 #: CJ-SCHEDULES, CJ-SKIP: the most cron expressions one annotation holds
 MAX_EXPRESSIONS = 50
+#: CJ-SCHEDULES, CJ-SKIP: printable ASCII, tabs and new lines only, which the admission policy's CEL
+#: splits as Python does; one item of a field: ``*``, ``?``, a value or a range, and a step
+_CRON_TEXT = re.compile(r"[\x20-\x7e\t\n]*")
+_CRON_ITEM = re.compile(r"(\*|\?|([0-9]+|[A-Za-z]+)(-([0-9]+|[A-Za-z]+))?)(/[0-9]+)?")
 
 
-def expressions(problems: Problems, name: str, otherwise: str) -> list[str]:
-    """CJ-SCHEDULES, CJ-SKIP: cron expressions, one per line or separated by ";"; all ignored if one
-    is refused, or if there are more than MAX_EXPRESSIONS."""
-    raw = problems.annotations.get(name, "")
-    found = [e.strip() for line in raw.splitlines() for e in line.split(";") if e.strip()]
-    refused = [why for e in found if (why := check_more(e)) is not None]
+def expressions(read: Annotations, name: str, otherwise: str = "ignored") -> list[str]:
+    """CJ-SCHEDULES, CJ-SKIP: cron expressions, one per line or separated by ";"; all refused if one
+    is, or if there are more than MAX_EXPRESSIONS."""
+    raw = read.annotations.get(name, "")
+    if not _CRON_TEXT.fullmatch(raw):
+        read.refuse(name, "must be printable ASCII, with tabs and new lines", otherwise)
+        return []
+    found = [e.strip() for line in raw.split("\n") for e in line.split(";") if e.strip()]
+    refused = [why for e in found if (why := _cron_refused(e)) is not None]
     if len(found) > MAX_EXPRESSIONS:  # each is evaluated at every step of the schedule's maths
-        refused = [f"{len(found)} expressions, more than {MAX_EXPRESSIONS}"]
+        refused = [f"holds {len(found)} expressions, more than {MAX_EXPRESSIONS}"]
     if refused:
-        problems.append(f"annotation {name}: {'; '.join(refused)}; {otherwise}")
+        read.refuse(name, "; ".join(refused), otherwise)
         return []
     return found
+
+
+def _cron_refused(expression: str) -> str | None:
+    """Why one expression is refused: :func:`check_more`'s reasons, and items beyond the grammar of
+    ``_CRON_ITEM`` (robfig's quirks, ``*-5`` or ``+5``, which the admission policy cannot follow)."""
+    if not expression.startswith("@") and "TZ" not in expression:
+        items = [i for f in expression.split() for i in f.split(",") if i]
+        if bad := next((i for i in items if not _CRON_ITEM.fullmatch(i)), None):
+            return f"{expression!r}: {bad!r} is not *, ?, a value, a range or one of them with a /step"
+    return check_more(expression)
 
 
 class JobSummary(K8sModel):
@@ -222,7 +252,7 @@ class CronJobRun(K8sModel):
 
 RunSource = Literal["schedule", "trigger", "backfill", "catch-up"]
 RunOutcome = Literal["created", "skipped-concurrency", "replaced", "missed-deadline", "suspended",
-                     "too-many-missed", "create-failed", "skipped-calendar", "waited-for-group"]
+                     "too-many-missed", "create-failed", "skipped-calendar", "waited-for-group", "held"]
 RunResult = Literal["running", "Complete", "Failed", "deleted"]
 LEDGER_SIZE = 100
 
@@ -380,6 +410,7 @@ class CronJobState(K8sModel):
     counted: list[str] = Field(default_factory=list)  # uids of finished Jobs already counted
     ledger: list[LedgerEntry] = Field(default_factory=list)  # the last LEDGER_SIZE entries, oldest first
     suspended_since: datetime | None = None  # when the workflow first saw spec.suspend, until a pass without it
+    held_since: datetime | None = None  # FAIL-CLOSED: as suspended_since, for a hold
     last_failure_time: datetime | None = None
     last_failed_job: str | None = None
     #: CJ-BACKFILL ``--one-at-a-time``: the schedule times still to run, oldest first; the first is

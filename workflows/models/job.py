@@ -10,7 +10,8 @@ import base64
 import functools
 import re
 import zlib
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -24,13 +25,15 @@ from pydantic import (
 )
 
 from workflows.models.common import (
+    INT64_MAX,
     MAX_INT32,
     POD_FINISHED_PHASES,
+    Annotations,
     Condition,
     EventType,
     Job,
     K8sModel,
-    Problems,
+    Unreadable,
     declare_activity,
     finished_condition,
 )
@@ -280,36 +283,55 @@ DELETE_SUCCEEDED_ANNOTATION = "batchd.io/delete-succeeded-pods"
 AFTER_ANNOTATION = "batchd.io/after"
 
 
+#: TTL-OUTCOME: the TTL of a Job that Completed, and of one that Failed, instead of ttlSecondsAfterFinished
+TTL_AFTER_SUCCESS_ANNOTATION = "batchd.io/ttl-seconds-after-success"
+TTL_AFTER_FAILURE_ANNOTATION = "batchd.io/ttl-seconds-after-failure"
+
+#: FAIL-CLOSED: the annotations a user writes on a Job (or a CronJob's jobTemplate), and what a
+#: value batchd cannot read does (docs/job.md has the table, with why). ``batchd.io/ttl-hold`` takes
+#: any value.
+JOB_ANNOTATIONS: dict[str, Unreadable] = {
+    AFTER_ANNOTATION: "hold",
+    TTL_AFTER_SUCCESS_ANNOTATION: "hold",
+    TTL_AFTER_FAILURE_ANNOTATION: "hold",
+    BACKOFF_BASE_ANNOTATION: "ignore",
+    BACKOFF_MAX_ANNOTATION: "ignore",
+    DELETE_SUCCEEDED_ANNOTATION: "ignore",
+}
+#: FAIL-CLOSED: what a held Job does not do
+JOB_HELD = "the Job is held: it creates no Pod and is not deleted"
+
+
 class JobOptions(K8sModel):
-    """What batchd's annotations on a Job ask of its controller, beyond the Job API."""
+    """What batchd's annotations on a Job ask of its controllers, beyond the Job API."""
 
     backoff_base_seconds: int | None = None  # JOB-BACKOFF
     backoff_max_seconds: int | None = None
     delete_succeeded_pods: bool = False  # JOB-DELETE-SUCCEEDED
     after: list[str] = Field(default_factory=list)  # JOB-AFTER
-    problem: str | None = None  # the annotations ignored, and why (a Warning InvalidAnnotation)
+    ttl_after_success: int | None = None  # TTL-OUTCOME
+    ttl_after_failure: int | None = None
+    problem: str | None = None  # FAIL-CLOSED: the annotations ignored, and why (a Warning InvalidAnnotation)
+    held: str | None = None  # FAIL-CLOSED: the annotations that hold the Job, and why
 
     @classmethod
-    def of(cls, annotations: dict[str, str]) -> JobOptions:
-        problems = Problems(annotations)
-        base = problems.number(BACKOFF_BASE_ANNOTATION, 0, MAX_INT32)
-        most = problems.number(BACKOFF_MAX_ANNOTATION, 0, MAX_INT32)
+    def of(cls, annotations: Mapping[str, str]) -> JobOptions:
+        read = Annotations(annotations, JOB_ANNOTATIONS)
+        base = read.number(BACKOFF_BASE_ANNOTATION, 0, MAX_INT32)
+        most = read.number(BACKOFF_MAX_ANNOTATION, 0, MAX_INT32)
         if base is not None and most is not None and most < base:
-            problems.append(f"annotation {BACKOFF_MAX_ANNOTATION} is below {BACKOFF_BASE_ANNOTATION}; both ignored")
+            read.refuse(BACKOFF_MAX_ANNOTATION, f"is below {BACKOFF_BASE_ANNOTATION}", "both are ignored")
             base = most = None
-        delete_succeeded = problems.choice(DELETE_SUCCEEDED_ANNOTATION, ("false", "true")) == "true"
-        after = [n.strip() for n in annotations.get(AFTER_ANNOTATION, "").split(",") if n.strip()]
-        if len(after) > MAX_AFTER or any(not _DNS_NAME.fullmatch(n) for n in after):
-            problems.append(f"annotation {AFTER_ANNOTATION}={annotations[AFTER_ANNOTATION][:200]!r} must be at "
-                            f"most {MAX_AFTER} Job names separated by commas; ignored")
-            after = []
-        return cls(backoff_base_seconds=base, backoff_max_seconds=most, delete_succeeded_pods=delete_succeeded,
-                   after=after, problem="; ".join(problems) or None)
+        return cls(backoff_base_seconds=base, backoff_max_seconds=most,
+                   delete_succeeded_pods=read.choice(DELETE_SUCCEEDED_ANNOTATION, ("false", "true")) == "true",
+                   after=read.names(AFTER_ANNOTATION, MAX_AFTER),
+                   ttl_after_success=read.number(TTL_AFTER_SUCCESS_ANNOTATION, 0, INT64_MAX),
+                   ttl_after_failure=read.number(TTL_AFTER_FAILURE_ANNOTATION, 0, INT64_MAX),
+                   problem=read.problem(), held=read.hold(JOB_HELD))
 
 
 #: JOB-AFTER: the most Jobs one Job waits for (each is read at every sync of the wait)
 MAX_AFTER = 100
-_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 class JobSnapshot(K8sModel):
@@ -350,6 +372,16 @@ class Dependency(K8sModel):
     uid: str = ""  # "" : no such Job
     outcome: Literal["Complete", "Failed"] | None = None
     gone: bool = False  # deleted (with ``outcome`` None: before it finished)
+    #: JOB-AFTER: a Job that failed in a cycle: the cycle, as its Failed condition names it
+    cycle: list[str] | None = None
+
+    @classmethod
+    def of(cls, job: Job, *, gone: bool = False) -> Dependency:
+        """How ``job`` ended, if it has, as a read or the bridge sees it."""
+        end = finished_condition(job.status.conditions)
+        return cls.model_validate({"name": job.metadata.name, "uid": job.metadata.uid, "gone": gone,
+                                   "outcome": end.type if end else None,
+                                   "cycle": cycle_of(end.message) if end and end.type == "Failed" else None})
 
 
 class DependenciesInput(K8sModel):
@@ -359,6 +391,57 @@ class DependenciesInput(K8sModel):
 
 class Dependencies(K8sModel):
     jobs: list[Dependency] = Field(default_factory=list)
+
+
+#: JOB-AFTER: the message a Job in a cycle fails with starts so, and names the Jobs with ARROW between
+CYCLE_PREFIX = "cycle: "
+ARROW = " → "
+#: JOB-AFTER: the most Jobs a search for a cycle reads; a longer chain is not searched to its end
+MAX_CYCLE_SEARCH = 1_000
+#: The condition types that, True, say a Job's end is decided (JOB-75, JOB-76)
+JOB_ENDS = ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet")
+
+
+def cycle_of(message: str | None) -> list[str] | None:
+    """JOB-AFTER: the cycle a Failed condition's message names (``cycle: a → b → a``), else None."""
+    if not message or not message.startswith(CYCLE_PREFIX):
+        return None
+    names = message[len(CYCLE_PREFIX):].split(ARROW)
+    return names if len(names) >= 2 and names[0] == names[-1] else None
+
+
+def shortest_cycle(name: str, after: list[str], awaits: Callable[[str], list[str]]) -> list[str] | None:
+    """JOB-AFTER: breadth first from Job ``name``, which waits for ``after``, through what each Job
+    ``awaits``, for the shortest way back to it (``[a, b, a]``); None if there is none within
+    MAX_CYCLE_SEARCH Jobs."""
+    came_from: dict[str, str] = {}
+    queue = deque([name])
+    while queue and len(came_from) < MAX_CYCLE_SEARCH:
+        at = queue.popleft()
+        for dep in after if at == name else awaits(at):
+            if dep == name:
+                path = [at]
+                while path[-1] != name:
+                    path.append(came_from[path[-1]])
+                return [*reversed(path), name]
+            if dep not in came_from:
+                came_from[dep] = at
+                queue.append(dep)
+    return None
+
+
+class CycleInput(K8sModel):
+    """JOB-AFTER: look for a way back to ``name`` through the ``after`` of the Jobs it waits for."""
+
+    namespace: str
+    name: str
+    after: list[str]
+
+
+class Cycle(K8sModel):
+    """JOB-AFTER: the shortest cycle through the Job, from it back to it (``[a, b, a]``); None: none found."""
+
+    path: list[str] | None = None
 
 
 class JobMemory(K8sModel):
@@ -376,6 +459,8 @@ class JobMemory(K8sModel):
     after_seen: dict[str, str] = Field(default_factory=dict)
     after_ended: list[Dependency] = Field(default_factory=list)
     after_met: bool = False
+    #: JOB-AFTER: the list of Jobs a search for a cycle last went out from: one search per change of it
+    after_searched: list[str] | None = None
 
 
 class PodToCreate(K8sModel):
@@ -684,6 +769,12 @@ def release_unmatched_job_pods(inp: ReleaseUnmatchedInput) -> PodsResult:
 @declare_activity
 def read_job_dependencies(inp: DependenciesInput) -> Dependencies:
     """JOB-AFTER: GET each Job the Job waits for: its uid and how it ended, if it has."""
+    raise NotImplementedError
+
+
+@declare_activity
+def find_job_cycle(inp: CycleInput) -> Cycle:
+    """JOB-AFTER: follow ``after`` through the Jobs that have not begun, for the shortest way back to the Job."""
     raise NotImplementedError
 
 

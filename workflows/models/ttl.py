@@ -19,6 +19,7 @@ from workflows.models.common import (
     COMPLETE,
     FAILED,
     INT64_MAX,
+    INVALID_ANNOTATION,
     POD_FINISHED_PHASES,
     EventInput,
     Job,
@@ -30,7 +31,7 @@ from workflows.models.common import (
     declare_activity,
     finished_condition,
 )
-from workflows.models.job import JOB_MANAGED_BY
+from workflows.models.job import JOB_MANAGED_BY, JobOptions
 from workflows.times import NEVER, plus_seconds
 
 #: Label (Pods) and value of ``spec.managedBy`` (Jobs) that hand an object to batchd.
@@ -38,8 +39,6 @@ POD_TTL_LABEL = "batchd.io/ttl-seconds-after-finished"
 #: batchd's TTL extensions (docs/ttl.md, TTL-HOLD and TTL-OUTCOME): a hold (its value is the
 #: reason) on a Job or TTL-labelled Pod, and per-outcome TTLs on a Job.
 TTL_HOLD_ANNOTATION = "batchd.io/ttl-hold"
-TTL_AFTER_SUCCESS_ANNOTATION = "batchd.io/ttl-seconds-after-success"
-TTL_AFTER_FAILURE_ANNOTATION = "batchd.io/ttl-seconds-after-failure"
 #: The reason of the Warning Event on an object whose TTL is not applied (TTL-19, TTL-OUTCOME).
 TTL_NOT_APPLIED = "TTLNotApplied"
 #: The Event source of the TTL controller's Events.
@@ -72,14 +71,16 @@ class TTLObservation(Observation):
     ``gone`` marks an object that no longer exists (404, or its name now has another uid).
     ``finished`` with a ``None`` ``finish_time`` is the state upstream treats as an error
     (TTL-5): the object finished but carries no time to count from.
-    ``problem`` names why the object is outside TTL control although it asks for a TTL (a Pod
-    owned by a Job, a Pod that restarts Always, an unparseable label or per-outcome annotation);
-    the bridge turns it into a Warning Event.
+    ``problem`` names why a Pod is outside TTL control although it asks for a TTL (owned by a
+    Job, restarting Always, an unparseable label); the bridge turns it into a Warning Event.
     ``ttl_seconds`` is the TTL in force: for a finished Job, its outcome's annotation if set
     (TTL-OUTCOME), else ``spec.ttlSecondsAfterFinished``.
     ``hold`` is the reason of a ``batchd.io/ttl-hold`` annotation: while set, nothing is deleted
-    (TTL-HOLD).
+    (TTL-HOLD). ``held_by`` names the Job's annotations batchd cannot read, which hold it too
+    (FAIL-CLOSED).
     """
+
+    ADDED = frozenset({"held_by"})
 
     ref: ObjectRef
     resource_version: str = ""
@@ -90,35 +91,32 @@ class TTLObservation(Observation):
     gone: bool = False
     problem: str | None = None
     hold: str | None = None
+    held_by: str | None = None
 
     @property
     def held(self) -> bool:
-        """TTL-HOLD: a hold annotation is present (an empty reason holds too)."""
-        return self.hold is not None
+        """TTL-HOLD: a hold annotation is present (an empty reason holds too), or FAIL-CLOSED holds it."""
+        return self.hold is not None or self.held_by is not None
+
+    @property
+    def hold_reason(self) -> str | None:
+        """What holds the object, as ``batchd ttl list`` and the timer's summary show it."""
+        return self.hold if self.hold is not None else self.held_by
 
     @classmethod
     def of_job(cls, job: Job) -> TTLObservation:
         """Observe a Job (TTL-2, TTL-3: the first Complete/Failed=True condition's transition time).
 
         The TTL in force is the finished outcome's per-outcome annotation, if any, else the spec
-        field (TTL-OUTCOME). A bad per-outcome value, whatever the outcome, is a ``problem`` and no
-        TTL at all: a typo must never delete a Job sooner than its owner meant.
+        field (TTL-OUTCOME). An annotation batchd cannot read holds the Job (FAIL-CLOSED): a typo
+        must never delete a Job sooner than its owner meant.
         """
         finished = finished_condition(job.status.conditions)
         meta = job.metadata
+        opts = JobOptions.of(meta.annotations)
         ttl = job.spec.ttl_seconds_after_finished
-        problem: str | None = None
-        by_outcome: dict[str, int] = {}
-        for outcome, key in ((COMPLETE, TTL_AFTER_SUCCESS_ANNOTATION), (FAILED, TTL_AFTER_FAILURE_ANNOTATION)):
-            if (raw := meta.annotations.get(key)) is None:
-                continue
-            seconds, problem = parse_ttl(raw, f"annotation {key}")
-            if seconds is None:
-                break
-            by_outcome[outcome] = seconds
-        if problem is not None:
-            ttl = None
-        elif finished is not None and finished.type in by_outcome:
+        by_outcome = {COMPLETE: opts.ttl_after_success, FAILED: opts.ttl_after_failure}
+        if finished is not None and by_outcome[finished.type] is not None:
             ttl = by_outcome[finished.type]
         return cls(
             ref=ObjectRef(kind="Job", namespace=meta.namespace, name=meta.name, uid=meta.uid),
@@ -127,8 +125,8 @@ class TTLObservation(Observation):
             finished=finished is not None,
             finish_time=finished.last_transition_time if finished else None,
             deleting=meta.deletion_timestamp is not None,
-            problem=problem,
             hold=meta.annotations.get(TTL_HOLD_ANNOTATION),
+            held_by=opts.held,
         )
 
     @classmethod
@@ -168,10 +166,13 @@ class TTLObservation(Observation):
         )
 
     def not_applied(self) -> EventInput | None:
-        """TTL-19, TTL-OUTCOME: the Warning Event that says why a TTL the object asks for is not applied.
+        """TTL-19, FAIL-CLOSED: the Warning Event that says why a TTL the object asks for is not applied.
 
         None when there is nothing to say. The bridge records it once per object and problem.
         """
+        if self.held_by is not None:
+            return EventInput(ref=self.ref, type="Warning", reason=INVALID_ANNOTATION, message=self.held_by,
+                              component=TTL_COMPONENT)
         if self.problem is None:
             return None
         return EventInput(ref=self.ref, type="Warning", reason=TTL_NOT_APPLIED, message=self.problem,
@@ -193,7 +194,7 @@ def parse_ttl(raw: str, what: str) -> tuple[int | None, str | None]:
     """A TTL written as text (a label or an annotation): ``(seconds, None)`` or ``(None, problem)``."""
     if not (raw.isascii() and raw.isdigit()):
         return None, f"{what}={raw!r} is not a non-negative integer number of seconds"
-    if int(raw) > INT64_MAX:
+    if len(significant := raw.lstrip("0")) > 19 or int(significant or "0") > INT64_MAX:  # int() refuses 4,300 digits
         return None, f"{what}={raw!r} is larger than {INT64_MAX}, the largest TTL batchd takes"
     return int(raw), None
 
