@@ -57,6 +57,8 @@ from workflows.models.cronjob import (
     SUSPENDED_AT_ANNOTATION,
     CreateJobInput,
     CreateJobResult,
+    CronJob,
+    CronJobObservation,
     DeleteJobsInput,
     DeleteJobsResult,
     GroupInput,
@@ -345,6 +347,12 @@ class CronJobActivities:
             return CreateJobResult(outcome="cronjob_gone")
         generation = cj["metadata"].get("generation") or 0
         if inp.generation is not None and generation != inp.generation:
+            return CreateJobResult(outcome="stale", generation=generation)
+        if inp.observed is not None and CronJobObservation.of(CronJob.model_validate(cj)).decision_key() != inp.observed:
+            # an annotation changed since the plan (FAIL-CLOSED's hold, a window, a skip calendar):
+            # the workflow plans again once the bridge tells it; an abandoned wait creates nothing
+            activity.logger.info("CronJob %s/%s changed since its creation for %s was armed: nothing created",
+                                 inp.namespace, inp.cronjob_name, rfc3339(inp.scheduled))
             return CreateJobResult(outcome="stale", generation=generation)
         if inp.latest is not None and self.clock.now() > inp.latest:
             activity.logger.info("CronJob %s/%s: the run of %s is past its starting deadline", inp.namespace,

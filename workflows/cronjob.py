@@ -427,19 +427,21 @@ class CronJobWorkflow(WorkflowSide):
                 await workflow.wait_condition(lambda: handle.done() or self._interrupt or self._tidy)
             if not handle.done():
                 # The armed activity does not heartbeat, so the cancellation never reaches it: the
-                # abandoned wait fires at its time and re-reads the CronJob. A changed spec makes
-                # it "stale", a deleted or recreated CronJob "cronjob_gone"; else it creates the
-                # very Job the next plan creates, and one of the two finds it "exists".
+                # abandoned wait fires at its time and re-reads the CronJob. A changed spec, or a
+                # change of what its annotations decide (a hold, say), makes it "stale", a deleted or
+                # recreated CronJob "cronjob_gone"; else it creates the very Job the next plan
+                # creates, and one of the two finds it "exists".
                 handle.cancel()
                 handle.add_done_callback(_outcome_unused)
                 return None
             res: CreateJobResult = await handle
         finally:
             self.armed_for = None
-        if res.outcome == "stale":  # the bridge has not told us of the new spec yet; let it
+        if res.outcome == "stale":  # the bridge has not told us of the new spec or annotations yet; let it
             with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(lambda: self.obs.generation >= res.generation or self.obs.gone,
-                                              timeout=STALE_WAIT, timeout_summary="wait for the CronJob's new spec")
+                await workflow.wait_condition(
+                    lambda: (self.obs.generation >= res.generation and self.obs.decision_key() != inp.observed)
+                    or self.obs.gone, timeout=STALE_WAIT, timeout_summary="wait for the CronJob's new spec")
         return res
 
     async def _set_suspend(self, value: bool, reason: str | None) -> SuspendResult:

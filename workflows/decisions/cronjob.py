@@ -770,11 +770,12 @@ def create_input(state: CronJobState, run: Run) -> CreateJobInput:
 
 
 def armed_input(state: CronJobState, run: Run, *, at: datetime, wait_seconds: float) -> CreateJobInput:
-    """An armed creation (CJ-52): the worker waits until ``at`` and creates nothing if the spec
-    changed meanwhile (its generation) or the starting deadline passed."""
-    sds = state.observation.spec.starting_deadline_seconds
+    """An armed creation (CJ-52): the worker waits until ``at`` and creates nothing if the spec or
+    what the annotations decide changed meanwhile (its generation, the decision key), or the
+    starting deadline passed."""
+    o, sds = state.observation, state.observation.spec.starting_deadline_seconds
     return create_input(state, run).model_copy(update={
-        "not_before": at, "wait_at_most": wait_seconds, "generation": state.observation.generation,
+        "not_before": at, "wait_at_most": wait_seconds, "generation": o.generation, "observed": o.decision_key(),
         "latest": plus_seconds(run.due, sds) if sds is not None else None})
 
 

@@ -464,10 +464,13 @@ class CreateJobInput(K8sModel):
     manual: bool = False
     # A creation armed ahead of its time (``create_cronjob_job_at``): wait until ``not_before``
     # (at most ``wait_at_most`` seconds, whatever the two clocks say), then create only if the
-    # CronJob's spec is still at ``generation`` and the time is not past ``latest`` (CJ-53).
+    # CronJob's spec is still at ``generation``, what its annotations decide is still ``observed``
+    # (its observation's decision key: a hold, a window, a skip calendar changed since the plan
+    # would make it "stale") and the time is not past ``latest`` (CJ-53).
     not_before: datetime | None = None
     wait_at_most: float = 0.0
     generation: int | None = None
+    observed: str | None = None
     latest: datetime | None = None
 
 
