@@ -1,6 +1,11 @@
 """bench/fuzz: random valid specs thrown at a worker; prints what got stuck (never asserts).
 
     .venv/bin/python -m bench.fuzz [--seconds 180] [--seed 1] [--rate 20]
+    .venv/bin/python -m bench.fuzz --annotations [--seconds 180] [--seed 1]
+
+``--annotations`` runs tests/annotation_fuzz.py's worlds instead (every batchd.io annotation, valid
+and invalid, changed while the objects run; FAIL-CLOSED), 14 more every 20 s, and prints the
+cases, the counts and every invariant broken.
 
 A ``batchd worker --ttl-scope all --cronjob-selector ''`` runs against kubesim and the dev server
 (which marks a workflow failing its tasks after 2 failures). For ``--seconds`` the fuzzer
@@ -37,6 +42,7 @@ from bench.harness import (
 )
 from kube.client import Kube
 from kube.errors import KubeError
+from tests.annotation_fuzz import AnnotationFuzz
 from tests.k8s import finish_job, job_manifest, pod_manifest
 from workflows.models.job import JOB_MANAGED_BY
 
@@ -141,7 +147,11 @@ async def main() -> None:
     ap.add_argument("--settle", type=float, default=60, help="quiet seconds after the burst before reading")
     ap.add_argument("--rate", type=float, default=20, help="API actions per second")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--annotations", action="store_true", help="fuzz batchd's annotations, with their invariants")
     args = ap.parse_args()
+    if args.annotations:
+        await annotations(args.seconds, args.seed)
+        return
     rng = random.Random(args.seed)
     async with cluster(["--dynamic-config-value",
                         "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute=2"]) as (wd, env, kubeconfig, kube):
@@ -178,6 +188,35 @@ async def main() -> None:
             for line in errors[:10]:
                 print("   ", line[:300])
             print(f"  (logs in {wd})")
+
+
+async def annotations(seconds: float, seed: int) -> None:
+    """FAIL-CLOSED: tests/annotation_fuzz.py's worlds against a worker process, in batches."""
+    async with cluster(["--dynamic-config-value",
+                        "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute=2"]) as (wd, env, kubeconfig, kube):
+        ns = new_namespace(kube, "fuzz")
+        with worker_process(env, kubeconfig, wd, namespace=ns, task_queue=f"fuzz-{uuid.uuid4()}",
+                            extra=["--ttl-scope", "all", "--cronjob-selector", ""]):
+            await asyncio.sleep(3)
+            fuzz = AnnotationFuzz(kube, ns, random.Random(seed))
+            start = time.monotonic()
+            while time.monotonic() - start < seconds or fuzz.pending:
+                if len(fuzz.cases) < 14 * (1 + int((time.monotonic() - start) // 20)) and time.monotonic() - start < seconds:
+                    fuzz.start(cases=14)
+                fuzz.step()
+                await asyncio.sleep(0.25)
+            for _ in range(20):
+                fuzz.step()
+                await asyncio.sleep(0.5)
+            broken = await fuzz.check(env.client)
+        print(table([
+            ("seed / seconds", f"{seed} / {seconds:g} s"),
+            ("cases", ", ".join(f"{n} {what}" for what, n in sorted(Counter(w for w, _ in fuzz.cases).items()))),
+            ("counts", ", ".join(f"{v} {k}" for k, v in sorted(fuzz.counts.items()))),
+            ("invariants broken", len(broken)),
+        ]))
+        for line in broken[:20]:
+            print("   ", line[:300])
 
 
 if __name__ == "__main__":

@@ -147,8 +147,10 @@ class AnnotationFuzz:
     # -- the worlds --------------------------------------------------------------------------
 
     def start(self, cases: int) -> None:
+        """Make ``cases`` more worlds, each named after its number."""
         makers = [self._after, self._cron, self._ttl, self._cron, self._after, self._ttl, self._group]
-        for i in range(cases):
+        first = len(self.cases)
+        for i in range(first, first + cases):
             makers[i % len(makers)](f"c{i}")
 
     def _after(self, case: str) -> None:
