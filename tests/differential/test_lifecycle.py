@@ -118,9 +118,10 @@ CASES = [
         Call("POST", OTHER_LEASES, lease("new")),
         Call("POST", OTHER_JOBS, {**job("new"), "spec": {"template": {"spec": {"containers": [CONTAINER]}}}}),
         Call("DELETE", OTHER, show=phase),
-        # kube-controller-manager's namespace controller comes back every few seconds
+        # kube-controller-manager's namespace controller comes back every few seconds (and, with a
+        # loaded machine and the namespaces of a whole test run to go through, after a minute)
         Poll(OTHER, until=lambda r: len((r.body.get("status") or {}).get("conditions") or []) >= 5,
-             show=conditions, timeout=45),
+             show=conditions, timeout=150),
         Poll(OTHER_LEASES + "/l", until=lambda r: r.status == 404, show=code),
         # its going, once the controller is back (seconds later upstream), "finalize" shows
         Call("PATCH", OTHER_JOBS + "/j", {"metadata": {"finalizers": None}}, ctype=MERGE, show=code),

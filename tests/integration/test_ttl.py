@@ -432,7 +432,7 @@ def test_ttl_extend_raises_every_ttl_an_object_carries_and_refuses_what_it_canno
         commands.ttl_hold(kube, "Pod", namespace, "absent", "why")
 
 
-async def test_ttl_by_outcome_overrides_the_spec_and_a_bad_value_deletes_nothing(client, kube, namespace, task_queue):
+async def test_ttl_by_outcome_overrides_the_spec_and_a_bad_value_holds_the_job(client, kube, namespace, task_queue):
     async with running(client, kube, task_queue, namespace) as br:
         assert br is not None
         jobs = {name: create_job(kube, namespace, name, ttl=ttl) for name, ttl in
@@ -451,14 +451,16 @@ async def test_ttl_by_outcome_overrides_the_spec_and_a_bad_value_deletes_nothing
         failed = await result_of(client, wf_id("Job", namespace, jobs["kept-failed"]))
         events = await eventually(lambda: [
             e for e in kube.list("Event", namespace).get("items", [])
-            if e["involvedObject"]["uid"] == jobs["typo"]["metadata"]["uid"] and e["reason"] == "TTLNotApplied"
-        ], what="the TTLNotApplied Event")
+            if e["involvedObject"]["uid"] == jobs["typo"]["metadata"]["uid"] and e["reason"] == "InvalidAnnotation"
+        ], what="the InvalidAnnotation Event")
         await eventually(lambda: _finished_in_informer(br, jobs["typo"]), what="the bridge saw typo finish")
-    # Leaving the block drained the bridge's queues: the finished "typo" has been routed.
-    assert not await workflow_exists(client, wf_id("Job", namespace, jobs["typo"]))
+        # FAIL-CLOSED: its workflow holds it, long past the spec's TTL of 1 s
+        await eventually(lambda: workflow_exists(client, wf_id("Job", namespace, jobs["typo"])), what="typo's workflow")
+        await asyncio.sleep(2)
     assert ok.outcome == "deleted" and ok.expire_at == finished + timedelta(seconds=1)
     assert failed.outcome == "deleted" and failed.expire_at == finished + timedelta(seconds=2)
     assert events[0]["type"] == "Warning" and "ttl-seconds-after-success='1m'" in events[0]["message"]
+    assert "the Job is held" in events[0]["message"]
     assert kube.get("Job", namespace, "typo") is not None
 
 

@@ -226,8 +226,8 @@ _COUNT = re.compile(r"[0-9]{1,10}")
 _SECONDS = re.compile(r"[0-9]{1,19}")
 _INSTANT = re.compile(r"(19[7-9][0-9]|2[0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3])"
                       r":[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])")
-DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 class Annotations:
@@ -287,7 +287,7 @@ class Annotations:
     def label(self, name: str) -> str | None:
         """A DNS label (RFC 1123), as Kubernetes names a Service."""
         raw = self.annotations.get(name)
-        if raw is None or DNS_LABEL.fullmatch(raw):
+        if raw is None or _DNS_LABEL.fullmatch(raw):
             return raw
         self.refuse(name, "must be a DNS label (lower case letters, digits and '-', at most 63)")
         return None
@@ -297,7 +297,7 @@ class Annotations:
         raw = self.annotations.get(name, "")
         found = [n.strip(" \t\n") for n in raw.split(",")]
         found = [n for n in found if n]
-        if len(found) > most or any(not DNS_SUBDOMAIN.fullmatch(n) for n in found):
+        if len(found) > most or any(not _DNS_SUBDOMAIN.fullmatch(n) for n in found):
             self.refuse(name, f"must be at most {most} names separated by commas")
             return []
         return found
