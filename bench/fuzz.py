@@ -150,7 +150,7 @@ async def main() -> None:
     ap.add_argument("--annotations", action="store_true", help="fuzz batchd's annotations, with their invariants")
     args = ap.parse_args()
     if args.annotations:
-        await annotations(args.seconds, args.seed)
+        await fuzz_annotations(args.seconds, args.seed)
         return
     rng = random.Random(args.seed)
     async with cluster(["--dynamic-config-value",
@@ -190,7 +190,7 @@ async def main() -> None:
             print(f"  (logs in {wd})")
 
 
-async def annotations(seconds: float, seed: int) -> None:
+async def fuzz_annotations(seconds: float, seed: int) -> None:
     """FAIL-CLOSED: tests/annotation_fuzz.py's worlds against a worker process, in batches."""
     async with cluster(["--dynamic-config-value",
                         "system.numConsecutiveWorkflowTaskProblemsToTriggerSearchAttribute=2"]) as (wd, env, kubeconfig, kube):

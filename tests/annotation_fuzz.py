@@ -23,6 +23,7 @@ tests/integration/test_annotation_fuzz.py runs it on both backends; ``python -m 
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -37,8 +38,6 @@ import cronexpr
 from kube.client import Kube
 from kube.errors import KubeError
 from tests.annotation_cases import CASES
-from tests.integration.test_cronjob import cronjob_manifest
-from tests.integration.test_job import job_manifest
 from tests.k8s import finish_job
 from tests.k8s import job_manifest as hand_job
 from workflows.models.common import ObjectMeta
@@ -48,7 +47,7 @@ from workflows.models.cronjob import (
     CronJob,
     CronJobObservation,
 )
-from workflows.models.job import JOB_ANNOTATIONS, JobOptions
+from workflows.models.job import JOB_ANNOTATIONS, JOB_MANAGED_BY, JobOptions
 
 #: how long a value must have been in force before an invariant holds the worker to it
 GRACE = timedelta(seconds=3)
@@ -103,6 +102,28 @@ def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
                  if c["type"] == kind and c["status"] == "True"), None)
 
 
+def job_manifest(name: str, *, run_seconds: float, exit_code: int = 0, backoff_limit: int | None = None,
+                 notes: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Job batchd runs, whose Pod the fake kubelet (or kwok) ends after ``run_seconds``."""
+    spec: dict[str, Any] = {"managedBy": JOB_MANAGED_BY, "completions": 1, "parallelism": 1, "template": {
+        "metadata": {"annotations": {"kubesim.batchd.io/run-seconds": str(run_seconds),
+                                     "kubesim.batchd.io/exit-code": str(exit_code)}},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "main", "image": "busybox:1.36"}]}}}
+    if backoff_limit is not None:
+        spec["backoffLimit"] = backoff_limit
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "annotations": notes or {}},
+            "spec": spec}
+
+
+def cronjob_manifest(name: str, schedule: str, *, annotations: dict[str, str], run_seconds: float = 0.5) -> dict[str, Any]:
+    """A CronJob batchd takes (``batchd.io/managed``) whose Jobs batchd runs too."""
+    template = job_manifest(name, run_seconds=run_seconds)
+    return {"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": name, "labels": {"batchd.io/managed": "true"}, "annotations": annotations},
+            "spec": {"schedule": schedule, "jobTemplate": {"spec": template["spec"]}}}
+
+
 class AnnotationFuzz:
     """Make the worlds (:meth:`start`), change them (:meth:`step`, while they run), then
     :meth:`check` the invariants; :attr:`counts` says how many of what."""
@@ -141,6 +162,9 @@ class AnnotationFuzz:
         for key, value in annotations.items():
             self.timelines.setdefault((kind, obj, key), Timeline()).set(CREATED, value)
 
+    def _create(self, kind: str, body: dict[str, Any]) -> None:
+        self.kube.create(kind, self.ns, body)
+
     def _later(self, seconds: float, action: Callable[[], None]) -> None:
         self.pending.append((datetime.now(UTC) + timedelta(seconds=seconds), action))
 
@@ -163,13 +187,17 @@ class AnnotationFuzz:
             return self.rng.choice(choices)
 
         notes = {"batchd.io/after": after()}
+        if self.rng.random() < 0.5:  # the annotations that only tune: a Job they cannot be read on runs all the same
+            extra = self.rng.choice(["batchd.io/backoff-base-seconds", "batchd.io/backoff-max-seconds",
+                                     "batchd.io/delete-succeeded-pods"])
+            notes[extra] = self._value(extra)
         consumer = f"{case}-c"
         self.kube.create("Job", self.ns, job_manifest(consumer, run_seconds=0.3, notes=notes))
         self._created("Job", consumer, notes)
         for k, p in enumerate(producers):
             fails = self.rng.random() < 0.2
-            self._later(self.rng.uniform(0, 3), lambda p=p, k=k, fails=fails: self.kube.create("Job", self.ns, job_manifest(
-                p, run_seconds=1 + k, exit_code=1 if fails else 0, backoff_limit=0)))
+            body = job_manifest(p, run_seconds=1 + k, exit_code=1 if fails else 0, backoff_limit=0)
+            self._later(self.rng.uniform(0, 3), functools.partial(self._create, "Job", body))
         if self.rng.random() < 0.6:
             self._later(self.rng.uniform(1, 5), lambda: self._write("Job", consumer, {"batchd.io/after": after()}))
         self.cases.append(("after", consumer))
@@ -204,10 +232,7 @@ class AnnotationFuzz:
         members = [f"{case}-m{k}" for k in range(3)]
         for m in members:
             notes = {"batchd.io/concurrency-group": case, "batchd.io/concurrency-limit": limit}
-            body = cronjob_manifest(m, "@every 2s", annotations=notes)
-            body["spec"]["jobTemplate"]["spec"]["template"]["metadata"] = {
-                "annotations": {"kubesim.batchd.io/run-seconds": "3"}}
-            self.kube.create("CronJob", self.ns, body)
+            self.kube.create("CronJob", self.ns, cronjob_manifest(m, "@every 2s", annotations=notes, run_seconds=3))
             self._created("CronJob", m, notes)
         if self.rng.random() < 0.5:  # one member's limit written wrongly: it is held, the others go on
             self._later(self.rng.uniform(1, 4), lambda: self._write("CronJob", members[0], {

@@ -139,6 +139,7 @@ CASES = [
 ]
 
 
+@pytest.mark.timeout(240)  # a namespace's deletion waits for kube-controller-manager (up to 150 s, above)
 @pytest.mark.parametrize("case", params(CASES))
 def test_lifecycle(case: Case, differential: Callable[[Case], None]) -> None:
     differential(case)

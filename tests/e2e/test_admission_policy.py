@@ -11,6 +11,7 @@ that the other tests on the same control plane can still make objects the policy
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 import time
@@ -23,7 +24,7 @@ import yaml
 
 from kube.client import Kube
 from kube.config import load_access
-from kube.errors import KubeError
+from kube.errors import KubeError, NotFound
 from tests.annotation_cases import CASES, Case, refusals
 from tests.conftest import backends, new_namespace
 from workflows.models.cronjob import CRONJOB_ANNOTATIONS
@@ -68,14 +69,16 @@ def policed(request: pytest.FixtureRequest) -> Iterator[tuple[Kube, str]]:
     policy, binding = yaml.safe_load_all(POLICY.read_text())
     binding = copy.deepcopy(binding)
     binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {SELECTOR: "true"}}}
-    kube.request("POST", f"{ADMISSION}/validatingadmissionpolicies", body=policy)
-    kube.request("POST", f"{ADMISSION}/validatingadmissionpolicybindings", body=binding)
+    for kind, body in (("validatingadmissionpolicies", policy), ("validatingadmissionpolicybindings", binding)):
+        with contextlib.suppress(NotFound):  # left by an earlier module's run in this process
+            kube.request("DELETE", f"{ADMISSION}/{kind}/batchd-annotations")
+        kube.request("POST", f"{ADMISSION}/{kind}", body=body)
     try:
         # the API server compiles the policy and its binding asynchronously: until then, all passes
         probe = Case("Job", {"batchd.io/max-runs": "-1", "batchd.io/after": "A"}, valid=False)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while refused_by_policy(kube, ns, probe) is None:
-            assert time.monotonic() < deadline, "the policy did not come into force within 60 s"
+            assert time.monotonic() < deadline, "the policy did not come into force within 120 s"
             time.sleep(0.5)
         yield kube, ns
     finally:

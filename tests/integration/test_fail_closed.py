@@ -33,6 +33,7 @@ async def test_a_job_with_an_after_it_cannot_read_creates_no_pod_until_it_is_fix
         assert "annotation batchd.io/after='j0,j1," in message and "must be at most 100 names" in message
         assert "the Job is held: it creates no Pod and is not deleted until it is fixed or removed" in message
         wid = job_workflow_id(namespace, "consumer", job["metadata"]["uid"])
+        await eventually(lambda: workflow_exists(client, wid), what="the Job's workflow")
         assert (await client.get_workflow_handle(wid).query("describe"))["held"] == message
         assert f"held: {message}" in (await describe_object(client, "Job", namespace, "consumer",
                                                             output="table")).splitlines()

@@ -31,7 +31,12 @@ from workflows.models.common import (
     declare_activity,
     finished_condition,
 )
-from workflows.models.job import JOB_MANAGED_BY, JobOptions
+from workflows.models.job import (
+    JOB_MANAGED_BY,
+    TTL_AFTER_FAILURE_ANNOTATION,
+    TTL_AFTER_SUCCESS_ANNOTATION,
+    JobOptions,
+)
 from workflows.times import NEVER, plus_seconds
 
 #: Label (Pods) and value of ``spec.managedBy`` (Jobs) that hand an object to batchd.
@@ -39,6 +44,7 @@ POD_TTL_LABEL = "batchd.io/ttl-seconds-after-finished"
 #: batchd's TTL extensions (docs/ttl.md, TTL-HOLD and TTL-OUTCOME): a hold (its value is the
 #: reason) on a Job or TTL-labelled Pod, and per-outcome TTLs on a Job.
 TTL_HOLD_ANNOTATION = "batchd.io/ttl-hold"
+TTL_ANNOTATIONS = (TTL_AFTER_SUCCESS_ANNOTATION, TTL_AFTER_FAILURE_ANNOTATION)
 #: The reason of the Warning Event on an object whose TTL is not applied (TTL-19, TTL-OUTCOME).
 TTL_NOT_APPLIED = "TTLNotApplied"
 #: The Event source of the TTL controller's Events.
@@ -115,6 +121,9 @@ class TTLObservation(Observation):
         meta = job.metadata
         opts = JobOptions.of(meta.annotations)
         ttl = job.spec.ttl_seconds_after_finished
+        # held for the TTL controller only if the Job asks it for a TTL: else the Job controller's
+        # Warning is the only one
+        asks = ttl is not None or any(key in meta.annotations for key in TTL_ANNOTATIONS)
         by_outcome = {COMPLETE: opts.ttl_after_success, FAILED: opts.ttl_after_failure}
         if finished is not None and by_outcome[finished.type] is not None:
             ttl = by_outcome[finished.type]
@@ -126,7 +135,7 @@ class TTLObservation(Observation):
             finish_time=finished.last_transition_time if finished else None,
             deleting=meta.deletion_timestamp is not None,
             hold=meta.annotations.get(TTL_HOLD_ANNOTATION),
-            held_by=opts.held,
+            held_by=opts.held if asks else None,
         )
 
     @classmethod
