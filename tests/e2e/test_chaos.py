@@ -46,7 +46,7 @@ from worker.dev import free_port, start_dev_server
 from workflows.models.cronjob import SCHEDULED_TIMESTAMP_ANNOTATION
 from workflows.models.job import JOB_TRACKING_FINALIZER
 
-TTL_JOBS, CRONJOBS, INDEXED = 200, 10, 3
+TTL_JOBS, CRONJOBS, INDEXED = 120, 10, 3
 COMPLETIONS = 30
 CHAOS = timedelta(minutes=2)
 
@@ -257,8 +257,8 @@ async def test_two_replicas_under_chaos_lose_nothing_and_do_everything_once(
             indexed = {f"indexed-{i}": kube.create("Job", ns, job_manifest(
                 f"indexed-{i}", completions=COMPLETIONS, parallelism=3, indexed=True, run_seconds=4))
                 for i in range(INDEXED)}
-            # expiries spread over 30..170 s after finishing: they fall inside the chaos
-            ttls = {f"ttl-{i:03d}": 30 + (i * 7) % 141 for i in range(TTL_JOBS)}
+            # expiries spread over 20..110 s after finishing: they fall inside the chaos
+            ttls = {f"ttl-{i:03d}": 20 + (i * 7) % 91 for i in range(TTL_JOBS)}
             for name, ttl in ttls.items():
                 create_job(kube, ns, name, ttl=ttl)
             finished = second(utcnow())
