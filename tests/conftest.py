@@ -391,7 +391,8 @@ async def _histories_of_a_failed_test(request: pytest.FixtureRequest,
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which names each item's group from its markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest tests first: slow ones, then by the timeout a test sets (a proxy for its length).
+    """The longest tests first: slow ones, then by the timeout a test sets (a proxy for its length;
+    a group's is the sum of its tests').
 
     In one process, a module stays in one piece (its module fixtures are set up once). Under
     ``make test`` (``-n N``, ``--dist loadgroup --no-loadscope-reorder``) each process is handed
@@ -425,8 +426,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(f"{group.args[0]}-{backend_of(item)}"))
         units.setdefault(f"group:{group.args[0]}{'-' + str(split) if split else ''}" if group else item.nodeid,
                          []).append(item)
-    ranked = sorted(units.values(), key=lambda unit: min(length(item) for item in unit))
-    long = [unit for unit in ranked if min(length(item) for item in unit) < (True, 0.0)]
+    def unit_length(unit: list[pytest.Item]) -> tuple[bool, float]:
+        """A group's tests run one after another in one process: its length is their sum."""
+        return all(length(item)[0] for item in unit), sum(length(item)[1] for item in unit)
+
+    ranked = sorted(units.values(), key=unit_length)
+    long = [unit for unit in ranked if unit_length(unit) < (True, 0.0)]
     short = ranked[len(long):]
     order = long[:workers] + short[:workers] + long[workers:] + short[workers:]
     items[:] = [item for unit in order for item in unit]
