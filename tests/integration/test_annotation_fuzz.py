@@ -20,8 +20,8 @@ async def test_annotations_fuzzed_while_objects_run_keep_every_invariant(client,
     seed = int(os.environ.get("BATCHD_FUZZ_SEED", "53"))
     fuzz = AnnotationFuzz(kube, namespace, random.Random(seed))
     async with running(client, kube, task_queue, namespace):
-        fuzz.start(cases=14)
-        deadline = time.monotonic() + 14
+        fuzz.start(cases=10)
+        deadline = time.monotonic() + 10
         while time.monotonic() < deadline or fuzz.pending:
             fuzz.step()
             await asyncio.sleep(0.25)
