@@ -248,6 +248,8 @@ class Annotations:
     def refuse(self, name: str, why: str, otherwise: str = "ignored") -> None:
         """``name``'s value cannot be read, because ``why``; ``otherwise`` says what an ignored one means."""
         raw = self.annotations.get(name, "")
+        # both bounded: the message rides in the observation, a signal and the workflow's state
+        why = why if len(why) <= 500 else why[:500] + "…"
         text = f"annotation {name}={raw[:200]!r}{'…' if len(raw) > 200 else ''} {why}"
         if self.effects[name] == "hold":
             self.held.append(text)
