@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test lint venv clean bench image debian-base upstream
+.PHONY: dev test durations lint venv clean bench image debian-base upstream
 
 # `make image` builds the Dockerfile with buildah into local container storage. BASE_IMAGE is
 # the build's base: python:3.11-slim from a registry, or $(DEBIAN_BASE) (`make debian-base`)
@@ -47,6 +47,11 @@ test: $(STAMP) upstream
 		--no-loadscope-reorder; tests=$$?; \
 	wait; echo "mypy:"; sed '$$d' $(VENV)/mypy.out; typed=$$(tail -n 1 $(VENV)/mypy.out); \
 	exit $$(( tests != 0 ? tests : typed ))
+
+# tests/durations.json: the seconds each test takes in `make test`, which orders its work units
+# longest first; made again after adding or lengthening a long test.
+durations:
+	$(MAKE) test PYTEST_ADDOPTS=--store-durations
 
 lint: $(STAMP)
 	$(BIN)/lint-imports

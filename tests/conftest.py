@@ -71,9 +71,25 @@ def skipper(client: Client) -> Any:
     Workflows start without skipping; a test moves one of them ahead by a bounded amount with
     ``await skipper.fast_forward(handle, timedelta(minutes=5))``. Everything else stays real.
     """
-    from temporalio.testing import TimeSkipper, TimeSkippingConfig
+    return Skipper(client)
 
-    return TimeSkipper(client, config=TimeSkippingConfig(enabled=False))
+
+class Skipper:
+    """Time-skipping v2's ``TimeSkipper``, whose fast-forward begins once the workflow waits.
+
+    A fast-forward sent while the workflow is still in a pass (an update's, say) races the timer
+    that pass is about to set: in CI a daily time right after a trigger was never acted on. So it
+    waits until the workflow has no task or activity under way (:func:`idle`, timers allowed).
+    """
+
+    def __init__(self, client: Client) -> None:
+        from temporalio.testing import TimeSkipper, TimeSkippingConfig
+
+        self._skipper = TimeSkipper(client, config=TimeSkippingConfig(enabled=False))
+
+    async def fast_forward(self, handle: Any, duration: timedelta) -> bool:
+        await eventually(lambda: idle(handle, timers=True), what="the workflow waiting, before a fast-forward")
+        return await self._skipper.fast_forward(handle, duration)
 
 
 @pytest.fixture(scope="session")
@@ -389,51 +405,60 @@ async def _histories_of_a_failed_test(request: pytest.FixtureRequest,
     print(f"{saved} workflow histories of {request.node.name} in {out}")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's, which names each item's group from its markers
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest tests first: slow ones, then by the timeout a test sets (a proxy for its length;
-    a group's is the sum of its tests').
+DURATIONS = Path(__file__).with_name("durations.json")
+_measured: dict[str, float] = {}
+
+
+def _test_id(nodeid: str) -> str:
+    return nodeid.split("@")[0]  # xdist's loadgroup appends ``@group``
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    """The longest work units first, by the seconds each test took in a run of ``make durations``
+    (tests/durations.json, which keeps those of 1 s or more); a test not there counts 1 s, or a tenth
+    of its timeout when marked ``slow`` (a new long test, until the file is made again).
 
     In one process, a module stays in one piece (its module fixtures are set up once). Under
-    ``make test`` (``-n N``, ``--dist loadgroup --no-loadscope-reorder``) each process is handed
-    two work units at the start, the first N units and then the next N: those next N are short
-    ones, so that no process holds two tests of several real minutes each. A group marked
-    ``per_backend=True`` is two groups, one per backend (its module fixture is the backend's
-    anyway), which two processes can run at once.
+    ``make test`` (``-n N``, ``--dist loadgroup --no-loadscope-reorder``) an xdist group is one
+    unit, run in one process: its length is the sum of its tests'. Longest first is the classic
+    greedy schedule; it beat ordering by timeouts (a poor proxy: 9 kubectl tests of 900 s each take
+    107 s) by about 40 s of ``make test``. A group marked ``per_backend=True`` is two groups, one
+    per backend (its module fixture is the backend's anyway), which two processes can run at once.
+    The groups are named before the other hooks run (xdist's names each item's group from its
+    markers); the order is set after them (pytest's own puts the tests of one backend together).
     """
-    def length(item: pytest.Item) -> tuple[bool, float]:
-        timeout = item.get_closest_marker("timeout")
-        return item.get_closest_marker("slow") is None, -float(timeout.args[0]) if timeout else 0.0
-
     dropped = [item for item in items if backend_of(item) == "cluster" and _kubesim_only(item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         gone = set(map(id, dropped))
         items[:] = [item for item in items if id(item) not in gone]
-    workers = int(getattr(config, "workerinput", {}).get("workercount", 0))
-    if not workers:
-        first: dict[str, tuple[bool, float]] = {}
+    for item in items:
+        group = item.get_closest_marker("xdist_group")
+        if group is not None and group.kwargs.get("per_backend") and backend_of(item):
+            item.add_marker(pytest.mark.xdist_group(f"{group.args[0]}-{backend_of(item)}"))
+    yield
+
+    measured = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+
+    def length(item: pytest.Item) -> float:
+        if _test_id(item.nodeid) in measured:
+            return float(measured[_test_id(item.nodeid)])
+        timeout = item.get_closest_marker("timeout")
+        return float(timeout.args[0]) / 10 if timeout and item.get_closest_marker("slow") else 1.0
+
+    if not int(getattr(config, "workerinput", {}).get("workercount", 0)):
+        first: dict[str, float] = {}
         for item in items:
             module = item.nodeid.split("::")[0]
-            first[module] = min(length(item), first.get(module, (True, 0.0)))
-        items.sort(key=lambda item: first[item.nodeid.split("::")[0]])
+            first[module] = max(length(item), first.get(module, 0.0))
+        items.sort(key=lambda item: -first[item.nodeid.split("::")[0]])
         return
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
-        group = item.get_closest_marker("xdist_group")
-        split = group is not None and group.kwargs.get("per_backend") and backend_of(item)
-        if group and split:
-            item.add_marker(pytest.mark.xdist_group(f"{group.args[0]}-{backend_of(item)}"))
-        units.setdefault(f"group:{group.args[0]}{'-' + str(split) if split else ''}" if group else item.nodeid,
-                         []).append(item)
-    def unit_length(unit: list[pytest.Item]) -> tuple[bool, float]:
-        """A group's tests run one after another in one process: its length is their sum."""
-        return all(length(item)[0] for item in unit), sum(length(item)[1] for item in unit)
-
-    ranked = sorted(units.values(), key=unit_length)
-    long = [unit for unit in ranked if unit_length(unit) < (True, 0.0)]
-    short = ranked[len(long):]
-    order = long[:workers] + short[:workers] + long[workers:] + short[workers:]
+        group = item.get_closest_marker("xdist_group")  # the split one, when there is one: added last
+        units.setdefault(f"group:{group.args[0]}" if group else item.nodeid, []).append(item)
+    order = sorted(units.values(), key=lambda unit: -sum(map(length, unit)))
     items[:] = [item for unit in order for item in unit]
 
 
@@ -461,6 +486,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--backends", default=os.environ.get("BATCHD_TEST_BACKENDS", ",".join(BACKENDS)),
                      help="comma-separated Kubernetes APIs the API tests run on: kubesim, cluster (upstream's "
                           "control plane, built by `make upstream`); default both")
+    parser.addoption("--store-durations", action="store_true",
+                     help=f"write each test's seconds (setup, call and teardown) to {DURATIONS.name}, which orders "
+                          "the work units of `make test`: `make durations`")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    test = _test_id(report.nodeid)
+    _measured[test] = _measured.get(test, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """``--store-durations``, in the main process (under xdist it sees every process's reports):
+    the tests of a second or more, to a tenth of a second."""
+    if not (session.config.getoption("--store-durations") and _measured) or hasattr(session.config, "workerinput"):
+        return
+    kept = {test: round(seconds, 1) for test, seconds in sorted(_measured.items()) if seconds >= 1}
+    DURATIONS.write_text(json.dumps(kept, indent=0) + "\n")
 
 
 def backends(config: pytest.Config) -> list[str]:
