@@ -50,6 +50,7 @@ class KubeSim:
         bookmark_interval: float = 1.0,
         kubelet_tick: float = 0.02,
         admission: Sequence[AdmissionPlugin] = (),
+        compaction_seconds: float = 300.0,  # kube-apiserver's --etcd-compaction-interval
     ) -> None:
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError(f"kubesim listens on loopback only, not {host}")
@@ -64,6 +65,7 @@ class KubeSim:
         self.api.admission = tuple(admission)  # none by default, as a cluster without those plugins
         self._kubelet_enabled = kubelet
         self._kubelet_tick = kubelet_tick
+        self._compaction_seconds = compaction_seconds
         self.kubelet: Kubelet | None = None
         self._runner: web.ServerRunner | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -88,6 +90,8 @@ class KubeSim:
         for name in INITIAL_NAMESPACES:
             if self.store.get(("", "namespaces"), "", name) is None:
                 self.api.create_object(_NAMESPACE, None, {"metadata": {"name": name}})
+        if self._compaction_seconds > 0:
+            self._tasks.append(asyncio.create_task(self._compactor(), name="kubesim-compactor"))
         self._runner = web.ServerRunner(self.api.make_server(), shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024, reuse_address=True)
@@ -96,6 +100,14 @@ class KubeSim:
         sockets = getattr(server, "sockets", None) or []
         if sockets:
             self.port = sockets[0].getsockname()[1]
+
+    async def _compactor(self) -> None:
+        """As kube-apiserver's: each interval, compact to the revision the previous one saw."""
+        seen = self.store.rv
+        while True:
+            await asyncio.sleep(self._compaction_seconds)
+            self.store.compact(seen)
+            seen = self.store.rv
 
     async def shutdown_async(self) -> None:
         """Close watches, stop the listener and background tasks."""

@@ -32,6 +32,7 @@ class ApiError(Exception):
     causes: list[Cause] = field(default_factory=list)
     retry_after_seconds: int | None = None
     details: bool = False  # write ``details`` even when it is empty, as route errors carry it
+    continue_token: str | None = None  # an expired continue's: where an inconsistent list goes on
 
     def __str__(self) -> str:
         return self.message
@@ -55,7 +56,7 @@ class ApiError(Exception):
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": {"continue": self.continue_token} if self.continue_token else {},
             "status": "Failure",
             "message": self.message,
         }

@@ -49,6 +49,9 @@ class Resource:
     # Whether the create strategy sets metadata.generation (kubesim sets 1 for every kind whose
     # registry is not known to leave it alone); False keeps what the client sent, usually none.
     sets_generation: bool = True
+    # kube-apiserver keeps no watch cache for Events: a watch is served by etcd, from any
+    # revision it has not compacted
+    watch_cache: bool = True
 
     @property
     def storage(self) -> tuple[str, str]:
@@ -79,9 +82,9 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("", "v1", "pods", "pod", "Pod", True, short_names=("po",), categories=("all",),
              subresources=("status", "log")),
     Resource("", "v1", "events", "event", "Event", True, short_names=("ev",), shared_storage=("", "events"),
-             sets_generation=False),
+             sets_generation=False, watch_cache=False),
     Resource("events.k8s.io", "v1", "events", "event", "Event", True, short_names=("ev",),
-             shared_storage=("", "events"), sets_generation=False),
+             shared_storage=("", "events"), sets_generation=False, watch_cache=False),
     Resource("batch", "v1", "jobs", "job", "Job", True, categories=("all",), subresources=("status",),
              default_propagation="Orphan"),
     Resource("batch", "v1", "cronjobs", "cronjob", "CronJob", True, short_names=("cj",),

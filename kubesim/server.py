@@ -705,7 +705,7 @@ class ApiServer:
         resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         resp.enable_chunked_encoding()
         try:
-            watcher, initial = self.store.watch(res.storage, flt, since)
+            watcher, initial = self.store.watch(res.storage, flt, since, cached=res.watch_cache)
         except ApiError as err:
             # As kube-apiserver: the watch opens, then a single ERROR event carries the Status.
             await resp.prepare(request)

@@ -401,6 +401,13 @@ class Filter:
         return event
 
 
+_INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
+    "results. Continuing with the provided token results in an inconsistent list - objects that were created, "
+    "modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+
+
 def _decode_continue_token(token: str) -> dict[str, Any]:
     """A continue token's fields, or the 400 the API server answers with, in Go's words."""
     def refuse(detail: str) -> ApiError:
@@ -538,6 +545,9 @@ class Store:
         # The rv of the newest event dropped from the history: a watch from an older rv
         # would miss it, so it gets 410 Gone.
         self.compacted_rv = 0
+        # etcd's compaction (:meth:`compact`): a read at an older rv, or a watch from one of a
+        # kind kube-apiserver keeps no watch cache for, gets 410 Gone
+        self.storage_compacted_rv = 0
         self._watchers: dict[StorageKey, set[Watcher]] = {}
         self._listeners: list[Listener] = []
         # uid -> (storage key, namespace, name), for owner lookups by the garbage collector.
@@ -607,7 +617,7 @@ class Store:
     def _bucket_at(self, key: StorageKey, at: int) -> dict[ObjKey, Obj]:
         """The objects of one kind as they were at resourceVersion ``at``: the current ones with
         the retained changes since undone, newest first."""
-        if at < self.compacted_rv:
+        if at < max(self.compacted_rv, self.storage_compacted_rv):
             raise gone("The resourceVersion for the provided list is too old.")
         later = []
         for event in reversed(self._history):
@@ -636,16 +646,17 @@ class Store:
         raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start}, separators=(",", ":"))
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
-    def _decode_continue(self, token: str) -> tuple[ObjKey, int]:
+    def _decode_continue(self, token: str) -> tuple[ObjKey, int | None]:
+        """Where a continued list starts, and the resourceVersion it is read at (None: the latest,
+        for a token of -1, which an expired one's 410 hands out to go on inconsistently)."""
         data = _decode_continue_token(token)
-        rv, start = data["rv"], data["start"].rstrip("\x00")
-        ns, _, name = start.rpartition("/")
-        if rv < self.compacted_rv:
-            raise gone(
-                "The provided continue parameter is too old to display a consistent list result. "
-                "You can start a new list without the continue parameter."
-            )
-        return (ns, name), rv
+        rv, start = data["rv"], data["start"]
+        ns, _, name = start.rstrip("\x00").rpartition("/")
+        if 0 < rv < max(self.compacted_rv, self.storage_compacted_rv):
+            raw = json.dumps({"v": "meta.k8s.io/v1", "rv": -1, "start": start}, separators=(",", ":"))
+            raise ApiError(410, "Expired", _INCONSISTENT_CONTINUE,
+                           continue_token=base64.urlsafe_b64encode(raw.encode()).decode().rstrip("="))
+        return (ns, name), rv if rv > 0 else None
 
     # -- writes (each bumps the global resourceVersion and emits one event) --
 
@@ -730,14 +741,18 @@ class Store:
         """In-process subscribers (garbage collector, kubelet): called synchronously per event."""
         self._listeners.append(listener)
 
-    def watch(self, key: StorageKey, flt: Filter, since: int | None) -> tuple[Watcher, list[WatchEvent]]:
+    def watch(self, key: StorageKey, flt: Filter, since: int | None, *,
+              cached: bool = True) -> tuple[Watcher, list[WatchEvent]]:
         """Open a watch; returns the watcher and the events to send first.
 
         ``since`` None: synthetic ADDED for every matching object. Otherwise the retained
-        events after ``since``; 410 Gone if some of them were already dropped.
+        events after ``since``; 410 Gone if some of them were already dropped, or, for a kind
+        without a watch cache (not ``cached``), compacted.
         """
         if since is not None and since < self.compacted_rv:
             raise gone(f"too old resource version: {since} ({self.compacted_rv})")
+        if since is not None and not cached and since < self.storage_compacted_rv:
+            raise gone("The resourceVersion for the provided watch is too old.")
         watcher = Watcher(key, flt)
         if since is None:
             # in key order, as the watch cache holds them
@@ -752,6 +767,10 @@ class Store:
             initial = [e for e in selected if e is not None]
         self._watchers.setdefault(key, set()).add(watcher)
         return watcher, initial
+
+    def compact(self, rv: int) -> None:
+        """etcd compacts its revisions before ``rv``."""
+        self.storage_compacted_rv = max(self.storage_compacted_rv, rv)
 
     def unwatch(self, watcher: Watcher) -> None:
         self._watchers.get(watcher.key, set()).discard(watcher)

@@ -97,9 +97,10 @@ class ControlPlane:
     """Start with :meth:`start`, stop with :meth:`stop` (everything started, newest first)."""
 
     def __init__(self, state_dir: Path, *, upstream_controllers: Iterable[str] = (), nodes: int = NODES,
-                 admission_policy: bool = False) -> None:
+                 admission_policy: bool = False, compaction_seconds: int | None = None) -> None:
         self.dir = state_dir.resolve()
         self.admission_policy = admission_policy
+        self.compaction_seconds = compaction_seconds  # kube-apiserver's own default (5 minutes) when None
         unknown = set(upstream_controllers) - set(UPSTREAM_CONTROLLERS)
         if unknown:
             raise ValueError(f"unknown upstream controllers {sorted(unknown)}: choose from {sorted(UPSTREAM_CONTROLLERS)}")
@@ -242,6 +243,7 @@ class ControlPlane:
                     "--service-cluster-ip-range", "10.96.0.0/16", "--allow-privileged=true",
                     "--max-requests-inflight", "800", "--max-mutating-requests-inflight", "400",
                     "--audit-policy-file", str(self._audit_policy()), "--audit-log-path", str(self.audit_log),
+                    *(["--etcd-compaction-interval", f"{self.compaction_seconds}s"] if self.compaction_seconds else []),
                     "--profiling=false", "--v=1"]
 
         def controller_manager() -> list[str]:

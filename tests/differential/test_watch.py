@@ -3,16 +3,20 @@ resourceVersionMatch, and reads at a resourceVersion the server has not reached.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.differential.harness import MERGE, Call, Case, Fact, Ref, Reply, Watch
-from tests.differential.objects import LEASES, NAMESPACES, code, lease, params
+from tests.conftest import COMPACTION_SECONDS
+from tests.differential.harness import MERGE, Call, Case, Fact, Poll, Ref, Reply, Watch
+from tests.differential.objects import EVENTS, LEASES, NAMESPACES, code, lease, params
 
 OTHER_LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}-x/leases"
 START = Call("GET", LEASES, label="start", show=code)  # the resourceVersion before the case's writes
+# a list's continue token (the base64 of its version, resourceVersion and next key) made at revision 1
+CONTINUE_AT_1 = base64.urlsafe_b64encode(b'{"v":"meta.k8s.io/v1","rv":1,"start":"a\\u0000"}').decode().rstrip("=")
 FROM_START = Ref("start", "metadata", "resourceVersion")
 
 
@@ -100,6 +104,19 @@ CASES = [
         Watch(LEASES, {"sendInitialEvents": "true"}, until=lambda e: len(e) >= 1),
         Watch(LEASES, {"resourceVersionMatch": "NotOlderThan", "resourceVersion": "0"}, until=lambda e: len(e) >= 1),
     )),
+    # kube-apiserver keeps no watch cache for Events: a watch of them is served by etcd, which
+    # compacts each --etcd-compaction-interval (the tests' servers: tests.conftest.COMPACTION_SECONDS)
+    # to the revision of the interval before; kubesim does the same
+    Case("watch: from a compacted resourceVersion, 410 Gone", (
+        Poll(EVENTS + "?resourceVersion=1&resourceVersionMatch=Exact", until=lambda r: r.status == 410,
+             timeout=2 * COMPACTION_SECONDS + 20),
+        Watch(EVENTS, {"resourceVersion": "1"}, until=lambda e: len(e) >= 1),
+        Watch(EVENTS, {"resourceVersion": "1", "allowWatchBookmarks": "true"}, until=lambda e: len(e) >= 1),
+        Call("GET", EVENTS, query={"resourceVersion": "1", "resourceVersionMatch": "NotOlderThan"}),
+        Call("GET", EVENTS, query={"limit": "1", "continue": CONTINUE_AT_1}, label="expired"),
+        # the 410 hands out a token that goes on at the latest resourceVersion
+        Call("GET", EVENTS, query={"limit": "1", "continue": Ref("expired", "metadata", "continue")}, show=items),
+    ), seconds=2 * COMPACTION_SECONDS),
     Case("watch: a resourceVersion that is not one", (
         Watch(LEASES, {"resourceVersion": "x"}, until=lambda e: len(e) >= 1),
         Watch(LEASES, {"labelSelector": "a=("}, until=lambda e: len(e) >= 1),

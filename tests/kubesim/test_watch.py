@@ -113,6 +113,35 @@ def test_a_resource_version_older_than_the_window_is_gone(tmp_path):
         assert stream_lines(small.url, f"/api/v1/namespaces/default/pods?watch=1&resourceVersion={recent}&timeoutSeconds=1") == []
 
 
+def test_compaction_expires_a_watch_of_events_a_list_at_a_resource_version_and_a_continue(tmp_path):
+    """As kube-apiserver's: Events have no watch cache, so a watch of them is etcd's, as are a list
+    at a resourceVersion and a continue token, all 410 Gone once compacted."""
+    with KubeSim(kubelet=False, compaction_seconds=0.2) as small:
+        api = kubernetes.config.new_client_from_config(str(small.write_kubeconfig(tmp_path / "kc")))
+        core = kubernetes.client.CoreV1Api(api)
+        first = core.create_namespaced_pod("default", pod_body("old")).metadata.resource_version
+        core.create_namespaced_pod("default", pod_body("new"))
+        page = core.list_namespaced_pod("default", limit=1)
+        events = f"/api/v1/namespaces/default/events?watch=1&resourceVersion={first}&timeoutSeconds=1"
+        assert stream_lines(small.url, events) == []  # not compacted yet
+        core.create_namespaced_pod("default", pod_body("later"))  # (sorted before the page's next key)
+        eventually(lambda: small.store.storage_compacted_rv > int(page.metadata.resource_version))
+        [gone] = stream_lines(small.url, events)
+        assert gone["object"]["message"] == "The resourceVersion for the provided watch is too old."
+        with pytest.raises(ApiException) as err:
+            core.list_namespaced_pod("default", resource_version=first, resource_version_match="Exact")
+        assert err.value.status == 410
+        with pytest.raises(ApiException) as err:
+            core.list_namespaced_pod("default", limit=1, _continue=page.metadata._continue)
+        expired = json.loads(err.value.body)
+        assert expired["code"] == 410 and "inconsistent list" in expired["message"]
+        rest = core.list_namespaced_pod("default", limit=1, _continue=expired["metadata"]["continue"])
+        assert [p.metadata.name for p in rest.items] == ["old"] and not rest.metadata._continue
+        # Pods have a watch cache, which still holds the compacted revisions
+        pods = f"/api/v1/namespaces/default/pods?watch=1&resourceVersion={first}&timeoutSeconds=1"
+        assert [e["object"]["metadata"]["name"] for e in stream_lines(small.url, pods)] == ["new", "later"]
+
+
 def test_a_paged_list_is_at_its_first_pages_resource_version(core, sim, ns):
     """As the API server's: a watch from the list's version replays what changed while later pages
     were read (kubesim reads each page live), so an informer's cache misses nothing (JOB-93)."""
