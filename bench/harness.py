@@ -126,14 +126,15 @@ async def cluster(dev_server_args: list[str] | None = None) -> AsyncIterator[Clu
 
 
 @contextlib.contextmanager
-def worker_process(env: WorkflowEnvironment, kubeconfig: Path, workdir: Path, *, namespace: str, task_queue: str,
-                   extra: list[str] | None = None) -> Iterator[Process]:
-    """``batchd worker`` against the bench's dev server and kubesim."""
+def worker_process(env: Any, kubeconfig: Path, workdir: Path, *, namespace: str, task_queue: str,
+                   extra: list[str] | None = None, lease_namespace: str | None = None) -> Iterator[Process]:
+    """``batchd worker`` against the bench's Temporal server (``env.client``'s) and API server; its
+    Lease in ``lease_namespace`` (default: the namespace it watches)."""
     port = free_port()
     log = workdir / f"worker-{task_queue}-{port}.log"  # replicas share a task queue
     args = [str(BIN / "batchd"), "worker", "--temporal-address", env.client.service_client.config.target_host,
             "--kubeconfig", str(kubeconfig), "--namespaces", namespace, "--task-queue", task_queue,
-            "--health-port", str(port), "--log-level", "WARNING", "--leader-elect-resource-namespace", namespace,
+            "--health-port", str(port), "--log-level", "WARNING", "--leader-elect-resource-namespace", lease_namespace or namespace,
             *(extra or [])]
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)

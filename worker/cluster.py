@@ -97,14 +97,18 @@ class ControlPlane:
     """Start with :meth:`start`, stop with :meth:`stop` (everything started, newest first)."""
 
     def __init__(self, state_dir: Path, *, upstream_controllers: Iterable[str] = (), nodes: int = NODES,
-                 admission_policy: bool = False, compaction_seconds: int | None = None) -> None:
+                 admission_policy: bool = False, compaction_seconds: int | None = None,
+                 controller_manager_qps: tuple[int, int] | None = None, audited_users: Iterable[str] = ()) -> None:
+        """``controller_manager_qps``: kube-controller-manager as it ships (its defaults: 20 / 30 and 5
+        concurrent syncs of each batch controller) but this ``--kube-api-qps`` and burst; None: tuned for
+        the tests (200 / 400, 20 syncs). ``audited_users``: every request of theirs is in the audit
+        log (by default only the DELETEs of Jobs and Pods are)."""
         self.dir = state_dir.resolve()
         self.admission_policy = admission_policy
         self.compaction_seconds = compaction_seconds  # kube-apiserver's own default (5 minutes) when None
-        unknown = set(upstream_controllers) - set(UPSTREAM_CONTROLLERS)
-        if unknown:
-            raise ValueError(f"unknown upstream controllers {sorted(unknown)}: choose from {sorted(UPSTREAM_CONTROLLERS)}")
-        self.upstream_controllers = tuple(sorted(set(upstream_controllers)))
+        self.upstream_controllers = _controllers(upstream_controllers)
+        self.controller_manager_qps = controller_manager_qps
+        self.audited_users = tuple(audited_users)
         self.nodes = nodes
         self.bin = bin_dir()
         self.pki = self.dir / "pki"
@@ -151,6 +155,24 @@ class ControlPlane:
             comp.proc.wait()
         self._started.remove(comp)
         self._launch(comp)
+
+    def reconfigure_controller_manager(self, upstream_controllers: Iterable[str],
+                                       qps: tuple[int, int] | None = None) -> None:
+        """Run kube-controller-manager again (stopped as a rollout stops it) with these batch
+        controllers and API rate: one control plane, upstream's controllers and then batchd's."""
+        self.upstream_controllers = _controllers(upstream_controllers)
+        self.controller_manager_qps = qps
+        comp = next(c for c in self.components if c.name == "kube-controller-manager")
+        self._halt(comp)
+        self._started.remove(comp)
+        self._launch(comp)
+
+    def pid(self, name: str) -> int:
+        """The process id of a running component (a bench reads its CPU and memory)."""
+        proc = next(c for c in self.components if c.name == name).proc
+        if proc is None or proc.poll() is not None:
+            raise ClusterError(f"{name} is not running")
+        return proc.pid
 
     def _launch(self, comp: _Component) -> None:
         """Start ``comp`` and wait until it is ready; a port taken meanwhile is picked anew (3 tries)."""
@@ -214,9 +236,8 @@ class ControlPlane:
 
     def _components(self) -> list[_Component]:
         b, p = self.bin, self.pki
-        disabled = [name for key, name in UPSTREAM_CONTROLLERS.items() if key not in self.upstream_controllers]
-        kube_common = ["--kubeconfig", str(self.kubeconfig), "--bind-address", "127.0.0.1",
-                       "--kube-api-qps", "200", "--kube-api-burst", "400", "--leader-elect=false"]
+        kube_common = ["--kubeconfig", str(self.kubeconfig), "--bind-address", "127.0.0.1", "--leader-elect=false"]
+        tuned = ["--kube-api-qps", "200", "--kube-api-burst", "400"]
 
         def etcd() -> list[str]:
             client, peer = self._port("etcd"), self._port("etcd-peer")
@@ -247,15 +268,20 @@ class ControlPlane:
                     "--profiling=false", "--v=1"]
 
         def controller_manager() -> list[str]:
-            return [str(b / "kube-controller-manager"), *kube_common,
+            disabled = [name for key, name in UPSTREAM_CONTROLLERS.items() if key not in self.upstream_controllers]
+            qps = self.controller_manager_qps
+            rate = (["--kube-api-qps", str(qps[0]), "--kube-api-burst", str(qps[1])] if qps else
+                    [*tuned, "--concurrent-job-syncs", "20", "--concurrent-cron-job-syncs", "20"])
+            return [str(b / "kube-controller-manager"), *kube_common, *rate,
                     "--secure-port", str(self._port("controller-manager")),
                     "--controllers", ",".join(["*", *(f"-{name}" for name in disabled)]),
                     "--use-service-account-credentials=true",
                     "--service-account-private-key-file", str(p / "sa.key"), "--root-ca-file", str(p / "ca.crt"),
-                    "--concurrent-job-syncs", "20", "--concurrent-cron-job-syncs", "20", "--v=1"]
+                    "--v=1"]
 
         def scheduler() -> list[str]:
-            return [str(b / "kube-scheduler"), *kube_common, "--secure-port", str(self._port("scheduler")), "--v=1"]
+            return [str(b / "kube-scheduler"), *kube_common, *tuned, "--secure-port", str(self._port("scheduler")),
+                    "--v=1"]
 
         def kwok() -> list[str]:
             stages = self.dir / "kwok-stages.yaml"
@@ -275,11 +301,13 @@ class ControlPlane:
         ]
 
     def _audit_policy(self) -> Path:
-        """The API server's audit log records every DELETE of a Job or Pod (the tests count them)."""
+        """The API server's audit log records every DELETE of a Job or Pod (the tests count them), and
+        every request of the audited users (a bench counts them)."""
         policy = self.dir / "audit-policy.yaml"
         policy.write_text(yaml.safe_dump({
             "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
-            "rules": [{"level": "Metadata", "verbs": ["delete"],
+            "rules": [*([{"level": "Metadata", "users": list(self.audited_users)}] if self.audited_users else []),
+                      {"level": "Metadata", "verbs": ["delete"],
                        "resources": [{"group": "batch", "resources": ["jobs"]}, {"group": "", "resources": ["pods"]}]},
                       {"level": "None"}]}))
         return policy
@@ -362,6 +390,13 @@ class ControlPlane:
             "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
             "spec": {"expirationSeconds": _TOKEN_SECONDS}})["status"]["token"]
         _write_kubeconfig(self.batchd_kubeconfig, self.server, self.pki / "ca.crt", token, f"system:serviceaccount:{ns}:{name}")
+
+
+def _controllers(names: Iterable[str]) -> tuple[str, ...]:
+    unknown = set(names) - set(UPSTREAM_CONTROLLERS)
+    if unknown:
+        raise ValueError(f"unknown upstream controllers {sorted(unknown)}: choose from {sorted(UPSTREAM_CONTROLLERS)}")
+    return tuple(sorted(set(names)))
 
 
 def _write_kubeconfig(path: Path, server: str, ca: Path, token: str, user: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import itertools
 import threading
 import time
 from datetime import datetime, timedelta
@@ -360,6 +359,10 @@ async def test_a_burst_hands_its_completions_back_one_after_another(kube: Kube, 
     monkeypatch.setattr(module, "COMPLETION_RATE", 10)  # 0.1 s apart, so the test sees the spacing
     cjs = [_cronjob(kube, namespace, f"paced-{i}") for i in range(3)]
     acts = CronJobActivities(kube)
+    delays: list[float] = []
+    place_in_line = module._Burst.completion_delay
+    monkeypatch.setattr(module._Burst, "completion_delay", lambda burst: delays.append(place_in_line(burst)) or delays[-1])
+    began = time.monotonic()
     due = utcnow() + timedelta(seconds=0.5)
     returned: list[float] = []
 
@@ -369,8 +372,9 @@ async def test_a_burst_hands_its_completions_back_one_after_another(kube: Kube, 
         return res.outcome
 
     assert await asyncio.gather(*(create(cj) for cj in cjs)) == ["created"] * 3
-    gaps = [b - a for a, b in itertools.pairwise(returned)]
-    assert all(gap >= 0.08 for gap in gaps), gaps
+    # each waits its place in line once the whole burst is made: the last two tenths at least (a
+    # loaded machine only delays them, so the gaps between them are not asserted)
+    assert sorted(delays) == pytest.approx([0.0, 0.1, 0.2]) and returned[-1] - began >= 0.2
 
 
 async def test_a_burst_is_created_by_at_most_creators_threads_and_a_failure_stays_its_own(
