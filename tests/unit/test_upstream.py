@@ -48,7 +48,7 @@ def test_binaries_not_built_for_this_checkout_say_how_to_build_them(tmp_path: Pa
 def test_without_go_the_build_names_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("BATCHD_UPSTREAM_CACHE", str(tmp_path))
     monkeypatch.setattr(upstream.shutil, "which", lambda _name: None)
-    with pytest.raises(upstream.UpstreamError, match=r"needs Go 1\.24 or newer on PATH"):
+    with pytest.raises(upstream.UpstreamError, match=r"needs Go 1\.26\.8 or newer on PATH"):
         upstream.build(log=lambda _line: None)
     # a machine without Go still uses a cache built before
     _fake_cache(tmp_path / "built-earlier")

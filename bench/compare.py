@@ -1,0 +1,409 @@
+"""bench/compare: upstream's batch controllers and batchd's, on one real control plane, one after the other.
+
+    .venv/bin/python -m bench.compare [--workloads cronjob,job,ttl] [--cronjobs 250] [--minutes 5]
+                                      [--completions 2000] [--parallelism 200] [--ttl-jobs 2000]
+                                      [--upstream-qps 20/30,100/200] [--temporal dev|postgres] [--json PATH]
+
+One control plane (worker/cluster.py, built by ``make upstream``). Each workload runs three times,
+one phase after the other, each in a namespace of its own that is deleted before the next:
+
+1. kube-controller-manager with its ``job``, ``cronjob`` and ``ttl-after-finished`` controllers, as it
+   ships (``--kube-api-qps 20 --kube-api-burst 30``, 5 concurrent syncs of each);
+2. the same at 100 / 200, the setting kubernetes#113478 measured;
+3. batchd (``batchd worker --job-scope all --ttl-scope all``, its own defaults, as the batchd
+   ServiceAccount), with those three controllers off, on the Temporal dev server or (``--temporal
+   postgres``) the Temporal server on PostgreSQL (bench/temporal.py).
+
+Figures (printed, never asserted), per workload:
+
+- ``cronjob``: N every-minute CronJobs, ``--minutes`` measured schedule times: Jobs made / expected;
+  creation skew p50 / p99 / max (a Job's ``creationTimestamp``, whole seconds, minus its scheduled
+  time); the controller's CPU-seconds per Job made; peak RSS.
+- ``job``: one Indexed Job of ``--completions`` with ``--parallelism``, Pods played by kwok for 1 s:
+  time to Complete, Pods/s, Kubernetes API requests per Pod by the controller's own identities (from
+  kube-apiserver's audit log), CPU per Pod.
+- ``ttl``: ``--ttl-jobs`` Jobs of one Pod each with ``ttlSecondsAfterFinished`` spread over 0–60 s:
+  deletion lateness p50 / p99 / max (the bench's watch sees the DELETE, minus completion time plus
+  TTL), CPU per deletion.
+
+The controller's CPU is kube-controller-manager's (all its controllers: it is one process), or
+batchd's worker and, apart, the Temporal server's (with PostgreSQL's). A row per figure and per
+kube-controller-manager setting: upstream, batchd, and their ratio batchd / upstream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.harness import (
+    DeletionWatch,
+    cpu_seconds,
+    dev_server,
+    dev_server_pid,
+    kube_for,
+    percentile,
+    workdir,
+    worker_process,
+)
+from kube.client import Kube
+from worker.cluster import UPSTREAM_CONTROLLERS, ControlPlane
+
+WORKLOADS = ("cronjob", "job", "ttl")
+#: kube-controller-manager's API rate: as it ships, and as kubernetes#113478 measured it
+UPSTREAM_QPS = ((20, 30), (100, 200))
+#: the identities kube-controller-manager's batch controllers act as (--use-service-account-credentials)
+UPSTREAM_USERS = tuple(f"system:serviceaccount:kube-system:{name}" for name in UPSTREAM_CONTROLLERS.values())
+BATCHD_USER = "system:serviceaccount:batchd-system:batchd"  # deploy/base
+RUN = {"kubesim.batchd.io/run-seconds": "1"}  # kwok's stages play the Pod (worker/cluster.py)
+
+
+@dataclass
+class Side:
+    """Who runs the batch controllers in a phase, and what they cost: CPU and peak RSS by process."""
+
+    name: str  # "upstream 20/30", "batchd"
+    users: tuple[str, ...]
+    pids: Callable[[], dict[str, list[int]]]  # role -> pids, read at the start and the end
+    cpu0: dict[str, float] = field(default_factory=dict)
+
+    def begin(self) -> None:
+        self.cpu0 = self._cpu()
+
+    def cpu(self) -> dict[str, float]:
+        now = self._cpu()
+        return {role: now[role] - self.cpu0.get(role, 0.0) for role in now}
+
+    def _cpu(self) -> dict[str, float]:
+        return {role: sum(_cpu_or_zero(pid) for pid in pids) for role, pids in self.pids().items()}
+
+    def peak_rss_mb(self) -> dict[str, float]:
+        """Each role's peak RSS; a role of several processes (PostgreSQL's, whose shared buffers each
+        maps) counts its proportional set size, summed, at the time it is read."""
+        return {role: _peak_rss_mb(pids[0]) if len(pids) == 1 else sum(map(_pss_mb, pids))
+                for role, pids in self.pids().items()}
+
+
+def _cpu_or_zero(pid: int) -> float:
+    with contextlib.suppress(OSError):
+        return cpu_seconds(pid)
+    return 0.0
+
+
+def _peak_rss_mb(pid: int) -> float:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _pss_mb(pid: int) -> float:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+# -- the workloads ------------------------------------------------------------------------------
+
+def pod_template() -> dict[str, Any]:
+    return {"metadata": {"annotations": dict(RUN)},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+
+
+def cronjob_workload(kube: Kube, ns: str, side: Side, *, cronjobs: int, minutes: int) -> dict[str, float]:
+    first = (datetime.now(UTC) + timedelta(seconds=90)).replace(second=0, microsecond=0)
+    last = first + timedelta(minutes=minutes - 1)
+    for i in range(cronjobs):
+        kube.create("CronJob", ns, {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {
+            "name": f"cj-{i}", "labels": {"batchd.io/managed": "true"}}, "spec": {
+            "schedule": "* * * * *", "successfulJobsHistoryLimit": minutes + 3, "failedJobsHistoryLimit": minutes + 3,
+            "jobTemplate": {"spec": {"template": pod_template()}}}})  # every measured Job kept to be counted
+    _sleep_until(first - timedelta(seconds=5))
+    side.begin()
+    _sleep_until(last + timedelta(seconds=50))  # the last time's Jobs made, however late (up to the next minute)
+    cpu = side.cpu()
+    skews, made = [], 0
+    for job in kube.list("Job", ns)["items"]:
+        meta = job["metadata"]
+        stamp = (meta.get("annotations") or {}).get("batch.kubernetes.io/cronjob-scheduled-timestamp")
+        if stamp is None:
+            continue
+        scheduled = _time(stamp)
+        if first <= scheduled <= last:
+            made += 1
+            skews.append((_time(meta["creationTimestamp"]) - scheduled).total_seconds())
+    figures = {"Jobs made": made, "Jobs expected": cronjobs * minutes,
+               "creation skew p50 (s)": percentile(skews, 50), "creation skew p99 (s)": percentile(skews, 99),
+               "creation skew max (s)": max(skews, default=math.nan)}
+    return {**figures, **_cost(cpu, made, "Job"), **_rss(side)}
+
+
+def job_workload(plane: ControlPlane, kube: Kube, ns: str, side: Side, *, completions: int,
+                 parallelism: int) -> dict[str, float]:
+    audit = _AuditTail(plane.audit_log)
+    side.begin()
+    started = time.monotonic()
+    kube.create("Job", ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "indexed"}, "spec": {
+        "completionMode": "Indexed", "completions": completions, "parallelism": parallelism,
+        "backoffLimit": completions, "template": pod_template()}})
+    while not _finished(kube.get("Job", ns, "indexed")):
+        time.sleep(1)
+    took = time.monotonic() - started
+    cpu = side.cpu()
+    requests = audit.count(side.users)
+    return {"time to Complete (s)": took, "Pods/s": completions / took,
+            "API requests per Pod": requests / completions, **_cost(cpu, completions, "Pod"), **_rss(side)}
+
+
+def ttl_workload(kube: Kube, ns: str, side: Side, *, jobs: int) -> dict[str, float]:
+    watch = _Deletions(kube, ns)
+    watch.start()
+    side.begin()
+    try:
+        for i in range(jobs):
+            kube.create("Job", ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"ttl-{i}"}, "spec": {
+                "ttlSecondsAfterFinished": i * 61 // jobs, "template": pod_template()}})
+        deadline = time.monotonic() + 600 + jobs * 0.5
+        while len(watch.lateness) < jobs and time.monotonic() < deadline:
+            time.sleep(1)
+        cpu = side.cpu()
+    finally:
+        watch.stop()
+    late = list(watch.lateness.values())
+    return {"Jobs deleted": len(late), "Jobs": jobs, "deletion lateness p50 (s)": percentile(late, 50),
+            "deletion lateness p99 (s)": percentile(late, 99), "deletion lateness max (s)": max(late, default=math.nan),
+            **_cost(cpu, len(late), "deletion"), **_rss(side)}
+
+
+class _Deletions(DeletionWatch):
+    """Each Job's deletion lateness: when the watch saw it go, minus its completion time plus its
+    TTL (the object of the DELETED event carries both)."""
+
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        super().__init__(kube, "Job", namespace)
+        self.lateness: dict[str, float] = {}
+
+    def _run(self) -> None:
+        rv = self.kube.list(self.kind, self.namespace, limit=1)["metadata"]["resourceVersion"]
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):
+                for ev in self.kube.watch(self.kind, self.namespace, resource_version=rv, timeout_seconds=10):
+                    job = ev["object"]
+                    rv = job["metadata"].get("resourceVersion", rv)
+                    done = (job.get("status") or {}).get("completionTime")
+                    if ev["type"] == "DELETED" and done:
+                        due = _time(done) + timedelta(seconds=job["spec"].get("ttlSecondsAfterFinished") or 0)
+                        self.lateness[job["metadata"]["name"]] = (datetime.now(UTC) - due).total_seconds()
+
+
+def _cost(cpu: dict[str, float], count: int, per: str) -> dict[str, float]:
+    """CPU-seconds per unit of work, all the side's processes together, and each apart when several."""
+    out = {f"CPU-s per {per}": sum(cpu.values()) / count if count else math.nan}
+    if len(cpu) > 1:
+        out |= {f"CPU-s per {per}: {role}": seconds / count if count else math.nan for role, seconds in cpu.items()}
+    return out
+
+
+def _rss(side: Side) -> dict[str, float]:
+    peaks = side.peak_rss_mb()
+    out = {"peak RSS (MiB)": sum(peaks.values())}
+    if len(peaks) > 1:
+        out |= {f"peak RSS (MiB): {role}": mb for role, mb in peaks.items()}
+    return out
+
+
+class _AuditTail:
+    """kube-apiserver's audit log from now on: requests counted by the identity that made them."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = path.stat().st_size if path.exists() else 0
+
+    def count(self, users: tuple[str, ...]) -> int:
+        seen: set[str] = set()
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            for line in f:
+                with contextlib.suppress(ValueError):
+                    entry = json.loads(line)
+                    if (entry.get("user") or {}).get("username") in users:
+                        seen.add(entry["auditID"])  # a watch is logged when it starts and when it ends
+        return len(seen)
+
+
+def _finished(job: dict[str, Any] | None) -> bool:
+    conditions = ((job or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in conditions)
+
+
+def _time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def _sleep_until(t: datetime) -> None:
+    time.sleep(max(0.0, (t - datetime.now(UTC)).total_seconds()))
+
+
+# -- the phases ---------------------------------------------------------------------------------
+
+@contextlib.asynccontextmanager
+async def temporal_backend(kind: str, wd: Path) -> AsyncIterator[tuple[Any, Callable[[], dict[str, list[int]]]]]:
+    """The Temporal server batchd's phase runs on, and its processes by role."""
+    if kind == "dev":
+        env = await dev_server()
+        async with env:
+            pid = dev_server_pid(env)
+            yield env, lambda: {"Temporal": [pid]}
+    else:
+        from bench.temporal import postgres_server
+
+        async with postgres_server(wd / "temporal") as server:
+            yield server, server.roles
+
+
+@contextlib.contextmanager
+def batchd_side(plane: ControlPlane, temporal: Any, server: Callable[[], dict[str, list[int]]],
+                wd: Path) -> Iterator[Side]:
+    with worker_process(temporal, plane.batchd_kubeconfig, wd, namespace="", task_queue=f"compare-{uuid.uuid4().hex[:6]}",
+                        lease_namespace="batchd-system", extra=["--job-scope", "all", "--ttl-scope", "all"]) as worker:
+        yield Side("batchd", (BATCHD_USER,), lambda: {"worker": [worker.proc.pid], **server()})
+
+
+def upstream_side(plane: ControlPlane, qps: tuple[int, int]) -> Side:
+    plane.reconfigure_controller_manager(UPSTREAM_CONTROLLERS, qps)
+    return Side(f"upstream {qps[0]}/{qps[1]}", UPSTREAM_USERS,
+                lambda: {"kube-controller-manager": [plane.pid("kube-controller-manager")]})
+
+
+def namespace(kube: Kube, workload: str) -> str:
+    ns = f"compare-{workload}-{uuid.uuid4().hex[:6]}"
+    kube.create("Namespace", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    return ns
+
+
+def delete_namespace(kube: Kube, ns: str, timeout: float = 600) -> None:
+    """Delete and wait: a phase's leftovers must not cost the next one."""
+    kube.delete("Namespace", "", ns)
+    deadline = time.monotonic() + timeout
+    while kube.get("Namespace", "", ns) is not None and time.monotonic() < deadline:
+        time.sleep(2)
+
+
+def run_workload(workload: str, plane: ControlPlane, kube: Kube, side: Side, args: argparse.Namespace) -> dict[str, float]:
+    ns = namespace(kube, workload)
+    try:
+        if workload == "cronjob":
+            return cronjob_workload(kube, ns, side, cronjobs=args.cronjobs, minutes=args.minutes)
+        if workload == "job":
+            return job_workload(plane, kube, ns, side, completions=args.completions, parallelism=args.parallelism)
+        return ttl_workload(kube, ns, side, jobs=args.ttl_jobs)
+    finally:
+        delete_namespace(kube, ns)
+
+
+def size(workload: str, args: argparse.Namespace) -> str:
+    return {"cronjob": f"{args.cronjobs} CronJobs x {args.minutes} min",
+            "job": f"{args.completions} x {args.parallelism}", "ttl": f"{args.ttl_jobs} Jobs"}[workload]
+
+
+def rows(workload: str, sz: str, upstream: dict[str, dict[str, float]], batchd: dict[str, float]) -> list[dict[str, Any]]:
+    """A row per figure and kube-controller-manager setting; then batchd's cost by process, alone."""
+    out = [{"workload": workload, "size": sz, "figure": f"{figure} [{name}]", "upstream": theirs,
+            "batchd": batchd.get(figure, math.nan), "ratio": _ratio(batchd.get(figure, math.nan), theirs)}
+           for name, figures in upstream.items() for figure, theirs in figures.items()]
+    return out + [{"workload": workload, "size": sz, "figure": figure, "upstream": None, "batchd": ours, "ratio": None}
+                  for figure, ours in batchd.items() if ": " in figure]
+
+
+def _ratio(ours: float, theirs: float) -> float:
+    return ours / theirs if theirs and not math.isnan(theirs) else math.nan
+
+
+def print_table(table: list[dict[str, Any]]) -> None:
+    def fmt(v: Any) -> str:
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return "nan" if math.isnan(v) else f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
+        return str(v)
+
+    header = ("workload", "size", "figure", "upstream", "batchd", "ratio")
+    cells = [header] + [tuple(fmt(r[k]) for k in header) for r in table]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+    for c in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)))
+
+
+async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
+    wd = workdir()
+    print(f"bench.compare: state in {wd}", flush=True)
+    plane = ControlPlane(wd / "plane", audited_users=(*UPSTREAM_USERS, BATCHD_USER),
+                         controller_manager_qps=args.upstream_qps[0])
+    plane.start()
+    kube = kube_for(plane.kubeconfig)
+    results: list[dict[str, Any]] = []
+    try:
+        upstream: dict[str, dict[str, dict[str, float]]] = {w: {} for w in args.workloads}
+        for qps in args.upstream_qps:
+            side = upstream_side(plane, qps)
+            for workload in args.workloads:
+                print(f"  {workload}: {side.name} …", flush=True)
+                upstream[workload][side.name] = run_workload(workload, plane, kube, side, args)
+        plane.reconfigure_controller_manager((), None)
+        batchd: dict[str, dict[str, float]] = {}
+        async with temporal_backend(args.temporal, wd) as (temporal, server):
+            for workload in args.workloads:
+                print(f"  {workload}: batchd on the {args.temporal} Temporal server …", flush=True)
+                with batchd_side(plane, temporal, server, wd) as side:  # a worker of every namespace
+                    batchd[workload] = await asyncio.to_thread(run_workload, workload, plane, kube, side, args)
+        for workload in args.workloads:
+            results += rows(workload, size(workload, args), upstream[workload], batchd[workload])
+    finally:
+        plane.stop()
+    return results
+
+
+def _rates(text: str) -> tuple[tuple[int, int], ...]:
+    try:
+        return tuple((int(q), int(b)) for q, _, b in (pair.partition("/") for pair in text.split(",")))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected QPS/BURST pairs, as 20/30,100/200") from err
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), type=lambda s: [w for w in s.split(",") if w])
+    ap.add_argument("--cronjobs", type=int, default=250)
+    ap.add_argument("--minutes", type=int, default=5)
+    ap.add_argument("--completions", type=int, default=2000)
+    ap.add_argument("--parallelism", type=int, default=200)
+    ap.add_argument("--ttl-jobs", type=int, default=2000)
+    ap.add_argument("--upstream-qps", default=UPSTREAM_QPS, type=_rates, metavar="QPS/BURST,…",
+                    help="kube-controller-manager's API rates, a phase each (default: 20/30,100/200)")
+    ap.add_argument("--temporal", choices=("dev", "postgres"), default="dev")
+    ap.add_argument("--json", type=Path, default=None, metavar="PATH")
+    args = ap.parse_args()
+    unknown = set(args.workloads) - set(WORKLOADS)
+    if unknown:
+        ap.error(f"--workloads: unknown {sorted(unknown)}; choose from {', '.join(WORKLOADS)}")
+    table = asyncio.run(compare(args))
+    print_table(table)
+    if args.json:
+        args.json.write_text(json.dumps(table, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
