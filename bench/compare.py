@@ -1,8 +1,12 @@
 """bench/compare: upstream's batch controllers and batchd's, on one real control plane, one after the other.
 
-    .venv/bin/python -m bench.compare [--workloads cronjob,job,ttl] [--cronjobs 250] [--minutes 5]
-                                      [--completions 2000] [--parallelism 200] [--ttl-jobs 2000]
+    .venv/bin/python -m bench.compare [--workloads cronjob,job,ttl] [--cronjobs 250] [--minutes 3]
+                                      [--completions 2000] [--parallelism 200] [--ttl-jobs 1000]
                                       [--upstream-qps 20/30,100/200] [--temporal dev|postgres] [--json PATH]
+
+The defaults are sized to finish in about half an hour on a 2-core machine; the larger sizes by
+flag: ``--cronjobs 500`` or ``1000 --minutes 5``, ``--completions 10000 --parallelism 1000`` (or
+``100000`` and ``10000``), ``--ttl-jobs 2000``.
 
 One control plane (worker/cluster.py, built by ``make upstream``). Each workload runs three times,
 one phase after the other, each in a namespace of its own that is deleted before the next:
@@ -87,10 +91,11 @@ class Side:
     def _cpu(self) -> dict[str, float]:
         return {role: sum(_cpu_or_zero(pid) for pid in pids) for role, pids in self.pids().items()}
 
-    def peak_rss_mb(self) -> dict[str, float]:
-        """Each role's peak RSS; a role of several processes (PostgreSQL's, whose shared buffers each
-        maps) counts its proportional set size, summed, at the time it is read."""
-        return {role: _peak_rss_mb(pids[0]) if len(pids) == 1 else sum(map(_pss_mb, pids))
+    def memory_mb(self) -> dict[str, float]:
+        """Each role's peak RSS, or for a role of several processes (PostgreSQL's, whose shared
+        buffers each of them maps) their proportional set sizes summed, as they are now."""
+        return {f"peak RSS (MiB): {role}" if len(pids) == 1 else f"PSS (MiB): {role}":
+                _peak_rss_mb(pids[0]) if len(pids) == 1 else sum(map(_pss_mb, pids))
                 for role, pids in self.pids().items()}
 
 
@@ -124,7 +129,8 @@ def pod_template() -> dict[str, Any]:
 
 
 def cronjob_workload(kube: Kube, ns: str, side: Side, *, cronjobs: int, minutes: int) -> dict[str, float]:
-    first = (datetime.now(UTC) + timedelta(seconds=90)).replace(second=0, microsecond=0)
+    # the first measured time leaves the set-up (and batchd's 60 s armed lead) 60 to 120 s
+    first = (datetime.now(UTC) + timedelta(seconds=120)).replace(second=0, microsecond=0)
     last = first + timedelta(minutes=minutes - 1)
     for i in range(cronjobs):
         kube.create("CronJob", ns, {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {
@@ -218,11 +224,8 @@ def _cost(cpu: dict[str, float], count: int, per: str) -> dict[str, float]:
 
 
 def _rss(side: Side) -> dict[str, float]:
-    peaks = side.peak_rss_mb()
-    out = {"peak RSS (MiB)": sum(peaks.values())}
-    if len(peaks) > 1:
-        out |= {f"peak RSS (MiB): {role}": mb for role, mb in peaks.items()}
-    return out
+    by_role = side.memory_mb()
+    return {"peak RSS (MiB)": sum(by_role.values()), **(by_role if len(by_role) > 1 else {})}
 
 
 class _AuditTail:
@@ -387,10 +390,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default=",".join(WORKLOADS), type=lambda s: [w for w in s.split(",") if w])
     ap.add_argument("--cronjobs", type=int, default=250)
-    ap.add_argument("--minutes", type=int, default=5)
+    ap.add_argument("--minutes", type=int, default=3)
     ap.add_argument("--completions", type=int, default=2000)
     ap.add_argument("--parallelism", type=int, default=200)
-    ap.add_argument("--ttl-jobs", type=int, default=2000)
+    ap.add_argument("--ttl-jobs", type=int, default=1000)
     ap.add_argument("--upstream-qps", default=UPSTREAM_QPS, type=_rates, metavar="QPS/BURST,…",
                     help="kube-controller-manager's API rates, a phase each (default: 20/30,100/200)")
     ap.add_argument("--temporal", choices=("dev", "postgres"), default="dev")
