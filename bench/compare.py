@@ -95,7 +95,8 @@ class Side:
         """Each role's peak RSS, or for a role of several processes (PostgreSQL's, whose shared
         buffers each of them maps) their proportional set sizes summed, as they are now."""
         return {f"peak RSS (MiB): {role}" if len(pids) == 1 else f"PSS (MiB): {role}":
-                _peak_rss_mb(pids[0]) if len(pids) == 1 else sum(map(_pss_mb, pids))
+                _proc_mb(pids[0], "status", "VmHWM") if len(pids) == 1 else
+                sum(_proc_mb(pid, "smaps_rollup", "Pss") for pid in pids)
                 for role, pids in self.pids().items()}
 
 
@@ -105,18 +106,11 @@ def _cpu_or_zero(pid: int) -> float:
     return 0.0
 
 
-def _peak_rss_mb(pid: int) -> float:
+def _proc_mb(pid: int, file: str, key: str) -> float:
+    """A memory figure of /proc/<pid>/<file> (``status``'s ``VmHWM``, ``smaps_rollup``'s ``Pss``) in MiB."""
     with contextlib.suppress(OSError, ValueError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def _pss_mb(pid: int) -> float:
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
+        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1]) / 1024
     return 0.0
 

@@ -312,6 +312,28 @@ async def idle(handle: Any, *, timers: bool = False) -> bool:
     return closed or (not task_open and not open_activities and (timers or not open_timers))
 
 
+def require(missing: list[str], install: str) -> None:
+    """A test's prerequisites from outside the venv: skipped without them, but under CI (where
+    .ci/run installs them) failed, so that a fault there is not hidden as a skip."""
+    if missing and not os.environ.get("CI"):
+        pytest.skip(f"{', '.join(missing)} missing ({install}); under CI this test runs")
+    assert not missing, f"CI must provide {', '.join(missing)} (.ci/run installs them)"
+
+
+def temporal_server_missing() -> list[str]:
+    """What the benches' Temporal on PostgreSQL (bench/temporal.py) lacks here."""
+    from bench.temporal import BackendError, postgres_bin
+    from worker.upstream import UpstreamError, bin_dir
+
+    missing = []
+    for check, what in ((bin_dir, "temporal-server"), (postgres_bin, "PostgreSQL 15")):
+        try:
+            check()
+        except (UpstreamError, BackendError):
+            missing.append(what)
+    return missing
+
+
 async def eventually(check: Callable[[], T | Awaitable[T]], *, timeout: float = 60.0, interval: float = 0.1,
                      what: str = "condition") -> T:
     """Poll ``check`` (sync or async) until it returns a truthy value; fail after ``timeout``.

@@ -5,28 +5,20 @@ that the table and its JSON are whole, and that nothing is left running)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from bench.temporal import BackendError, postgres_bin
-from worker.upstream import UpstreamError, bin_dir
+from tests.conftest import require, temporal_server_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(600)
 def test_bench_compare_runs_upstream_and_batchd_on_one_control_plane(tmp_path: Path) -> None:
-    try:
-        bin_dir()
-        postgres_bin()
-    except (UpstreamError, BackendError) as err:
-        if os.environ.get("CI"):  # .ci/run installs PostgreSQL and builds the binaries: a skip there hides a fault
-            raise
-        pytest.skip(str(err))
+    require(temporal_server_missing(), "make upstream; apt-get install postgresql-15")
     out = tmp_path / "compare.json"
     done = subprocess.run(
         [sys.executable, "-m", "bench.compare", "--workloads", "job,ttl", "--completions", "4", "--parallelism", "2",

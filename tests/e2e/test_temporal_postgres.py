@@ -6,7 +6,6 @@ Skipped where the server is not built (``make upstream``) or PostgreSQL 15 is no
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
@@ -16,9 +15,8 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from bench.temporal import BackendError, postgres_bin, postgres_server
-from tests.conftest import eventually
-from worker.upstream import UpstreamError, bin_dir
+from bench.temporal import postgres_server
+from tests.conftest import eventually, require, temporal_server_missing
 from workflows.identity import K8S_KIND
 
 
@@ -31,13 +29,7 @@ class Greet:
 
 @pytest.fixture(autouse=True)
 def _needs_server_and_postgres() -> None:
-    try:
-        bin_dir()
-        postgres_bin()
-    except (UpstreamError, BackendError) as err:
-        if os.environ.get("CI"):  # .ci/run installs PostgreSQL and builds the server: a skip there hides a fault
-            raise
-        pytest.skip(str(err))
+    require(temporal_server_missing(), "make upstream; apt-get install postgresql-15")
 
 
 def _started_at(pid: int) -> str | None:

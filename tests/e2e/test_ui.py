@@ -30,7 +30,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from kube.client import Kube
-from tests.conftest import eventually, running, utcnow
+from tests.conftest import eventually, require, running, utcnow
 from tests.k8s import create_job, finish_job, second
 from worker.dev import ephemeral_dev_server, free_port
 
@@ -48,10 +48,7 @@ def _require_browser() -> None:
         import selenium  # noqa: F401
     except ImportError:
         missing.append("the selenium package")
-    if missing and not os.environ.get("CI"):
-        pytest.skip(f"{', '.join(missing)} missing (apt-get install chromium chromium-driver; "
-                    "pip install -e '.[test]'); under CI this test runs")
-    assert not missing, f"CI must provide {', '.join(missing)} (.ci/run installs them)"
+    require(missing, "apt-get install chromium chromium-driver; pip install -e '.[test]'")
 
 
 @pytest_asyncio.fixture(scope="module")
