@@ -15,7 +15,7 @@ BASE_IMAGE ?= python:3.11-slim
 DEBIAN_BASE ?= localhost/batchd-debian-python:bookworm
 WHEELHOUSE := build/wheelhouse
 # pytest processes of `make test`, each with its own dev server and kubesim
-TEST_PROCESSES ?= 12
+TEST_PROCESSES ?= 14
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
