@@ -399,7 +399,8 @@ def main() -> None:
     table = asyncio.run(compare(args))
     print_table(table)
     if args.json:
-        args.json.write_text(json.dumps(table, indent=1) + "\n")
+        finite = [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()} for row in table]
+        args.json.write_text(json.dumps(finite, indent=1) + "\n")  # JSON has no NaN: a figure not had is null
 
 
 if __name__ == "__main__":
