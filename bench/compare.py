@@ -1,22 +1,24 @@
 """bench/compare: upstream's batch controllers and batchd's, on one real control plane, one after the other.
 
-    .venv/bin/python -m bench.compare [--workloads cronjob,job,ttl] [--cronjobs 250] [--minutes 3]
-                                      [--completions 2000] [--parallelism 200] [--ttl-jobs 1000]
-                                      [--upstream-qps 20/30,100/200] [--temporal dev|postgres] [--json PATH]
+    .venv/bin/python -m bench.compare [--workloads cronjob,job,ttl] [--cronjobs 250] [--minutes 2]
+                                      [--completions 2000] [--parallelism 200] [--ttl-jobs 500]
+                                      [--upstream-qps 20/30,100/200] [--temporal dev,postgres] [--json PATH]
 
-The defaults are sized to finish in about half an hour on a 2-core machine; the larger sizes by
-flag: ``--cronjobs 500`` or ``1000 --minutes 5``, ``--completions 10000 --parallelism 1000`` (or
+The defaults are sized to finish within half an hour on a 2-core machine; the issue's sizes by
+flag: ``--cronjobs 250,500,1000 --minutes 5``, ``--completions 10000 --parallelism 1000`` (or
 ``100000`` and ``10000``), ``--ttl-jobs 2000``.
 
-One control plane (worker/cluster.py, built by ``make upstream``). Each workload runs three times,
-one phase after the other, each in a namespace of its own that is deleted before the next:
+One control plane (worker/cluster.py, built by ``make upstream``). Each case (a workload at a
+size; ``--cronjobs`` takes several sizes) runs once per phase, one phase after the other, each in a
+namespace of its own that is deleted before the next:
 
 1. kube-controller-manager with its ``job``, ``cronjob`` and ``ttl-after-finished`` controllers, as it
    ships (``--kube-api-qps 20 --kube-api-burst 30``, 5 concurrent syncs of each);
 2. the same at 100 / 200, the setting kubernetes#113478 measured;
 3. batchd (``batchd worker --job-scope all --ttl-scope all``, its own defaults, as the batchd
-   ServiceAccount), with those three controllers off, on the Temporal dev server or (``--temporal
-   postgres``) the Temporal server on PostgreSQL (bench/temporal.py).
+   ServiceAccount), with those three controllers off, on each Temporal server ``--temporal`` names:
+   the dev server (``dev``) and temporal-server on PostgreSQL (``postgres``, bench/temporal.py), a
+   fresh one per case.
 
 Figures (printed, never asserted), per workload:
 
@@ -32,7 +34,9 @@ Figures (printed, never asserted), per workload:
 
 The controller's CPU is kube-controller-manager's (all its controllers: it is one process), or
 batchd's worker and, apart, the Temporal server's (with PostgreSQL's). A row per figure and per
-kube-controller-manager setting: upstream, batchd, and their ratio batchd / upstream.
+kube-controller-manager setting and Temporal server (``[20/30 vs dev]``): upstream, batchd, and
+their ratio batchd / upstream. batchd sets no API rate limit of its own: its requests are bounded
+only by its 64 concurrent activities (``--max-concurrent-activities``), as the legend says.
 """
 
 from __future__ import annotations
@@ -40,23 +44,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from bench.harness import (
+    TEMPORAL_SERVERS,
     DeletionWatch,
-    cpu_seconds,
-    dev_server,
-    dev_server_pid,
+    TemporalServer,
     kube_for,
     percentile,
+    role_cpu_seconds,
+    temporal_server,
     workdir,
     worker_process,
 )
@@ -76,20 +82,16 @@ RUN = {"kubesim.batchd.io/run-seconds": "1"}  # kwok's stages play the Pod (work
 class Side:
     """Who runs the batch controllers in a phase, and what they cost: CPU and peak RSS by process."""
 
-    name: str  # "upstream 20/30", "batchd"
+    name: str  # "20/30", "dev"
     users: tuple[str, ...]
     pids: Callable[[], dict[str, list[int]]]  # role -> pids, read at the start and the end
     cpu0: dict[str, float] = field(default_factory=dict)
 
     def begin(self) -> None:
-        self.cpu0 = self._cpu()
+        self.cpu0 = role_cpu_seconds(self.pids())
 
     def cpu(self) -> dict[str, float]:
-        now = self._cpu()
-        return {role: now[role] - self.cpu0.get(role, 0.0) for role in now}
-
-    def _cpu(self) -> dict[str, float]:
-        return {role: sum(_cpu_or_zero(pid) for pid in pids) for role, pids in self.pids().items()}
+        return {role: now - self.cpu0.get(role, 0.0) for role, now in role_cpu_seconds(self.pids()).items()}
 
     def memory_mb(self) -> dict[str, float]:
         """Each role's peak RSS, or for a role of several processes (PostgreSQL's, whose shared
@@ -98,12 +100,6 @@ class Side:
                 _proc_mb(pids[0], "status", "VmHWM") if len(pids) == 1 else
                 sum(_proc_mb(pid, "smaps_rollup", "Pss") for pid in pids)
                 for role, pids in self.pids().items()}
-
-
-def _cpu_or_zero(pid: int) -> float:
-    with contextlib.suppress(OSError):
-        return cpu_seconds(pid)
-    return 0.0
 
 
 def _proc_mb(pid: int, file: str, key: str) -> float:
@@ -122,7 +118,7 @@ def pod_template() -> dict[str, Any]:
             "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
 
 
-def cronjob_workload(kube: Kube, ns: str, side: Side, *, cronjobs: int, minutes: int) -> dict[str, float]:
+def cronjob_workload(_: ControlPlane, kube: Kube, ns: str, side: Side, *, cronjobs: int, minutes: int) -> dict[str, float]:
     # the first measured time leaves the set-up (and batchd's 60 s armed lead) 60 to 120 s
     first = (datetime.now(UTC) + timedelta(seconds=120)).replace(second=0, microsecond=0)
     last = first + timedelta(minutes=minutes - 1)
@@ -168,7 +164,7 @@ def job_workload(plane: ControlPlane, kube: Kube, ns: str, side: Side, *, comple
             "API requests per Pod": requests / completions, **_cost(cpu, completions, "Pod"), **_rss(side)}
 
 
-def ttl_workload(kube: Kube, ns: str, side: Side, *, jobs: int) -> dict[str, float]:
+def ttl_workload(_: ControlPlane, kube: Kube, ns: str, side: Side, *, jobs: int) -> dict[str, float]:
     watch = _Deletions(kube, ns)
     watch.start()
     side.begin()
@@ -256,73 +252,70 @@ def _sleep_until(t: datetime) -> None:
 
 # -- the phases ---------------------------------------------------------------------------------
 
-@contextlib.asynccontextmanager
-async def temporal_backend(kind: str, wd: Path) -> AsyncIterator[tuple[Any, Callable[[], dict[str, list[int]]]]]:
-    """The Temporal server batchd's phase runs on, and its processes by role."""
-    if kind == "dev":
-        env = await dev_server()
-        async with env:
-            pid = dev_server_pid(env)
-            yield env, lambda: {"Temporal": [pid]}
-    else:
-        from bench.temporal import postgres_server
+@dataclass(frozen=True)
+class Case:
+    """One workload at one size: what each phase runs."""
 
-        async with postgres_server(wd / "temporal") as server:
-            yield server, server.roles
+    workload: str  # one of WORKLOADS
+    size: str  # as printed: "250 CronJobs x 5 min"
+    run: Callable[[ControlPlane, Kube, str, Side], dict[str, float]]  # (plane, kube, namespace, side) -> figures
+
+
+def cases(args: argparse.Namespace) -> list[Case]:
+    out = []
+    for workload in args.workloads:
+        if workload == "cronjob":
+            out += [Case(workload, f"{n} CronJobs x {args.minutes} min",
+                         functools.partial(cronjob_workload, cronjobs=n, minutes=args.minutes)) for n in args.cronjobs]
+        elif workload == "job":
+            out.append(Case(workload, f"{args.completions} x {args.parallelism}", functools.partial(
+                job_workload, completions=args.completions, parallelism=args.parallelism)))
+        else:
+            out.append(Case(workload, f"{args.ttl_jobs} Jobs", functools.partial(ttl_workload, jobs=args.ttl_jobs)))
+    return out
 
 
 @contextlib.contextmanager
-def batchd_side(plane: ControlPlane, temporal: Any, server: Callable[[], dict[str, list[int]]],
-                wd: Path) -> Iterator[Side]:
-    with worker_process(temporal, plane.batchd_kubeconfig, wd, namespace="", task_queue=f"compare-{uuid.uuid4().hex[:6]}",
+def batchd_side(plane: ControlPlane, server: TemporalServer, wd: Path) -> Iterator[Side]:
+    with worker_process(server, plane.batchd_kubeconfig, wd, namespace="", task_queue=f"compare-{uuid.uuid4().hex[:6]}",
                         lease_namespace="batchd-system", extra=["--job-scope", "all", "--ttl-scope", "all"]) as worker:
-        yield Side("batchd", (BATCHD_USER,), lambda: {"worker": [worker.proc.pid], **server()})
+        yield Side(server.kind, (BATCHD_USER,), lambda: {"worker": [worker.proc.pid], **server.roles()})
 
 
 def upstream_side(plane: ControlPlane, qps: tuple[int, int]) -> Side:
     plane.reconfigure_controller_manager(UPSTREAM_CONTROLLERS, qps)
-    return Side(f"upstream {qps[0]}/{qps[1]}", UPSTREAM_USERS,
+    return Side(f"{qps[0]}/{qps[1]}", UPSTREAM_USERS,
                 lambda: {"kube-controller-manager": [plane.pid("kube-controller-manager")]})
 
 
-def namespace(kube: Kube, workload: str) -> str:
-    ns = f"compare-{workload}-{uuid.uuid4().hex[:6]}"
+def run_phase(case: Case, plane: ControlPlane, kube: Kube, side: Side) -> dict[str, float]:
+    """The case in a namespace of its own, deleted (and waited for: its leftovers must not cost the
+    next phase) before this returns."""
+    began = time.monotonic()
+    ns = f"compare-{case.workload}-{uuid.uuid4().hex[:6]}"
     kube.create("Namespace", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    return ns
-
-
-def delete_namespace(kube: Kube, ns: str, timeout: float = 600) -> None:
-    """Delete and wait: a phase's leftovers must not cost the next one."""
-    kube.delete("Namespace", "", ns)
-    deadline = time.monotonic() + timeout
-    while kube.get("Namespace", "", ns) is not None and time.monotonic() < deadline:
-        time.sleep(2)
-
-
-def run_workload(workload: str, plane: ControlPlane, kube: Kube, side: Side, args: argparse.Namespace) -> dict[str, float]:
-    ns = namespace(kube, workload)
     try:
-        if workload == "cronjob":
-            return cronjob_workload(kube, ns, side, cronjobs=args.cronjobs, minutes=args.minutes)
-        if workload == "job":
-            return job_workload(plane, kube, ns, side, completions=args.completions, parallelism=args.parallelism)
-        return ttl_workload(kube, ns, side, jobs=args.ttl_jobs)
+        return case.run(plane, kube, ns, side)
     finally:
-        delete_namespace(kube, ns)
+        kube.delete("Namespace", "", ns)
+        deadline = time.monotonic() + 900
+        while kube.get("Namespace", "", ns) is not None and time.monotonic() < deadline:
+            time.sleep(2)
+        print(f"  {case.workload} {case.size}, {side.name}: {time.monotonic() - began:.0f} s", flush=True)
 
 
-def size(workload: str, args: argparse.Namespace) -> str:
-    return {"cronjob": f"{args.cronjobs} CronJobs x {args.minutes} min",
-            "job": f"{args.completions} x {args.parallelism}", "ttl": f"{args.ttl_jobs} Jobs"}[workload]
+def rows(case: Case, upstream: dict[str, dict[str, float]], batchd: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+    """A row per figure, kube-controller-manager setting and Temporal server; then batchd's cost
+    by process, alone, per Temporal server."""
+    def row(figure: str, theirs: float | None, ours: float) -> dict[str, Any]:
+        return {"workload": case.workload, "size": case.size, "figure": figure, "upstream": theirs, "batchd": ours,
+                "ratio": None if theirs is None else _ratio(ours, theirs)}
 
-
-def rows(workload: str, sz: str, upstream: dict[str, dict[str, float]], batchd: dict[str, float]) -> list[dict[str, Any]]:
-    """A row per figure and kube-controller-manager setting; then batchd's cost by process, alone."""
-    out = [{"workload": workload, "size": sz, "figure": f"{figure} [{name}]", "upstream": theirs,
-            "batchd": batchd.get(figure, math.nan), "ratio": _ratio(batchd.get(figure, math.nan), theirs)}
-           for name, figures in upstream.items() for figure, theirs in figures.items()]
-    return out + [{"workload": workload, "size": sz, "figure": figure, "upstream": None, "batchd": ours, "ratio": None}
-                  for figure, ours in batchd.items() if ": " in figure]
+    return [row(f"{figure} [{qps} vs {kind}]", theirs, ours.get(figure, math.nan))
+            for figure in next(iter(upstream.values()))
+            for qps, figures in upstream.items() for kind, ours in batchd.items() for theirs in [figures[figure]]
+            ] + [row(f"{figure} [{kind}]", None, value)
+                 for kind, ours in batchd.items() for figure, value in ours.items() if ": " in figure]
 
 
 def _ratio(ours: float, theirs: float) -> float:
@@ -342,35 +335,47 @@ def print_table(table: list[dict[str, Any]]) -> None:
     widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
     for c in cells:
         print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)))
+    print(LEGEND)
+
+
+LEGEND = ("[Q/B vs T]: kube-controller-manager at --kube-api-qps Q --kube-api-burst B beside batchd on the Temporal "
+          "server T (dev: the dev server; postgres: temporal-server on PostgreSQL), which has no API rate limit, only its "
+          "64 concurrent activities (--max-concurrent-activities). ratio: batchd / upstream.")
 
 
 async def compare(args: argparse.Namespace) -> list[dict[str, Any]]:
     wd = workdir()
     print(f"bench.compare: state in {wd}", flush=True)
+    began = time.monotonic()
     plane = ControlPlane(wd / "plane", audited_users=(*UPSTREAM_USERS, BATCHD_USER),
                          controller_manager_qps=args.upstream_qps[0])
     plane.start()
     kube = kube_for(plane.kubeconfig)
-    results: list[dict[str, Any]] = []
+    todo = cases(args)
     try:
-        upstream: dict[str, dict[str, dict[str, float]]] = {w: {} for w in args.workloads}
+        upstream: dict[Case, dict[str, dict[str, float]]] = {case: {} for case in todo}
         for qps in args.upstream_qps:
             side = upstream_side(plane, qps)
-            for workload in args.workloads:
-                print(f"  {workload}: {side.name} …", flush=True)
-                upstream[workload][side.name] = run_workload(workload, plane, kube, side, args)
+            for case in todo:
+                upstream[case][side.name] = run_phase(case, plane, kube, side)
         plane.reconfigure_controller_manager((), None)
-        batchd: dict[str, dict[str, float]] = {}
-        async with temporal_backend(args.temporal, wd) as (temporal, server):
-            for workload in args.workloads:
-                print(f"  {workload}: batchd on the {args.temporal} Temporal server …", flush=True)
-                with batchd_side(plane, temporal, server, wd) as side:  # a worker of every namespace
-                    batchd[workload] = await asyncio.to_thread(run_workload, workload, plane, kube, side, args)
-        for workload in args.workloads:
-            results += rows(workload, size(workload, args), upstream[workload], batchd[workload])
+        batchd: dict[Case, dict[str, dict[str, float]]] = {case: {} for case in todo}
+        for kind in args.temporal:
+            for case in todo:  # a fresh server each: its peak RSS is the case's
+                async with temporal_server(kind, wd / f"{kind}-{uuid.uuid4().hex[:6]}") as server:
+                    with batchd_side(plane, server, wd) as side:  # a worker of every namespace
+                        batchd[case][kind] = await asyncio.to_thread(run_phase, case, plane, kube, side)
     finally:
         plane.stop()
-    return results
+    print(f"bench.compare: {(time.monotonic() - began) / 60:.0f} min", flush=True)
+    return [r for case in todo for r in rows(case, upstream[case], batchd[case])]
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(n) for n in text.split(",")]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected numbers, as 250,500,1000") from err
 
 
 def _rates(text: str) -> tuple[tuple[int, int], ...]:
@@ -383,19 +388,20 @@ def _rates(text: str) -> tuple[tuple[int, int], ...]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default=",".join(WORKLOADS), type=lambda s: [w for w in s.split(",") if w])
-    ap.add_argument("--cronjobs", type=int, default=250)
-    ap.add_argument("--minutes", type=int, default=3)
+    ap.add_argument("--cronjobs", type=_ints, default=[250], metavar="N,…", help="a phase each (default: 250)")
+    ap.add_argument("--minutes", type=int, default=2)
     ap.add_argument("--completions", type=int, default=2000)
     ap.add_argument("--parallelism", type=int, default=200)
-    ap.add_argument("--ttl-jobs", type=int, default=1000)
+    ap.add_argument("--ttl-jobs", type=int, default=500)
     ap.add_argument("--upstream-qps", default=UPSTREAM_QPS, type=_rates, metavar="QPS/BURST,…",
                     help="kube-controller-manager's API rates, a phase each (default: 20/30,100/200)")
-    ap.add_argument("--temporal", choices=("dev", "postgres"), default="dev")
+    ap.add_argument("--temporal", default=["dev"], type=lambda s: [t for t in s.split(",") if t], metavar="dev|postgres,…",
+                    help="the Temporal servers batchd runs on, a phase each (default: dev)")
     ap.add_argument("--json", type=Path, default=None, metavar="PATH")
     args = ap.parse_args()
-    unknown = set(args.workloads) - set(WORKLOADS)
-    if unknown:
-        ap.error(f"--workloads: unknown {sorted(unknown)}; choose from {', '.join(WORKLOADS)}")
+    for flag, given, known in (("--workloads", args.workloads, WORKLOADS), ("--temporal", args.temporal, TEMPORAL_SERVERS)):
+        if unknown := set(given) - set(known):
+            ap.error(f"{flag}: unknown {sorted(unknown)}; choose from {', '.join(known)}")
     table = asyncio.run(compare(args))
     print_table(table)
     if args.json:

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.cronjob [--cronjobs 500] [--minutes 3] [--cronjob-lead S] [--max-cached-workflows N]
                                       [--sticky-wait D] [--replicas N]
+                                      [--temporal dev|postgres]
                                       [--ceiling]
 
 Prints (never asserts): Jobs created vs expected (and duplicates), creation skew p50/p99/max
@@ -12,7 +13,7 @@ name another controller in ``spec.managedBy`` so nothing runs them: this measure
 runs the bridge; all take workflow and activity tasks) and prints each one's peak RSS.
 
 ``--ceiling`` first runs as many ``MinuteCeiling`` workflows (bench/ceiling.py: a timer to the
-lead, then an activity that waits for the minute; no Kubernetes) on the same dev server for the
+lead, then an activity that waits for the minute; no Kubernetes) on the same Temporal server for the
 same number of minutes, their worker in its own process, and prints their skew and that worker's
 peak RSS: what the server allows, and what the SDK itself holds for as many cached workflows. Then it
 creates as many Jobs at one instant through kubesim from a light raw-HTTP client (16 keep-alive
@@ -43,6 +44,7 @@ from temporalio.client import Client
 
 from bench.ceiling import MinuteCeiling
 from bench.harness import (
+    TEMPORAL_SERVERS,
     Process,
     cluster,
     new_namespace,
@@ -175,8 +177,8 @@ async def creation_ceiling(kube: Kube, ns: str, count: int, connections: int = 1
 
 
 async def main(count: int, minutes: int, worker_args: list[str], with_ceiling: bool = False, lead: float = 30,
-               replicas: int = 1) -> None:
-    async with cluster() as (wd, env, kubeconfig, kube):
+               replicas: int = 1, temporal: str = "dev") -> None:
+    async with cluster(temporal=temporal) as (wd, env, kubeconfig, kube):
         if with_ceiling:
             await ceiling(env.client, wd, count, minutes, lead)
             answered = await creation_ceiling(kube, new_namespace(kube, "bench-ceiling"), count)
@@ -238,9 +240,11 @@ if __name__ == "__main__":
     parser.add_argument("--sticky-wait", default=None, help="e.g. 60s")
     parser.add_argument("--ceiling", action="store_true", help="first the same number of MinuteCeiling workflows")
     parser.add_argument("--replicas", type=int, default=1, help="worker processes on the task queue (one Lease)")
+    parser.add_argument("--temporal", choices=TEMPORAL_SERVERS, default="dev",
+                        help="the dev server, or temporal-server on PostgreSQL (bench/temporal.py)")
     a = parser.parse_args()
     extra = [] if a.cronjob_lead is None else ["--cronjob-lead", str(a.cronjob_lead)]
     extra += [] if a.max_cached_workflows is None else ["--max-cached-workflows", str(a.max_cached_workflows)]
     extra += [] if a.sticky_wait is None else ["--sticky-wait", a.sticky_wait]
     lead = BridgeSettings.cronjob_lead if a.cronjob_lead is None else a.cronjob_lead  # the worker's default
-    asyncio.run(main(a.cronjobs, a.minutes, extra, a.ceiling, lead, a.replicas))
+    asyncio.run(main(a.cronjobs, a.minutes, extra, a.ceiling, lead, a.replicas, a.temporal))

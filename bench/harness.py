@@ -1,4 +1,4 @@
-"""What every batchd benchmark needs: a dev server, kubesim and the worker as separate processes.
+"""What every batchd benchmark needs: a Temporal server, kubesim and the worker as separate processes.
 
 Benchmarks print figures and never decide pass/fail of the test suite. Run them from the project
 root with the venv's Python, e.g. ``.venv/bin/python -m bench.ttl``.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -18,7 +19,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
+from bench.temporal import BENCH_DYNAMIC_CONFIG, postgres_server
 from kube.client import Kube
 from kube.config import load_access
 from worker.dev import ephemeral_dev_server, free_port
@@ -106,27 +108,65 @@ def kubesim_process(workdir: Path) -> Iterator[tuple[Process, Path]]:
         p.stop()
 
 
+#: The Temporal servers a bench runs on (``--temporal``): the dev server, or temporal-server on
+#: PostgreSQL, as production runs it (bench/temporal.py).
+TEMPORAL_SERVERS = ("dev", "postgres")
+
+
+@dataclass
+class TemporalServer:
+    """The Temporal server a bench runs on, and its processes by role (``Temporal`` first; on
+    PostgreSQL, also ``PostgreSQL``'s), for the bench's CPU and memory figures."""
+
+    kind: str
+    client: Client
+    roles: Callable[[], dict[str, list[int]]]
+
+    @property
+    def pid(self) -> int:
+        return self.roles()["Temporal"][0]
+
+
+@contextlib.asynccontextmanager
+async def temporal_server(kind: str, state_dir: Path, dynamic_config: list[str] | None = None,
+                          ) -> AsyncIterator[TemporalServer]:
+    """A fresh Temporal server of ``kind`` (:data:`TEMPORAL_SERVERS`), stopped on exit; its state
+    (PostgreSQL's) under ``state_dir``. ``dynamic_config``: ``KEY=VALUE`` settings, VALUE in JSON."""
+    settings = dynamic_config or []
+    if kind == "dev":
+        env = await dev_server([a for kv in settings for a in ("--dynamic-config-value", kv)])
+        async with env:
+            pid = dev_server_pid(env)
+            yield TemporalServer(kind, env.client, lambda: {"Temporal": [pid]})
+    elif kind == "postgres":
+        extra = {key: json.loads(value) for key, _, value in (kv.partition("=") for kv in settings)}
+        async with postgres_server(state_dir / "temporal", dynamic_config={**BENCH_DYNAMIC_CONFIG, **extra}) as pg:
+            yield TemporalServer(kind, pg.client, pg.roles)
+    else:
+        raise ValueError(f"unknown Temporal server {kind!r}; choose from {', '.join(TEMPORAL_SERVERS)}")
+
+
 class Cluster(NamedTuple):
-    """What :func:`cluster` runs: its folder (logs, kubeconfig), the dev server and kubesim."""
+    """What :func:`cluster` runs: its folder (logs, kubeconfig), the Temporal server and kubesim."""
 
     wd: Path
-    env: WorkflowEnvironment
+    env: TemporalServer
     kubeconfig: Path
     kube: Kube
 
 
 @contextlib.asynccontextmanager
-async def cluster(dev_server_args: list[str] | None = None) -> AsyncIterator[Cluster]:
-    """A fresh folder, the dev server and kubesim in its own process, all stopped on exit."""
+async def cluster(dynamic_config: list[str] | None = None, temporal: str = "dev") -> AsyncIterator[Cluster]:
+    """A fresh folder, a Temporal server (:func:`temporal_server`) and kubesim in its own process,
+    all stopped on exit."""
     wd = workdir()
-    env = await dev_server(dev_server_args)
-    async with env:
+    async with temporal_server(temporal, wd, dynamic_config) as server:
         with kubesim_process(wd) as (_, kubeconfig):
-            yield Cluster(wd, env, kubeconfig, kube_for(kubeconfig))
+            yield Cluster(wd, server, kubeconfig, kube_for(kubeconfig))
 
 
 @contextlib.contextmanager
-def worker_process(env: Any, kubeconfig: Path, workdir: Path, *, namespace: str, task_queue: str,
+def worker_process(env: TemporalServer, kubeconfig: Path, workdir: Path, *, namespace: str, task_queue: str,
                    extra: list[str] | None = None, lease_namespace: str | None = None) -> Iterator[Process]:
     """``batchd worker`` against the bench's Temporal server (``env.client``'s) and API server; its
     Lease in ``lease_namespace`` (default: the namespace it watches)."""
@@ -159,7 +199,7 @@ def histogram_buckets(port: int, name: str) -> dict[float, float]:
 
 
 @contextlib.contextmanager
-def worker_processes(n: int, env: WorkflowEnvironment, kubeconfig: Path, workdir: Path, *, namespace: str,
+def worker_processes(n: int, env: TemporalServer, kubeconfig: Path, workdir: Path, *, namespace: str,
                      task_queue: str, extra: list[str] | None = None) -> Iterator[list[Process]]:
     """``n`` replicas of :func:`worker_process` on one task queue (and, unless ``extra`` says otherwise, one Lease)."""
     with contextlib.ExitStack() as stack:
@@ -199,6 +239,16 @@ def cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds a process has used, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def role_cpu_seconds(roles: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds by role, each its processes' sum (one that has exited counts nothing)."""
+    def of(pid: int) -> float:
+        with contextlib.suppress(OSError):
+            return cpu_seconds(pid)
+        return 0.0
+
+    return {role: sum(of(pid) for pid in pids) for role, pids in roles.items()}
 
 
 def dev_server_pid(env: WorkflowEnvironment) -> int:

@@ -1,7 +1,7 @@
 """bench/job: Indexed Jobs of many Pods on kubesim; by default one, 5,000 completions, parallelism 500, Pods running 1 s.
 
     .venv/bin/python -m bench.job [--completions 5000] [--parallelism 500] [--run-seconds 1] [--per-index]
-                                  [--jobs 1] [--kill-after N]
+                                  [--jobs 1] [--kill-after N] [--temporal dev|postgres]
 
 With ``--per-index`` the Job has ``backoffLimitPerIndex: 1`` and every tenth index fails once
 (kubesim's kubelet exits its first Pod with 1), so 10 % of the indexes wait out their own
@@ -37,6 +37,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from bench.harness import (
+    TEMPORAL_SERVERS,
     Process,
     billable_actions,
     cluster,
@@ -97,8 +98,8 @@ async def kill_after(kube: Kube, ns: str, job: str, pods: int, worker: Process) 
 
 
 async def main(completions: int, parallelism: int, run_seconds: float, per_index: bool = False, jobs: int = 1,
-               kill: int | None = None) -> None:
-    async with cluster() as (wd, env, kubeconfig, kube):
+               kill: int | None = None, temporal: str = "dev") -> None:
+    async with cluster(temporal=temporal) as (wd, env, kubeconfig, kube):
         url = kube.access.server
         ns = new_namespace(kube, "bench-job")
         names = ["big"] if jobs == 1 else [f"big-{i}" for i in range(jobs)]
@@ -221,5 +222,7 @@ if __name__ == "__main__":
     parser.add_argument("--per-index", action="store_true", help="backoffLimitPerIndex 1; 10 %% of Pods fail once")
     parser.add_argument("--jobs", type=int, default=1, help="this many Jobs, created at once")
     parser.add_argument("--kill-after", type=int, default=None, help="SIGKILL the worker after this many Pods succeeded")
+    parser.add_argument("--temporal", choices=TEMPORAL_SERVERS, default="dev",
+                        help="the dev server, or temporal-server on PostgreSQL (bench/temporal.py)")
     a = parser.parse_args()
-    asyncio.run(main(a.completions, a.parallelism, a.run_seconds, a.per_index, a.jobs, a.kill_after))
+    asyncio.run(main(a.completions, a.parallelism, a.run_seconds, a.per_index, a.jobs, a.kill_after, a.temporal))

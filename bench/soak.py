@@ -3,10 +3,11 @@ worker stay flat?
 
     .venv/bin/python -m bench.soak [--cronjobs 2000] [--sleepers 10000] [--minutes 30] [--sample 20]
                                    [--settle 2] [--replicas 1] [--server-nice N] [--history-limit N]
-                                   [--dynamic-config KEY=VALUE …]
+                                   [--dynamic-config KEY=VALUE …] [--temporal dev|postgres]
                                    [--tracemalloc | --mallinfo] [--heaptrack] [-- worker flags…]
 
-One ``batchd worker`` process against kubesim and a dev server (``--replicas N``: N of them on one
+One ``batchd worker`` process against kubesim and a Temporal server (the dev server, or with
+``--temporal postgres`` temporal-server on PostgreSQL, bench/temporal.py; ``--replicas N``: N of them on one
 task queue and one Lease, as the manifests run two; each one's RSS is printed, and the first is
 the one ``--tracemalloc``, ``--mallinfo`` and ``--heaptrack`` look into). The bench plays the Job controller
 by hand: each Job the CronJobs create is marked Complete a second after it appears (``Finisher``;
@@ -19,11 +20,11 @@ time and their creation skew (first watch event minus the scheduled time), and h
 creations the workers themselves recorded in that minute were more than 1 s late (their
 ``cronjob_controller_cronjob_job_creation_skew_duration_seconds``, scraped from each /metrics): the
 skew as made, apart from the watch that shows it to the bench. At the end: the RSS
-slope over the last 10 minutes (MiB per minute, least squares), the CPU each worker and the dev
-server spent per Job made in the measured minutes, and for ``--sample`` CronJobs the
+slope over the last 10 minutes (MiB per minute, least squares), the CPU each worker and the Temporal
+server (and PostgreSQL) spent per Job made in the measured minutes, and for ``--sample`` CronJobs the
 history events of their current run and the Temporal actions per Job their runs cost so far.
 
-``--server-nice N``: the dev server runs at nice N, so that the workers and kubesim get the cores
+``--server-nice N``: the Temporal server runs at nice N, so that the workers and kubesim get the cores
 first when both want them, as they would with the Temporal server on machines of its own; it still
 gets every cycle they leave.
 
@@ -31,8 +32,8 @@ gets every cycle they leave.
 CronJob deletes one Job a minute from its fourth minute on (a DELETE, a SuccessfulDelete Event and
 a watch event for every worker); 10 keeps those deletes out of a run of up to 8 measured minutes.
 
-``--dynamic-config KEY=VALUE`` (repeatable): a dynamic config value of the dev server, beside the
-ones every bench sets (bench/harness.py), e.g. ``matching.numTaskqueueReadPartitions=1``.
+``--dynamic-config KEY=VALUE`` (repeatable): a dynamic config value of the Temporal server, beside
+the ones every bench sets (bench/harness.py), e.g. ``matching.numTaskqueueReadPartitions=1``.
 
 ``--tracemalloc``: the worker traces its Python allocations (bench/memsite/sitecustomize.py) and,
 each minute, writes the source lines whose allocations grew most; the bench prints the traced
@@ -68,14 +69,15 @@ from temporalio.client import Client
 
 from bench.cronjob import cronjob, watch_jobs
 from bench.harness import (
+    TEMPORAL_SERVERS,
     billable_actions,
     cluster,
     cpu_seconds,
-    dev_server_pid,
     histogram_buckets,
     new_namespace,
     percentile,
     renice,
+    role_cpu_seconds,
     table,
     worker_processes,
 )
@@ -110,11 +112,11 @@ async def cronjob_costs(client: Client, ns: str, names: list[str], jobs: int) ->
 
 async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int, worker_args: list[str],
                trace: bool = False, heaptrack: bool = False, replicas: int = 1, mallinfo: bool = False,
-               server_nice: int = 0, history_limit: int | None = None, dynamic_config: list[str] | None = None) -> None:
-    async with cluster([a for kv in dynamic_config or [] for a in ("--dynamic-config-value", kv)]) as (
-            wd, env, kubeconfig, kube):
+               server_nice: int = 0, history_limit: int | None = None, dynamic_config: list[str] | None = None,
+               temporal: str = "dev") -> None:
+    async with cluster(dynamic_config, temporal) as (wd, env, kubeconfig, kube):
         if server_nice:
-            renice(dev_server_pid(env), server_nice)
+            renice(env.pid, server_nice)
         if trace or mallinfo:  # read by the worker's interpreter as it starts (bench/memsite/sitecustomize.py)
             site = str(Path(__file__).parent / "memsite")
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (site, os.environ.get("PYTHONPATH")) if p)
@@ -148,8 +150,8 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
             created_skew = SkewScrape([p.port for p in procs if p.port])
             await asyncio.sleep(max(0.0, (start - timedelta(seconds=10) - datetime.now(UTC)).total_seconds()))
             created_skew.minute()
-            pids = [p.proc.pid for p in procs] + [dev_server_pid(env)]
-            cpu = [cpu_seconds(pid) for pid in pids]
+            pids = [p.proc.pid for p in procs]
+            cpu, server_cpu = [cpu_seconds(pid) for pid in pids], role_cpu_seconds(env.roles())
             rows = []
             for minute in range(minutes):
                 due = start + timedelta(minutes=minute)
@@ -174,6 +176,8 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
                     rows.append(("    the worker's heap", f.read_text().splitlines()[0] if f.exists() else "no sample"))
                 print(*(f"{a.strip()} {b}" for a, b in rows[-1 - mallinfo:]), sep="\n", flush=True)
             cpu = [cpu_seconds(pid) - before for pid, before in zip(pids, cpu, strict=True)]
+            cpu += [now - server_cpu.get(role, 0.0) for role, now in role_cpu_seconds(env.roles()).items()]
+            servers = list(env.roles())
             peaks = [p.rss_mb()[1] for p in procs]
             names = [f"cj-{i:04d}" for i in range(0, count, max(1, count // sample))][:sample]
             made = sum(1 for k in list(seen) if k.rsplit("-", 1)[0] in set(names))
@@ -186,7 +190,7 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
     every = [seen[k] - t.timestamp() for k, t in scheduled.items() if start <= t < end]
     print(f"soak: {count} CronJobs '* * * * *' and {sleepers} sleeping TTL timers, {minutes} minutes from "
           f"{start:%H:%M} UTC, {'one worker' if replicas == 1 else f'{replicas} workers'}"
-          f"{f', the dev server at nice {server_nice}' if server_nice else ''}")
+          f"{f', the Temporal server at nice {server_nice}' if server_nice else ''}")
     print(table([
         *rows,
         ("Jobs created / expected", f"{len(every)} / {count * minutes}"),
@@ -195,7 +199,7 @@ async def main(count: int, sleepers: int, minutes: int, sample: int, settle: int
          f"{percentile(every, 50):.2f} / {percentile(every, 99):.2f} / {max(every, default=float('nan')):.2f}"),
         ("RSS slope over the last 10 minutes (MiB/min)", " / ".join(f"{slope(r[-10:]):+.2f}" for r in rss)),
         ("worker peak RSS (MiB)", " / ".join(f"{p:.0f}" for p in peaks)),
-        ("CPU ms per Job made: each worker / the dev server",
+        (f"CPU ms per Job made: each worker / {' / '.join(servers)}",
          " / ".join(f"{1000 * c / max(1, len(every)):.1f}" for c in cpu)),
         (f"history events of a CronJob's current run (mean of {len(names)})", f"{events:.0f}"),
         ("Temporal actions per Job, CronJob workflow", f"{actions:.1f}"),
@@ -290,14 +294,16 @@ if __name__ == "__main__":
     parser.add_argument("--heaptrack", action="store_true", help="record the worker's native allocations")
     parser.add_argument("--replicas", type=int, default=1, help="worker processes on the task queue (one Lease)")
     parser.add_argument("--server-nice", type=int, default=0,
-                        help="the dev server's nice value: in a cluster it does not share the workers' cores")
+                        help="the Temporal server's nice value: in a cluster it does not share the workers' cores")
     parser.add_argument("--history-limit", type=int, default=None,
                         help="the CronJobs' successfulJobsHistoryLimit (default 3: from the fourth minute each "
                              "CronJob deletes a Job a minute)")
     parser.add_argument("--dynamic-config", action="append", metavar="KEY=VALUE",
-                        help="a dynamic config value of the dev server (repeatable)")
+                        help="a dynamic config value of the Temporal server (repeatable)")
+    parser.add_argument("--temporal", choices=TEMPORAL_SERVERS, default="dev",
+                        help="the dev server, or temporal-server on PostgreSQL (bench/temporal.py)")
     parser.add_argument("worker", nargs="*", help="worker flags, after --")
     a = parser.parse_args()
     asyncio.run(main(a.cronjobs, a.sleepers, a.minutes, a.sample, a.settle,
                      a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"], a.tracemalloc, a.heaptrack, a.replicas,
-                     a.mallinfo, a.server_nice, a.history_limit, a.dynamic_config))
+                     a.mallinfo, a.server_nice, a.history_limit, a.dynamic_config, a.temporal))

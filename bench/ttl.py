@@ -1,17 +1,17 @@
 """bench/ttl: TTL-after-finished throughput, latency and memory, against a ceiling.
 
-    .venv/bin/python -m bench.ttl [--jobs 2000] [--sleepers 10000]
+    .venv/bin/python -m bench.ttl [--jobs 2000] [--sleepers 10000] [--temporal dev|postgres]
 
 Prints (never asserts):
 1. ceiling — a minimal workflow (one sleep, one no-op activity) × N, all waking at once, on the same
-   dev server: completions/s;
+   Temporal server: completions/s;
 2. burst — N finished Jobs whose TTLs expire in the same second, run by a real ``batchd worker``
    process against kubesim (separate process): deletions/s end to end, time-to-deletion p50/p99,
    worker peak RSS, Temporal actions per deletion, and the ratio ours/ceiling;
 3. paced — N/2 Jobs expiring at half the ceiling rate: time-to-deletion p50/p99;
 4. sleepers — M Jobs with a one-hour TTL: worker RSS once all M timers sleep, the set-up rate
-   against its ceiling (how fast the dev server starts workflows no worker polls), and the CPU
-   the dev server and the worker each used meanwhile.
+   against its ceiling (how fast the Temporal server starts workflows no worker polls), and the CPU
+   the Temporal server and the worker each used meanwhile.
 Time-to-deletion is measured as the API shows it: the first watch event carrying the Job's
 deletionTimestamp, minus finish time + TTL.
 """
@@ -28,16 +28,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from bench.ceiling import DONE, CeilingWorkflow, SleeperCeiling, bench_noop
 from bench.harness import (
+    TEMPORAL_SERVERS,
     DeletionWatch,
+    TemporalServer,
     billable_actions,
     cluster,
     cpu_seconds,
-    dev_server_pid,
     new_namespace,
     percentile,
     start_workflows,
@@ -64,7 +64,7 @@ async def ceiling(client: Client, n: int) -> dict[str, float]:
 
 
 async def setup_ceiling(client: Client, n: int) -> float:
-    """Workflows the dev server starts per second (64 starts at a time, no worker polling them):
+    """Workflows the Temporal server starts per second (64 starts at a time, no worker polling them):
     the most any bridge could set up on this server, before a single workflow task runs."""
     tq = f"setup-ceiling-{uuid.uuid4()}"
     t0 = time.monotonic()
@@ -107,7 +107,7 @@ async def actions_per_workflow(client: Client, ns: str, sample: int = 20) -> flo
     return sum(totals) / len(totals) if totals else float("nan")
 
 
-async def ttl_run(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any, expiries_fn: Any, n: int,
+async def ttl_run(env: TemporalServer, kube: Kube, kubeconfig: Any, wd: Any, expiries_fn: Any, n: int,
                   label: str) -> dict[str, Any]:
     ns = new_namespace(kube, f"bench-{label}")
     tq = f"bench-{label}"
@@ -132,10 +132,10 @@ async def ttl_run(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any
     }
 
 
-async def sleepers(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any, m: int,
+async def sleepers(env: TemporalServer, kube: Kube, kubeconfig: Any, wd: Any, m: int,
                    worker_args: list[str]) -> dict[str, Any]:
     ns = new_namespace(kube, "bench-sleep")
-    server = dev_server_pid(env)
+    server = env.pid
     with worker_process(env, kubeconfig, wd, namespace=ns, task_queue="bench-sleepers",
                         extra=["--ttl-scope", "all", *worker_args]) as proc:
         far = datetime.now(UTC) + timedelta(hours=1)
@@ -151,7 +151,7 @@ async def sleepers(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: An
             "worker_cores": busy[1]}
 
 
-async def burst_and_paced(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any, wd: Any, jobs: int) -> None:
+async def burst_and_paced(env: TemporalServer, kube: Kube, kubeconfig: Any, wd: Any, jobs: int) -> None:
     ceil = await ceiling(env.client, jobs)
     print(f"ceiling: {jobs} minimal workflows waking at once", flush=True)
     print(table([("completions/s", f"{ceil['rate']:.0f}"), ("p50 / p99 lateness (s)",
@@ -178,20 +178,20 @@ async def burst_and_paced(env: WorkflowEnvironment, kube: Kube, kubeconfig: Any,
                  ("time-to-deletion p50 / p99 (s)", f"{paced['p50']:.2f} / {paced['p99']:.2f}")]))
 
 
-async def main(jobs: int, sleeper_count: int, worker_args: list[str]) -> None:
-    async with cluster() as (wd, env, kubeconfig, kube):
+async def main(jobs: int, sleeper_count: int, worker_args: list[str], temporal: str = "dev") -> None:
+    async with cluster(temporal=temporal) as (wd, env, kubeconfig, kube):
         if jobs:
             await burst_and_paced(env, kube, kubeconfig, wd, jobs)
         if sleeper_count:
             sample = min(sleeper_count, 5000)
             limit = await setup_ceiling(env.client, sample)
-            print(f"set-up ceiling: the dev server starts {limit:.0f} workflows/s ({sample}, no worker)", flush=True)
+            print(f"set-up ceiling: the {env.kind} server starts {limit:.0f} workflows/s ({sample}, no worker)", flush=True)
             s = await sleepers(env, kube, kubeconfig, wd, sleeper_count, worker_args)
             rate = s["running"] / s["setup_s"]
             print(f"sleepers: {sleeper_count} Jobs with a one-hour TTL", flush=True)
             print(table([("TTL workflows running", s["running"]), ("set-up (s)", f"{s['setup_s']:.0f}"),
                          ("set-up rate (workflows/s), ratio to the ceiling", f"{rate:.0f}, {rate / limit:.2f}"),
-                         ("CPU during set-up, cores: dev server / worker",
+                         ("CPU during set-up, cores: Temporal server / worker",
                           f"{s['server_cores']:.2f} / {s['worker_cores']:.2f}"),
                          ("worker RSS now / peak (MiB)", f"{s['rss_mb']:.0f} / {s['rss_peak_mb']:.0f}")]))
     print(f"(logs in {wd})")
@@ -203,6 +203,8 @@ if __name__ == "__main__":
     parser.add_argument("--sleepers", type=int, default=10000)
     parser.add_argument("--max-cached-workflows", type=int, default=None,
                         help="passed to the sleepers' worker (default: the worker's own)")
+    parser.add_argument("--temporal", choices=TEMPORAL_SERVERS, default="dev",
+                        help="the dev server, or temporal-server on PostgreSQL (bench/temporal.py)")
     a = parser.parse_args()
     extra = [] if a.max_cached_workflows is None else ["--max-cached-workflows", str(a.max_cached_workflows)]
-    asyncio.run(main(a.jobs, a.sleepers, extra))
+    asyncio.run(main(a.jobs, a.sleepers, extra, a.temporal))

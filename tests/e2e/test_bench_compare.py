@@ -28,12 +28,12 @@ def test_bench_compare_runs_upstream_and_batchd_on_one_control_plane(tmp_path: P
     rows = json.loads(out.read_text())
     assert all(set(r) == {"workload", "size", "figure", "upstream", "batchd", "ratio"} for r in rows)
     by = {(r["workload"], r["figure"]): r for r in rows}
-    deleted = by[("ttl", "Jobs deleted [upstream 100/200]")]
+    deleted = by[("ttl", "Jobs deleted [100/200 vs postgres]")]
     assert deleted["upstream"] == deleted["batchd"] == 3
-    requests = by[("job", "API requests per Pod [upstream 100/200]")]
+    requests = by[("job", "API requests per Pod [100/200 vs postgres]")]
     assert requests["upstream"] > 0 and requests["batchd"] > 0  # each controller's own identity, audited
-    assert all(by[("job", f"CPU-s per Pod: {role}")]["batchd"] > 0 for role in ("worker", "Temporal", "PostgreSQL"))
-    assert "API requests per Pod [upstream 100/200]" in done.stdout  # the printed table
+    assert all(by[("job", f"CPU-s per Pod: {role} [postgres]")]["batchd"] > 0 for role in ("worker", "Temporal", "PostgreSQL"))
+    assert "API requests per Pod [100/200 vs postgres]" in done.stdout  # the printed table
     state = done.stdout.split("state in ", 1)[1].split()[0]
     assert not _running_in(state), "the bench left processes running"
 
