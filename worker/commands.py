@@ -408,8 +408,9 @@ def _activity(a: Any, now: datetime) -> dict[str, Any]:
 
 
 def _label(key: str) -> str:
-    """``nextScheduleTime`` → ``Next Schedule Time``, as ``kubectl describe`` labels fields."""
-    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", key)
+    """``nextScheduleTime`` → ``Next Schedule Time``, ``failuresInARow`` → ``Failures In A Row``, as
+    ``kubectl describe`` labels fields."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", key)
     return words[:1].upper() + words[1:]
 
 

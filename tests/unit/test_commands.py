@@ -65,3 +65,11 @@ def test_other_refusals_and_a_lasting_one_are_not_hidden(monkeypatch: pytest.Mon
     with pytest.raises(RPCError):
         run(handle)
     assert len(handle.ids) == commands.UPDATE_ATTEMPTS
+
+
+@pytest.mark.parametrize(("key", "label"), [
+    ("nextScheduleTime", "Next Schedule Time"), ("failuresInARow", "Failures In A Row"),
+    ("uid", "Uid"), ("lastFailedJob", "Last Failed Job"), ("armedFor", "Armed For"),
+])
+def test_describe_labels_fields_in_words(key: str, label: str) -> None:
+    assert commands._label(key) == label

@@ -39,6 +39,7 @@ from workflows.models.cronjob import (
     delete_cronjob_jobs,
     set_cronjob_suspend,
 )
+from workflows.times import iso
 
 T = datetime(2026, 5, 19, 10, 0, tzinfo=UTC)  # the top of the hour
 JUST_BEFORE = T - timedelta(minutes=1)
@@ -537,6 +538,22 @@ def test_a_run_limit_counts_scheduled_jobs_only_and_stops_the_timer() -> None:  
     s2, _, _ = decide.created(again.state, run, CreateJobResult(
         outcome="created", job=ObjectReference(name=run.name, namespace="ns", uid="t")), T)
     assert s2.scheduled_runs == again.state.scheduled_runs
+
+
+def test_describe_lists_only_the_times_that_will_run() -> None:  # CJ-MAX-RUNS, CJ-SKIP
+    def upcoming(s: CronJobState, now: datetime = JUST_AFTER) -> list[str]:
+        return decide.describe(s, now, wake=None, armed_for=None)["upcoming"]
+
+    def hours(*h: int) -> list[str]:
+        return [iso(T + timedelta(hours=n)) for n in h]
+
+    one_left = sync(state(ran_previously=True, observed={"max_runs": 2}), JUST_AFTER)
+    assert one_left.created == [job_name("cj", T)] and upcoming(one_left.state) == hours(1)
+    assert upcoming(state(ran_previously=True)) == hours(1, 2, 3, 4, 5)
+    assert upcoming(state(ran_previously=True, observed={"skip": ["0 */2 * * *"]})) == hours(1, 3, 5, 7, 9)
+    both = state(ran_previously=True, observed={"skip": ["0 */2 * * *"], "max_runs": 2})
+    assert upcoming(both) == hours(1, 3)
+    assert upcoming(state(ran_previously=True, observed={"skip": ["* * * * *"]})) == []  # every time skipped
 
 
 def test_a_skip_calendar_time_makes_no_job_and_enters_the_ledger_once() -> None:  # CJ-SKIP

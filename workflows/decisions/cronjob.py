@@ -1124,19 +1124,29 @@ def _ledger_times(e: _Edit, sched: cron.Schedule, *, since: datetime, until: dat
 
 # -- queries ---------------------------------------------------------------------------------------
 
+#: how many of the next times ``describe`` lists, and how many schedule times it reads to find them
+UPCOMING, UPCOMING_SCAN = 5, 1000
+
+
 def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
              armed_for: datetime | None) -> dict[str, Any]:
-    """The ``describe`` query: schedule, next times, active Jobs, counters and recent results."""
+    """The ``describe`` query: schedule, the times that will run (none past the run limit, the
+    active window or in the skip calendar), active Jobs, counters and recent results."""
     o, spec = state.observation, state.observation.spec
     upcoming: list[str] = []
+    left = runs_left(state)
+    wanted = UPCOMING if left is None else min(UPCOMING, left)  # CJ-MAX-RUNS
     try:
         schedule, _ = schedule_of(o)
         t: datetime | None = max(now, _second_before(o.active_from)) if o.active_from else now
-        while len(upcoming) < 5 and runs_left(state) != 0:
+        for _ in range(UPCOMING_SCAN):  # bounded: a skip calendar may skip every time
+            if len(upcoming) >= wanted:
+                break
             t = schedule.next(t) if t is not None else None
             if t is None or (o.active_until is not None and t > o.active_until):  # CJ-WINDOW
                 break
-            upcoming.append(iso(t))
+            if not _skipped(o, t):  # CJ-SKIP
+                upcoming.append(iso(t))
     except cron.ScheduleError as err:
         upcoming = [f"error: {err.reason}"]
 
