@@ -1130,25 +1130,8 @@ UPCOMING, UPCOMING_SCAN = 5, 1000
 
 def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
              armed_for: datetime | None) -> dict[str, Any]:
-    """The ``describe`` query: schedule, the times that will run (none past the run limit, the
-    active window or in the skip calendar), active Jobs, counters and recent results."""
+    """The ``describe`` query: schedule, the times that will run, active Jobs, counters and recent results."""
     o, spec = state.observation, state.observation.spec
-    upcoming: list[str] = []
-    left = runs_left(state)
-    wanted = UPCOMING if left is None else min(UPCOMING, left)  # CJ-MAX-RUNS
-    try:
-        schedule, _ = schedule_of(o)
-        t: datetime | None = max(now, _second_before(o.active_from)) if o.active_from else now
-        for _ in range(UPCOMING_SCAN):  # bounded: a skip calendar may skip every time
-            if len(upcoming) >= wanted:
-                break
-            t = schedule.next(t) if t is not None else None
-            if t is None or (o.active_until is not None and t > o.active_until):  # CJ-WINDOW
-                break
-            if not _skipped(o, t):  # CJ-SKIP
-                upcoming.append(iso(t))
-    except cron.ScheduleError as err:
-        upcoming = [f"error: {err.reason}"]
 
     def opt(t: datetime | None) -> str | None:
         return iso(t) if t else None
@@ -1160,7 +1143,7 @@ def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
         "concurrencyPolicy": spec.concurrency_policy,
         "startingDeadlineSeconds": spec.starting_deadline_seconds,
         "nextScheduleTime": opt(wake or armed_for), "armedFor": opt(armed_for),  # armed: the pass has no wake yet
-        "upcoming": [] if spec.suspend or o.held else upcoming,
+        "upcoming": [] if spec.suspend or o.held else _upcoming(state, now),
         "held": o.held,
         "active": [a.name for a in state.active],
         "lastScheduleTime": opt(state.last_schedule_time),
@@ -1176,6 +1159,28 @@ def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
         "recentRuns": [r.model_dump(mode="json", by_alias=True) for r in state.recent],
         "warnings": state.reported[-10:],
     }
+
+
+def _upcoming(state: CronJobState, now: datetime) -> list[str]:
+    """The next times that will run: none past the run limit (CJ-MAX-RUNS) or the active window
+    (CJ-WINDOW), none in the skip calendar (CJ-SKIP)."""
+    o, left = state.observation, runs_left(state)
+    upcoming: list[str] = []
+    wanted = UPCOMING if left is None else min(UPCOMING, left)
+    try:
+        schedule, _ = schedule_of(o)
+        t: datetime | None = max(now, _second_before(o.active_from)) if o.active_from else now
+        for _ in range(UPCOMING_SCAN):  # bounded: a skip calendar may skip every time
+            if len(upcoming) >= wanted:
+                break
+            t = schedule.next(t) if t is not None else None
+            if t is None or (o.active_until is not None and t > o.active_until):
+                break
+            if not _skipped(o, t):
+                upcoming.append(iso(t))
+    except cron.ScheduleError as err:
+        return [f"error: {err.reason}"]
+    return upcoming
 
 
 def _describe_seat(state: CronJobState) -> dict[str, Any] | None:
