@@ -121,7 +121,10 @@ class BridgeSettings:
     cronjob_lead: float = 60.0  # seconds: CronJob workflows arm each creation this early (0: off)
     resync_seconds: float = 600.0
     vanished_seconds: float = 30.0  # CJ-42: how often the leader looks for active Jobs that vanished unseen
-    shards: int = 8
+    # Each dispatch waits on a Temporal RPC, so the shards bound how many are in flight: with 8,
+    # 2,000 Jobs finishing together waited seconds in them (bench.compare's TTL lateness p99 11-12 s;
+    # 4.9-5.4 s with 32, docs/benchmarks.md).
+    shards: int = 32
     cloudevents: bool = False  # NOTIFY-EVENTS: the workflows send CloudEvents (the worker has a sink)
 
 
