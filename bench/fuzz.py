@@ -30,12 +30,11 @@ import uuid
 import zoneinfo
 from collections import Counter
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from bench.harness import (
-    Process,
     cluster,
+    cpu_seconds,
     new_namespace,
     table,
     worker_process,
@@ -136,11 +135,6 @@ class Fuzzer:
             self.counts["rejected"] += 1  # refused as a real API server would (400/422), or gone meanwhile
 
 
-def cpu_seconds(p: Process) -> float:
-    fields = Path(f"/proc/{p.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 1/100 s
-
-
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=180)
@@ -165,9 +159,9 @@ async def main() -> None:
                 fuzz.step()
                 await asyncio.sleep(1 / args.rate)
             await asyncio.sleep(args.settle / 2)
-            cpu0, t0 = cpu_seconds(worker), time.monotonic()
+            cpu0, t0 = cpu_seconds(worker.proc.pid), time.monotonic()
             await asyncio.sleep(args.settle / 2)
-            idle_cpu = (cpu_seconds(worker) - cpu0) / (time.monotonic() - t0)
+            idle_cpu = (cpu_seconds(worker.proc.pid) - cpu0) / (time.monotonic() - t0)
             stuck = [ex.id async for ex in env.client.list_workflows(
                 'TemporalReportedProblems IS NOT NULL AND ExecutionStatus = "Running"')]
             running = (await env.client.count_workflows('ExecutionStatus = "Running"')).count

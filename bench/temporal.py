@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import shutil
 import signal
@@ -39,6 +38,7 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
+from worker.cluster import child_pids, halt, log_tail
 from worker.dev import free_port
 from worker.temporal import DATA_CONVERTER
 from worker.upstream import bin_dir
@@ -77,11 +77,12 @@ class PostgresTemporal:
     state_dir: Path
     server_pid: int
     postmaster_pid: int
+    pprof: str  # host:port of the server's Go profiler (go tool pprof http://…/debug/pprof/profile)
 
     def roles(self) -> dict[str, list[int]]:
         """The processes by role: temporal-server, and PostgreSQL's (the postmaster and its
         children, a connection each), whose CPU seconds a bench sums (bench.harness.cpu_seconds)."""
-        return {"Temporal": [self.server_pid], "PostgreSQL": [self.postmaster_pid, *_children(self.postmaster_pid)]}
+        return {"Temporal": [self.server_pid], "PostgreSQL": [self.postmaster_pid, *child_pids(self.postmaster_pid)]}
 
 
 def postgres_bin() -> Path:
@@ -122,17 +123,18 @@ async def postgres_server(
         pg_port = free_port()
         postmaster = await _start_postgres(pg, home, pg_port, logs, started, timeout)
         await _create_databases(server_bin, pg_port, logs)
-        address, config = _write_config(state_dir, pg_port, dynamic_config, history_shards)
+        pprof = free_port()
+        address, config = _write_config(state_dir, pg_port, pprof, dynamic_config, history_shards)
         server = _spawn("temporal-server", [str(server_bin / "temporal-server"), "--config-file", str(config),
                                             "--allow-no-auth", "start"], logs, started)
         client = await _until(lambda: Client.connect(address, namespace=NAMESPACE, data_converter=DATA_CONVERTER),
                               server, logs, timeout, "to answer on its frontend")
         await _register(client, keys, server, logs, timeout)
-        yield PostgresTemporal(address, client, state_dir, server.pid, postmaster.pid)
+        yield PostgresTemporal(address, client, state_dir, server.pid, postmaster.pid, f"127.0.0.1:{pprof}")
     finally:
         # synchronous on purpose: a cancelled task (Ctrl-C under asyncio.run) cannot await here
         for proc, stop in reversed(started):
-            _halt(proc, stop)
+            halt(proc, stop, _STOP_TIMEOUT)
         if home is not None:
             shutil.rmtree(home, ignore_errors=True)
             (state_dir / "postgres").unlink(missing_ok=True)
@@ -183,7 +185,7 @@ async def _create_databases(server_bin: Path, port: int, logs: Path) -> None:
         await _run("temporal-sql-tool", [*tool, "update-schema", "--schema-name", schema], logs)
 
 
-def _write_config(state_dir: Path, pg_port: int, dynamic_config: Mapping[str, object],
+def _write_config(state_dir: Path, pg_port: int, pprof_port: int, dynamic_config: Mapping[str, object],
                   history_shards: int) -> tuple[str, Path]:
     """``temporal.yaml`` and ``dynamicconfig.yaml``; returns the frontend's address and the config."""
     def store(db: str, conns: int) -> dict[str, Any]:
@@ -201,7 +203,8 @@ def _write_config(state_dir: Path, pg_port: int, dynamic_config: Mapping[str, ob
         "persistence": {"numHistoryShards": history_shards, "defaultStore": "default", "visibilityStore": "visibility",
                         "datastores": {"default": store("temporal", 20),
                                        "visibility": store("temporal_visibility", 10)}},
-        "global": {"membership": {"maxJoinDuration": "30s", "broadcastAddress": "127.0.0.1"}},
+        "global": {"membership": {"maxJoinDuration": "30s", "broadcastAddress": "127.0.0.1"},
+                   "pprof": {"port": pprof_port, "host": "127.0.0.1"}},  # Go's profiler, idle until asked
         "services": {name: {"rpc": r} for name, r in rpc.items()},  # no httpPort: the HTTP API stays off
         "clusterMetadata": {
             "enableGlobalNamespace": False, "failoverVersionIncrement": 10, "masterClusterName": "active",
@@ -286,7 +289,7 @@ async def _run(name: str, args: list[str], logs: Path, **kw: Any) -> None:
         code = await _exec(args, out, _TOOL_TIMEOUT, **kw)
     if code != 0:
         how = f"took over {_TOOL_TIMEOUT:.0f} s" if code is None else f"exited with {code}"
-        raise BackendError(f"{name} {how}; the last lines of {log}:\n{_tail(log)}")
+        raise BackendError(f"{name} {how}; the last lines of {log}:\n{log_tail(log, 30)}")
 
 
 async def _exec(args: list[str], out: Any, timeout: float, **kw: Any) -> int | None:
@@ -308,44 +311,4 @@ def _failed(name: str, proc: subprocess.Popen[bytes], logs: Path, timeout: float
     how = (f"exited with {proc.returncode}" if proc.poll() is not None
            else f"did not {what or 'become ready'} in {timeout:.0f} s")
     log = logs / f"{name}.log"
-    return BackendError(f"{name} {how}; the last lines of {log}:\n{_tail(log)}")
-
-
-def _tail(log: Path, lines: int = 30, width: int = 600) -> str:
-    """The log's last lines, each cut to ``width``: temporal-server's carry whole stack traces."""
-    try:
-        return "\n".join(line if len(line) <= width else line[:width] + " …"
-                         for line in log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError as err:
-        return f"({err})"
-
-
-def _halt(proc: subprocess.Popen[bytes], stop: signal.Signals) -> None:
-    """``stop``, then SIGKILL after a timeout: to the process's session and to each of its children
-    (a postmaster's children run in sessions of their own)."""
-    if proc.poll() is not None:
-        return
-    children = _children(proc.pid)
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(stop)
-    try:
-        proc.wait(_STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        proc.wait()
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                stat = Path(entry.path, "stat").read_text()
-                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-    return found
-
+    return BackendError(f"{name} {how}; the last lines of {log}:\n{log_tail(log, 30)}")

@@ -145,7 +145,7 @@ class ControlPlane:
             self._kubelet.stop()
             self._kubelet = None
         while self._started:
-            self._halt(self._started.pop())
+            halt(self._started.pop().proc)
 
     def restart(self, name: str) -> None:
         """Stop one component (SIGKILL, as a crash) and start it again on the same ports."""
@@ -163,7 +163,7 @@ class ControlPlane:
         self.upstream_controllers = _controllers(upstream_controllers)
         self.controller_manager_qps = qps
         comp = next(c for c in self.components if c.name == "kube-controller-manager")
-        self._halt(comp)
+        halt(comp.proc)
         self._started.remove(comp)
         self._launch(comp)
 
@@ -192,8 +192,8 @@ class ControlPlane:
                         return
                 time.sleep(0.2)
             self._started.remove(comp)
-            self._halt(comp)
-            tail = self._tail(comp.name)
+            halt(comp.proc)
+            tail = log_tail(self.logs / f"{comp.name}.log")
             if comp.ports and "address already in use" in tail and attempt < 2:
                 for key in comp.ports:
                     self.ports[key] = free_port()
@@ -202,26 +202,6 @@ class ControlPlane:
                    else f"was not ready in {_READY_TIMEOUT:.0f} s")
             raise ClusterError(f"{comp.name} {how}; the last lines of "
                                f"{self.logs / (comp.name + '.log')}:\n{tail}")
-
-    @staticmethod
-    def _halt(comp: _Component) -> None:
-        proc = comp.proc
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-    def _tail(self, name: str, lines: int = 20) -> str:
-        try:
-            return "\n".join((self.logs / f"{name}.log").read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
     # -- the components --------------------------------------------------------------------
 
@@ -264,6 +244,8 @@ class ControlPlane:
                     "--service-cluster-ip-range", "10.96.0.0/16", "--allow-privileged=true",
                     "--max-requests-inflight", "800", "--max-mutating-requests-inflight", "400",
                     "--audit-policy-file", str(self._audit_policy()), "--audit-log-path", str(self.audit_log),
+                    # never rotated (its default is at 100 MB): readers count from an offset into one file
+                    "--audit-log-maxsize", "1000000",
                     *(["--etcd-compaction-interval", f"{self.compaction_seconds}s"] if self.compaction_seconds else []),
                     "--profiling=false", "--v=1"]
 
@@ -610,3 +592,44 @@ def run(state_dir: Path, upstream_controllers: Iterable[str] = ()) -> int:
     finally:
         plane.stop()
     return 0
+
+
+def halt(proc: subprocess.Popen[bytes] | None, stop: signal.Signals = signal.SIGTERM, timeout: float = 15.0) -> None:
+    """Stop a process started in a session of its own: ``stop`` to its process group, then after
+    ``timeout`` SIGKILL to the group and to each child it had (a postmaster's children leave its
+    group for sessions of their own)."""
+    if proc is None or proc.poll() is not None:
+        return
+    children = child_pids(proc.pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, stop)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``, from /proc."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(entry.path, "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def log_tail(log: Path, lines: int = 20, width: int = 600) -> str:
+    """A log's last lines, each cut to ``width`` (temporal-server's carry whole stack traces)."""
+    try:
+        return "\n".join(line if len(line) <= width else line[:width] + " …"
+                         for line in log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as err:
+        return f"({err})"

@@ -6,6 +6,7 @@ Skipped where the server is not built (``make upstream``) or PostgreSQL 15 is no
 
 from __future__ import annotations
 
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -62,6 +63,8 @@ async def test_a_workflow_runs_is_found_by_batchds_search_attribute_and_nothing_
         assert await eventually(lambda: _ids(temporal.client, 'K8sKind = "Job"'),
                                 what="the workflow in visibility") == [wid]
         assert await _ids(temporal.client, 'K8sKind = "CronJob"') == []
+        with urllib.request.urlopen(f"http://{temporal.pprof}/debug/pprof/", timeout=10) as resp:
+            assert b"goroutine" in resp.read()  # the profiler a bench reads the server's CPU from
 
     left = [pid for pid, started in processes.items() if _started_at(pid) == started]
     assert not left, f"still running after the stack stopped: {left}"
