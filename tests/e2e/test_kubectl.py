@@ -108,16 +108,22 @@ def dev_world(tmp_path: Path, kubeconfig: Path, namespaces: list[str]) -> Iterat
     worker = None
     try:
         server, port = _dev_server(tmp_path, log)
-        health = free_port()
-        args = [BATCHD, "worker", "--temporal-address", f"127.0.0.1:{port}", "--kubeconfig", str(kubeconfig),
-                "--namespaces", ",".join(namespaces), "--health-port", str(health), "--ttl-scope", "all", *dev_args(),
-                *lease_args(namespaces[0])]
-        with open(tmp_path / "worker.log", "ab") as out:
-            worker = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 240
-        while http_get(health, "/readyz")[0] != 200:
-            assert worker.poll() is None and time.monotonic() < deadline, "worker not ready"
-            time.sleep(0.2)
+        for _ in range(3):  # a free port can be taken by another test's process before the worker binds it
+            health = free_port()
+            args = [BATCHD, "worker", "--temporal-address", f"127.0.0.1:{port}", "--kubeconfig", str(kubeconfig),
+                    "--namespaces", ",".join(namespaces), "--health-port", str(health), "--ttl-scope", "all",
+                    *dev_args(), *lease_args(namespaces[0])]
+            with open(tmp_path / "worker.log", "ab") as out:
+                worker = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 240
+            # ready, and ours: a process that took the port first may answer /readyz for it
+            while worker.poll() is None and http_get(health, "/readyz")[0] != 200:
+                assert time.monotonic() < deadline, "worker not ready"
+                time.sleep(0.2)
+            time.sleep(0.5)
+            if worker.poll() is None:
+                break
+            assert "address already in use" in (tmp_path / "worker.log").read_text(), "the worker exited"
         yield
     finally:
         for proc in (worker, server):
