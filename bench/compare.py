@@ -61,6 +61,7 @@ from bench.harness import (
     TemporalServer,
     kube_for,
     percentile,
+    proc_mb,
     role_cpu_seconds,
     temporal_server,
     workdir,
@@ -68,6 +69,7 @@ from bench.harness import (
 )
 from kube.client import Kube
 from worker.cluster import UPSTREAM_CONTROLLERS, ControlPlane
+from workflows.models.common import Job, finished_condition
 
 WORKLOADS = ("cronjob", "job", "ttl")
 #: kube-controller-manager's API rate: as it ships, and as kubernetes#113478 measured it
@@ -97,18 +99,9 @@ class Side:
         """Each role's peak RSS, or for a role of several processes (PostgreSQL's, whose shared
         buffers each of them maps) their proportional set sizes summed, as they are now."""
         return {f"peak RSS (MiB): {role}" if len(pids) == 1 else f"PSS (MiB): {role}":
-                _proc_mb(pids[0], "status", "VmHWM") if len(pids) == 1 else
-                sum(_proc_mb(pid, "smaps_rollup", "Pss") for pid in pids)
+                proc_mb(pids[0], "status", "VmHWM") if len(pids) == 1 else
+                sum(proc_mb(pid, "smaps_rollup", "Pss") for pid in pids)
                 for role, pids in self.pids().items()}
-
-
-def _proc_mb(pid: int, file: str, key: str) -> float:
-    """A memory figure of /proc/<pid>/<file> (``status``'s ``VmHWM``, ``smaps_rollup``'s ``Pss``) in MiB."""
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
-            if line.startswith(f"{key}:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 # -- the workloads ------------------------------------------------------------------------------
@@ -192,17 +185,12 @@ class _Deletions(DeletionWatch):
         super().__init__(kube, "Job", namespace)
         self.lateness: dict[str, float] = {}
 
-    def _run(self) -> None:
-        rv = self.kube.list(self.kind, self.namespace, limit=1)["metadata"]["resourceVersion"]
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):
-                for ev in self.kube.watch(self.kind, self.namespace, resource_version=rv, timeout_seconds=10):
-                    job = ev["object"]
-                    rv = job["metadata"].get("resourceVersion", rv)
-                    done = (job.get("status") or {}).get("completionTime")
-                    if ev["type"] == "DELETED" and done:
-                        due = _time(done) + timedelta(seconds=job["spec"].get("ttlSecondsAfterFinished") or 0)
-                        self.lateness[job["metadata"]["name"]] = (datetime.now(UTC) - due).total_seconds()
+    def observe(self, ev: dict[str, Any]) -> None:
+        job = ev["object"]
+        done = (job.get("status") or {}).get("completionTime")
+        if ev["type"] == "DELETED" and done:
+            due = _time(done) + timedelta(seconds=job["spec"].get("ttlSecondsAfterFinished") or 0)
+            self.lateness[job["metadata"]["name"]] = (datetime.now(UTC) - due).total_seconds()
 
 
 def _cost(cpu: dict[str, float], count: int, per: str) -> dict[str, float]:
@@ -238,8 +226,7 @@ class _AuditTail:
 
 
 def _finished(job: dict[str, Any] | None) -> bool:
-    conditions = ((job or {}).get("status") or {}).get("conditions") or []
-    return any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in conditions)
+    return job is not None and finished_condition(Job.model_validate(job).status.conditions) is not None
 
 
 def _time(stamp: str) -> datetime:

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -74,11 +73,10 @@ class Process:
 
     def rss_mb(self) -> tuple[float, float]:
         """(current, peak) resident set size in MiB, from /proc."""
-        text = Path(f"/proc/{self.proc.pid}/status").read_text()
-        kib = dict(re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", text, re.MULTILINE))
-        if len(kib) < 2:
+        current, peak = (proc_mb(self.proc.pid, "status", key) for key in ("VmRSS", "VmHWM"))
+        if not peak:
             raise RuntimeError(f"no memory figures for pid {self.proc.pid} (it exited?)")
-        return int(kib["VmRSS"]) / 1024, int(kib["VmHWM"]) / 1024
+        return current, peak
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -226,10 +224,14 @@ class DeletionWatch:
         while not self._stop.is_set():
             with contextlib.suppress(Exception):
                 for ev in self.kube.watch(self.kind, self.namespace, resource_version=rv, timeout_seconds=10):
-                    meta = ev["object"].get("metadata", {})
-                    rv = meta.get("resourceVersion", rv)
-                    if (ev["type"] == "DELETED" or meta.get("deletionTimestamp")) and meta["name"] not in self.seen:
-                        self.seen[meta["name"]] = datetime.now(UTC)
+                    rv = ev["object"].get("metadata", {}).get("resourceVersion", rv)
+                    self.observe(ev)
+
+    def observe(self, ev: dict[str, Any]) -> None:
+        """One watch event, as it arrives."""
+        meta = ev["object"].get("metadata", {})
+        if (ev["type"] == "DELETED" or meta.get("deletionTimestamp")) and meta["name"] not in self.seen:
+            self.seen[meta["name"]] = datetime.now(UTC)
 
     def stop(self) -> None:
         self._stop.set()
@@ -239,6 +241,16 @@ def cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds a process has used, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_mb(pid: int, file: str, key: str) -> float:
+    """A memory figure of /proc/<pid>/<file> (``status``'s ``VmRSS`` or ``VmHWM``, ``smaps_rollup``'s
+    ``Pss``) in MiB; 0 when there is none (the process exited)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+            if line.startswith(f"{key}:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def role_cpu_seconds(roles: dict[str, list[int]]) -> dict[str, float]:
