@@ -28,7 +28,8 @@ Figures (printed, never asserted), per workload:
 - ``job``: one Indexed Job of ``--completions`` with ``--parallelism``, Pods played by kwok for 1 s:
   time to Complete, Pods/s, Kubernetes API requests per Pod by the controller's own identities (from
   kube-apiserver's audit log), CPU per Pod.
-- ``ttl``: ``--ttl-jobs`` Jobs of one Pod each with ``ttlSecondsAfterFinished`` spread over 0–60 s:
+- ``ttl``: ``--ttl-jobs`` Jobs of one Pod each with ``ttlSecondsAfterFinished`` spread over 0–60 s
+  (``--ttl-spread``):
   deletion lateness p50 / p99 / max (the bench's watch sees the DELETE, minus completion time plus
   TTL), CPU per deletion.
 
@@ -157,14 +158,14 @@ def job_workload(plane: ControlPlane, kube: Kube, ns: str, side: Side, *, comple
             "API requests per Pod": requests / completions, **_cost(cpu, completions, "Pod"), **_rss(side)}
 
 
-def ttl_workload(_: ControlPlane, kube: Kube, ns: str, side: Side, *, jobs: int) -> dict[str, float]:
+def ttl_workload(_: ControlPlane, kube: Kube, ns: str, side: Side, *, jobs: int, spread: int) -> dict[str, float]:
     watch = _Deletions(kube, ns)
     watch.start()
     side.begin()
     try:
         for i in range(jobs):
             kube.create("Job", ns, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"ttl-{i}"}, "spec": {
-                "ttlSecondsAfterFinished": i * 61 // jobs, "template": pod_template()}})
+                "ttlSecondsAfterFinished": i * (spread + 1) // jobs, "template": pod_template()}})
         deadline = time.monotonic() + 600 + jobs * 0.5
         while len(watch.lateness) < jobs and time.monotonic() < deadline:
             time.sleep(1)
@@ -258,7 +259,8 @@ def cases(args: argparse.Namespace) -> list[Case]:
             out.append(Case(workload, f"{args.completions} x {args.parallelism}", functools.partial(
                 job_workload, completions=args.completions, parallelism=args.parallelism)))
         else:
-            out.append(Case(workload, f"{args.ttl_jobs} Jobs", functools.partial(ttl_workload, jobs=args.ttl_jobs)))
+            out.append(Case(workload, f"{args.ttl_jobs} Jobs", functools.partial(ttl_workload, jobs=args.ttl_jobs,
+                                                                                     spread=args.ttl_spread)))
     return out
 
 
@@ -380,6 +382,7 @@ def main() -> None:
     ap.add_argument("--completions", type=int, default=2000)
     ap.add_argument("--parallelism", type=int, default=200)
     ap.add_argument("--ttl-jobs", type=int, default=500)
+    ap.add_argument("--ttl-spread", type=int, default=60, metavar="SECONDS", help="TTLs from 0 to this (default: 60)")
     ap.add_argument("--upstream-qps", default=UPSTREAM_QPS, type=_rates, metavar="QPS/BURST,…",
                     help="kube-controller-manager's API rates, a phase each (default: 20/30,100/200)")
     ap.add_argument("--temporal", default=["dev"], type=lambda s: [t for t in s.split(",") if t], metavar="dev|postgres,…",

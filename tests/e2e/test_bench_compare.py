@@ -22,7 +22,7 @@ def test_bench_compare_runs_upstream_and_batchd_on_one_control_plane(tmp_path: P
     out = tmp_path / "compare.json"
     done = subprocess.run(
         [sys.executable, "-m", "bench.compare", "--workloads", "job,ttl", "--completions", "4", "--parallelism", "2",
-         "--ttl-jobs", "3", "--upstream-qps", "100/200", "--temporal", "postgres", "--json", str(out)],
+         "--ttl-jobs", "3", "--ttl-spread", "4", "--upstream-qps", "100/200", "--temporal", "postgres", "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=540)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = json.loads(out.read_text())

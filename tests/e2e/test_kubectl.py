@@ -21,7 +21,7 @@ import pytest
 
 from kube.client import Kube
 from tests.conftest import eventually, new_namespace
-from tests.e2e.test_worker_process import BATCHD, http_get, lease_args
+from tests.e2e.test_worker_process import BATCHD, http_get
 from worker.dev import DEV_BRIDGE, dev_server_args, free_port
 from worker.upstream import KUBERNETES_VERSION, UpstreamError, bin_dir
 
@@ -102,7 +102,8 @@ def _dev_server(tmp_path: Path, log: IO[bytes]) -> tuple[subprocess.Popen[bytes]
 @contextmanager
 def dev_world(tmp_path: Path, kubeconfig: Path, namespaces: list[str]) -> Iterator[None]:
     """The Temporal dev server as ``batchd dev`` starts it, and a worker with its bridge settings
-    (on ``namespaces``), both as separate processes."""
+    (on ``namespaces``), both as separate processes. The worker keeps the default Lease times: no
+    test here kills it, and a 2 s renew deadline on a saturated machine makes leadership flap."""
     log = open(tmp_path / "temporal.log", "ab")  # noqa: SIM115 - closed below
     server: subprocess.Popen[bytes] | None = None
     worker = None
@@ -112,7 +113,7 @@ def dev_world(tmp_path: Path, kubeconfig: Path, namespaces: list[str]) -> Iterat
             health = free_port()
             args = [BATCHD, "worker", "--temporal-address", f"127.0.0.1:{port}", "--kubeconfig", str(kubeconfig),
                     "--namespaces", ",".join(namespaces), "--health-port", str(health), "--ttl-scope", "all",
-                    *dev_args(), *lease_args(namespaces[0])]
+                    *dev_args(), "--leader-elect-resource-namespace", namespaces[0]]
             with open(tmp_path / "worker.log", "ab") as out:
                 worker = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
             deadline = time.monotonic() + 240
