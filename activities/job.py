@@ -186,6 +186,63 @@ class JobPodIndex:
         return owned, orphans, rv
 
 
+#: The Job as the worker's watch last saw it (its small view, worker/informer.py), by namespace
+#: and uid; None when the watch has not seen it or does not cover the namespace.
+JobView = Callable[[str, str], dict[str, Any] | None]
+
+
+class JobCopies:
+    """JOB-93: the whole Jobs this worker last read or wrote, handed out again while nothing changed.
+
+    The worker's watch keeps a small view of each Job, not its template and policies (memory at
+    100,000 Jobs), so a sync needs the whole object from elsewhere. Upstream reads it from its
+    informer; batchd GETs it, and keeps here the last whole copy of each Job it syncs (the most
+    recently used :data:`SIZE`). A copy is used instead of a GET while the watch's view of the Job
+    is at the copy's resourceVersion (no one has changed it since, as far as the watch knows) and
+    the copy is not older than what the Job's workflow last read or wrote (a write by another
+    replica's activity). A change the watch has not delivered yet is read by the sync its event
+    pokes, as upstream's informer would; a status write from a stale copy fails its precondition,
+    and the copy is dropped.
+    """
+
+    SIZE = 256
+
+    def __init__(self, view: JobView) -> None:
+        self.view = view
+        self._lock = threading.Lock()
+        self._copies: dict[str, dict[str, Any]] = {}  # uid -> the whole Job, least recently used first
+
+    def get(self, kube: Kube, namespace: str, name: str, uid: str, not_before: int) -> dict[str, Any] | None:
+        """The Job named ``name``: a copy kept here if still current, else a GET (kept for next time)."""
+        with self._lock:
+            kept = self._copies.pop(uid, None)
+            if kept is not None:
+                self._copies[uid] = kept
+        seen = self.view(namespace, uid)
+        if (kept is not None and seen is not None and kept["metadata"].get("name") == name
+                and seen["metadata"].get("resourceVersion") == kept["metadata"].get("resourceVersion")
+                and resource_version_of(kept) >= not_before):
+            return copy.deepcopy(kept)
+        job = kube.get("Job", namespace, name)
+        if job is None or job["metadata"].get("uid") != uid:
+            self.forget(uid)
+        else:
+            self.keep(job)
+        return job
+
+    def keep(self, job: dict[str, Any]) -> None:
+        """Keep ``job`` (as the API returned it from a GET or a write) as its uid's copy."""
+        with self._lock:
+            self._copies.pop(job["metadata"]["uid"], None)
+            self._copies[job["metadata"]["uid"]] = copy.deepcopy(job)
+            while len(self._copies) > self.SIZE:
+                del self._copies[next(iter(self._copies))]
+
+    def forget(self, uid: str) -> None:
+        with self._lock:
+            self._copies.pop(uid, None)
+
+
 def status_body(s: JobStatusView, indexed: bool) -> dict[str, Any]:
     """The API form of a :class:`JobStatusView` (a full replacement of the controller-owned fields)."""
     body: dict[str, Any] = {
@@ -343,10 +400,12 @@ class JobActivities:
     """The Job controller activities, bound to one Kubernetes client and, in a worker whose bridge
     watches the Pods, to its :class:`JobPodIndex` (JOB-93)."""
 
-    def __init__(self, kube: Kube, clock: Clock | None = None, pods: JobPodIndex | None = None) -> None:
+    def __init__(self, kube: Kube, clock: Clock | None = None, pods: JobPodIndex | None = None,
+                 jobs: JobView | None = None) -> None:
         self.kube = kube
         self.clock = clock or SystemClock()
         self.pod_index = pods
+        self.copies = None if jobs is None else JobCopies(jobs)
         self.pool = prestarted_pool(MAX_PARALLEL, "k8s-pods")
         self._orphans_scanned: dict[str, float] = {}  # Job uid -> monotonic time of its last orphan LIST
 
@@ -371,7 +430,7 @@ class JobActivities:
         """
         if inp.memory is None:
             return self.read(inp)
-        job = self.kube.get("Job", inp.namespace, inp.name)
+        job = self._job(inp.namespace, inp.name, inp.uid, inp.memory.job_rv)
         cached = None if self.pod_index is None else self.pod_index.read(inp.namespace, inp.uid, inp.memory.pods_rv)
         snap = self.read(inp, job) if cached is None else self.read_cached(inp, job, *cached)
         bounded, size = fit_snapshot(snap, inp.memory)
@@ -553,15 +612,25 @@ class JobActivities:
         except NotFound:
             return PodsResult(gone=True)
         except Conflict:
+            if self.copies is not None:
+                self.copies.forget(inp.uid)
             return PodsResult(stale=True)
+        if self.copies is not None:
+            self.copies.keep(job)
         return PodsResult(resource_version=job["metadata"]["resourceVersion"])
+
+    def _job(self, namespace: str, name: str, uid: str, not_before: int) -> dict[str, Any] | None:
+        """The Job (any uid): from :class:`JobCopies` where the worker watches it, else a GET."""
+        if self.copies is None:
+            return self.kube.get("Job", namespace, name)
+        return self.copies.get(self.kube, namespace, name, uid, not_before)
 
     @implements(contract.create_job_pods)
     @temporal_errors
     def create_pods(self, inp: CreatePodsInput) -> CreatePodsResult:
         """Create Pods in slow-start batches of 1, 2, 4, … (JOB-22); stop after a batch with an error."""
-        job = self.kube.get_instance("Job", inp.namespace, inp.name, inp.uid)
-        if job is None:
+        job = self._job(inp.namespace, inp.name, inp.uid, inp.job_rv)
+        if job is None or job["metadata"].get("uid") != inp.uid:
             return CreatePodsResult(gone=True)
         created: list[str] = []
         rv = 0

@@ -232,7 +232,8 @@ async def running(client: Client, kube: Kube, task_queue: str, namespace: str | 
                                                      **bridge_kw),
                         elector=Elector(as_batchd(kube), lease) if lease else None)
         for w in build_workers(client, as_batchd(kube), task_queue=task_queue, cronjob_cache=br.cached_cronjob if br else None,
-                               job_pods=br.job_pods if br else None, cloudevents_sink=cloudevents_sink,
+                               job_pods=br.job_pods if br else None, job_view=br.cached_job if br else None,
+                               cloudevents_sink=cloudevents_sink,
                                group_recheck=group_recheck):
             await workers.enter_async_context(w)
         if br is not None:

@@ -269,7 +269,8 @@ async def run(settings: WorkerSettings, *, stop: asyncio.Event | None = None) ->
     workers = build_workers(client, kube, task_queue=settings.bridge.task_queue,
                             max_concurrent_activities=settings.max_concurrent_activities,
                             max_cached_workflows=settings.max_cached_workflows, cronjob_cache=bridge.cached_cronjob,
-                            job_pods=bridge.job_pods, cloudevents_sink=settings.cloudevents_sink,
+                            job_pods=bridge.job_pods, job_view=bridge.cached_job,
+                            cloudevents_sink=settings.cloudevents_sink,
                             group_recheck=timedelta(seconds=settings.group_recheck),
                             sticky_wait=timedelta(seconds=settings.sticky_wait))
     readiness = Readiness(client, lambda: bridge.synced, workers, polled_queues(settings.bridge.task_queue))

@@ -225,6 +225,10 @@ class Bridge:
         """The managed CronJob with ``uid`` as the informers last saw it (any thread; None if unknown)."""
         return self.cached("CronJob", uid, namespace)
 
+    def cached_job(self, namespace: str, uid: str) -> dict[str, Any] | None:
+        """The Job with ``uid`` as the informers last saw it: its small view (any thread; None if unknown)."""
+        return self.cached("Job", uid, namespace)
+
     @property
     def synced(self) -> bool:
         """True once every informer has listed at least once (readiness)."""

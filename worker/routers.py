@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -102,6 +103,8 @@ TRACKING_FINALIZER = _meter.create_counter(
 ALSO_GONE = 100
 #: seconds a starting bridge spends reading the TTL workflows' memos (a page of 1,000 a call)
 RECALL_TIMEOUT = 120.0
+#: seconds between two pokes of one Job workflow for its Pods' changes (upstream's SyncJobBatchPeriod)
+POKE_GAP = 1.0
 
 
 class Workflows:
@@ -451,19 +454,31 @@ class JobRouter:
                 await self.workflows.signal(wid, dep, name="dependency")
                 self._told.add(told)
 
-    async def poker(self, interval: float = 0.2) -> None:
-        """Send at most one ``poke`` per Job workflow per tick, however many Pod events came in."""
+    async def poker(self, interval: float = 0.2, gap: float = POKE_GAP) -> None:
+        """Poke each Job workflow whose Pods changed, on the next tick and at most once a ``gap``.
+
+        However many Pod events came in, a workflow gets one poke a tick; one poked less than
+        ``gap`` ago waits for the rest of it, as upstream batches a Job's syncs a second apart
+        (``SyncJobBatchPeriod``): a Job of 1,000 busy Pods then syncs about once a second, each sync
+        taking in a second's changes, instead of reading and writing the Job five times as often.
+        """
+        poked: dict[str, float] = {}  # workflow -> when it was last poked, within the last gap
         while True:
             await asyncio.sleep(interval)
-            if not self._to_poke:
+            now = time.monotonic()
+            poked = {wid: at for wid, at in poked.items() if now - at < gap}
+            batch = {wid for wid in self._to_poke if wid not in poked}
+            if not batch:
                 continue
-            batch, self._to_poke = self._to_poke, set()
+            self._to_poke -= batch
             results = await asyncio.gather(*(self.workflows.signal(wid, name="poke") for wid in batch),
                                            return_exceptions=True)
             for wid, res in zip(batch, results, strict=True):
                 if isinstance(res, Exception):  # poked again next tick: no resync repeats a Pod's change (WATCH-6)
                     log.warning("could not poke %s: %s", wid, res)
                     self._to_poke.add(wid)
+                else:
+                    poked[wid] = now
 
     @staticmethod
     def count_tracking_finalizer(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:

@@ -40,7 +40,7 @@ from temporalio.worker.workflow_sandbox import _runner as sandbox_runner
 from activities.contract import check_implemented
 from activities.cronjob import CronJobActivities, CronJobCache, GroupActivities
 from activities.events import CloudEventActivities, EventActivities
-from activities.job import JobActivities, JobPodIndex
+from activities.job import JobActivities, JobPodIndex, JobView
 from activities.ttl import TTLActivities
 from kube.client import Clock, Kube
 from workflows.cronjob import CronJobWorkflow
@@ -372,7 +372,8 @@ async def ensure_search_attributes(client: Client, keys: Sequence[SearchAttribut
 
 
 def activities(kube: Kube, clock: Clock | None = None, cronjob_cache: CronJobCache | None = None,
-               job_pods: JobPodIndex | None = None, cloudevents_sink: str | None = None,
+               job_pods: JobPodIndex | None = None, job_view: JobView | None = None,
+               cloudevents_sink: str | None = None,
                client: Client | None = None, group_recheck: timedelta = GROUP_RECHECK,
                ) -> tuple[list[Callable[..., object]], list[Callable[..., object]]]:
     """Every activity, bound to ``kube``: the main task queue's, and the timed one's (armed CronJob creations).
@@ -382,7 +383,7 @@ def activities(kube: Kube, clock: Clock | None = None, cronjob_cache: CronJobCac
             (:func:`~activities.contract.check_implemented`), so no worker starts.
     """
     cronjob = CronJobActivities(kube, clock, cronjob_cache)
-    main = [*TTLActivities(kube, clock).all(), *cronjob.all(), *JobActivities(kube, clock, job_pods).all(),
+    main = [*TTLActivities(kube, clock).all(), *cronjob.all(), *JobActivities(kube, clock, job_pods, job_view).all(),
             EventActivities(kube, clock).record_event, CloudEventActivities(cloudevents_sink).deliver,
             *GroupActivities(kube, client, group_recheck).all()]
     timed: list[Callable[..., object]] = [cronjob.create_job_at]
@@ -406,6 +407,7 @@ def build_workers(
     max_concurrent_activities: int = 64,
     cronjob_cache: CronJobCache | None = None,
     job_pods: JobPodIndex | None = None,
+    job_view: JobView | None = None,
     sticky_wait: timedelta = STICKY_WAIT,
     cloudevents_sink: str | None = None,
     group_recheck: timedelta = GROUP_RECHECK,
@@ -419,11 +421,13 @@ def build_workers(
     The TTL worker polls ``{task_queue}-ttl`` for the TTL workflows, with a cache of its own
     (``TTL_CACHED_WORKFLOWS``), so that sleepers neither fill the main cache nor, expiring by the
     thousand, evict the CronJobs from it. It shares the main worker's activities and threads.
-    ``cronjob_cache`` is the bridge's :meth:`~worker.bridge.Bridge.cached_cronjob` and ``job_pods``
-    its :attr:`~worker.bridge.Bridge.job_pods` when it runs in the same process. Raises
+    ``cronjob_cache`` is the bridge's :meth:`~worker.bridge.Bridge.cached_cronjob`, ``job_pods``
+    its :attr:`~worker.bridge.Bridge.job_pods` and ``job_view`` its
+    :meth:`~worker.bridge.Bridge.cached_job` when it runs in the same process. Raises
     :class:`TypeError` as :func:`activities` does.
     """
-    main, timed = activities(kube, clock, cronjob_cache, job_pods, cloudevents_sink, client, group_recheck)
+    main, timed = activities(kube, clock, cronjob_cache, job_pods, job_view, cloudevents_sink, client,
+                             group_recheck)
     threads = ThreadPoolExecutor(max_workers=max_concurrent_activities, thread_name_prefix="activity")
     return [
         Worker(

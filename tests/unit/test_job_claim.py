@@ -6,11 +6,12 @@ Pods that stopped matching is :func:`workflows.decisions.job.release_unmatched_p
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
-from activities.job import JobPodIndex, claim_pod, selector_matches
+from activities.job import JobCopies, JobPodIndex, claim_pod, selector_matches
 from kube.errors import Unreachable
 from workflows.models.job import (
     CONTROLLER_UID_LABEL,
@@ -137,3 +138,56 @@ def test_a_read_waits_for_the_watch_to_reach_what_the_workflow_saw_or_did() -> N
     index.watch(_Watch("ns", rv=7))
     with pytest.raises(Unreachable, match="behind 8"):
         index.read("ns", "job-uid", 8)
+
+
+class _Gets:
+    """A stand-in API client that serves one Job by GET and counts the GETs."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.job, self.gets = job, 0
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self.gets += 1
+        return copy.deepcopy(self.job) if self.job["metadata"]["name"] == name else None
+
+
+def _job(rv: str, uid: str = JOB) -> dict[str, Any]:
+    return {"metadata": {"name": "j", "namespace": "ns", "uid": uid, "resourceVersion": rv},
+            "spec": {"parallelism": 3, "template": {"spec": {"containers": [{"name": "c"}]}}}}
+
+
+def test_a_kept_copy_of_the_job_stands_in_for_a_get_only_while_nothing_is_newer() -> None:  # JOB-93
+    views: dict[str, dict[str, Any]] = {}
+    copies = JobCopies(lambda ns, uid: views.get(uid))
+    api = _Gets(_job("10"))
+
+    def read(not_before: int = 0) -> dict[str, Any] | None:
+        return copies.get(api, "ns", "j", JOB, not_before)  # type: ignore[arg-type]
+
+    assert read() == _job("10") and api.gets == 1  # nothing kept yet
+    assert read() == _job("10") and api.gets == 2  # the watch has not seen the Job yet
+    views[JOB] = {"metadata": {"resourceVersion": "10"}}
+    got = read()
+    assert got == _job("10") and api.gets == 2  # the watch is at the copy: no GET
+    got["spec"]["parallelism"] = 99  # type: ignore[index]
+    assert read() == _job("10")  # a copy handed out is the caller's own
+    assert read(not_before=11) == _job("10") and api.gets == 3  # the workflow saw a later one
+    api.job = _job("12")
+    views[JOB] = {"metadata": {"resourceVersion": "12"}}  # someone changed it
+    assert read() == _job("12") and api.gets == 4
+    assert read() == _job("12") and api.gets == 4
+    api.job = _job("13")
+    copies.keep(_job("13"))  # a status write's answer
+    views[JOB] = {"metadata": {"resourceVersion": "13"}}
+    assert read() == _job("13") and api.gets == 4  # once the watch has it, no GET
+    api.job = _job("1", uid="another")  # deleted and made again under the name
+    views[JOB] = {"metadata": {"resourceVersion": "14"}}
+    assert read()["metadata"]["uid"] == "another" and api.gets == 5  # type: ignore[index]
+    assert read() is not None and api.gets == 6  # nothing kept for a uid it is not
+
+
+def test_the_kept_copies_are_the_most_recently_used_few() -> None:
+    copies = JobCopies(lambda ns, uid: None)
+    for i in range(JobCopies.SIZE + 10):
+        copies.keep(_job(str(i), uid=f"u{i}"))
+    assert len(copies._copies) == JobCopies.SIZE and "u9" not in copies._copies and "u10" in copies._copies

@@ -3,12 +3,14 @@
 Each controller's router turns observed changes into workflow starts and signals; what an object
 is for the controller (in scope, finished, still waiting, its problem) comes from the pure models.
 The tables below pin those answers and what each router sends for a sequence of events, through
-a stand-in Temporal client that records every start and signal. No real clock is read.
+a stand-in Temporal client that records every start and signal. No real clock is read, except by
+the poker's test, which bounds how many pokes a second of events makes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -25,7 +27,7 @@ from workflows.models.common import (
     finished_condition,
 )
 from workflows.models.cronjob import CronJobObservation, CronJobSpec, CronJobStatus
-from workflows.models.job import job_in_scope
+from workflows.models.job import POD_JOB_LABEL, job_in_scope
 from workflows.models.ttl import (
     POD_TTL_LABEL,
     TTL_HOLD_ANNOTATION,
@@ -447,3 +449,28 @@ def test_the_expiry_a_ttl_workflow_starts_with() -> None:
     assert TTLObservation.of_job(Job.model_validate(make_job(finished_at=None))).shown_expiry() is None
     far = TTLObservation.of_job(Job.model_validate(make_job(ttl=2**62)))
     assert far.shown_expiry() == NEVER
+
+
+def test_the_poker_pokes_a_busy_job_once_a_gap_and_loses_no_change() -> None:
+    """Pod events every 5 ms for a second: without the gap, a poke every 10 ms tick (about 100);
+    with it, one a gap (at most 6 in a second of 0.2 s gaps), and one more after the last change."""
+    rec, _, _, jobs = routers()
+    pod = {"metadata": {"namespace": "team-a", "name": "etl-x", "labels": {POD_JOB_LABEL: "true"},
+                        "ownerReferences": [{"kind": "Job", "name": "etl", "uid": "u1", "controller": True}]}}
+
+    async def scenario() -> tuple[int, int]:
+        poker = asyncio.create_task(jobs.poker(interval=0.01, gap=0.2))
+        began = time.monotonic()
+        while time.monotonic() - began < 1.0:
+            jobs.pod(pod)
+            await asyncio.sleep(0.005)
+        busy = len(rec.sent)
+        deadline = time.monotonic() + 10
+        while len(rec.sent) == busy and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        poker.cancel()
+        return busy, len(rec.sent)
+
+    busy, after = asyncio.run(scenario())
+    assert 1 <= busy <= 6 and after == busy + 1
+    assert set(rec.sent) == {("poke", "job/team-a/etl/u1")}

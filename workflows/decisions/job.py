@@ -1019,6 +1019,11 @@ class Books:
         if rv > self.memory.pods_rv:
             self.memory = self.memory.model_copy(update={"pods_rv": rv})
 
+    def saw_job(self, rv: str) -> None:
+        """JOB-93: the Job was read or written at ``rv``; no later read may act on an older copy."""
+        if rv.isdigit() and int(rv) > self.memory.job_rv:
+            self.memory = self.memory.model_copy(update={"job_rv": int(rv)})
+
     def note_end(self, status: JobStatusView) -> None:
         """Remember how a status the Job is known to carry (read, or written) decides its end (JOB-5).
 
@@ -1195,6 +1200,7 @@ def _observe(b: Books) -> Steps[JobSnapshot]:
                                                                 expect=b.expect, memory=b.memory))
     b.last = snap
     b.reached(snap.pods_rv)
+    b.saw_job(snap.resource_version)
     if not snap.gone:
         b.note_end(snap.status)
     keep = prune_finalizers_removed(snap, b.memory.finalizers_removed)  # bounded memory
@@ -1231,7 +1237,8 @@ def _create(b: Books, pods: list[PodToCreate], reason: str, clock: Callable[[], 
     """Create Pods; a rejected template fails the Job, a quota-like refusal backs off (the wait)."""
     pods = [p.model_copy(update={"suffix": b.suffix()}) for p in pods]
     res: CreatePodsResult = yield Call(create_job_pods, CreatePodsInput(
-        namespace=b.ns, name=b.name, uid=b.uid, indexes=[p.index for p in pods], pods=pods), bulk=True)
+        namespace=b.ns, name=b.name, uid=b.uid, indexes=[p.index for p in pods], pods=pods,
+        job_rv=b.memory.job_rv), bulk=True)
     b.expect += res.created
     b.reached(res.pods_rv)
     # POL-56: each attempt once; creates refused because the namespace is terminating are in neither
@@ -1317,5 +1324,6 @@ def _write(b: Books, status: JobStatusView, before: JobStatusView, snap: JobSnap
     if res.gone or res.stale:
         b.errored = True  # upstream's status update fails the sync (POL-49 result="error")
         return None
+    b.saw_job(res.resource_version)
     yield StatusWritten(before, status, snap.spec)
     return res.resource_version

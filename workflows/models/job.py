@@ -453,6 +453,9 @@ class JobMemory(K8sModel):
     #: JOB-93: the Pods' resourceVersion the next sync's read must have reached: the newest this
     #: workflow read or wrote (0: none known, as for a run started before it was kept)
     pods_rv: int = 0
+    #: JOB-93: the Job's resourceVersion as this workflow last read or wrote it; a copy of the Job
+    #: older than that is never acted on (0: none known)
+    job_rv: int = 0
     reported: list[str] = Field(default_factory=list)  # the latest Events recorded, as reason:message
     #: JOB-AFTER: the uid each awaited Job had when seen unfinished; the ends the bridge reported;
     #: whether every one has Completed (then the Job runs, and they are read no more)
@@ -691,6 +694,7 @@ class CreatePodsInput(K8sModel):
     indexes: list[int | None] = Field(default_factory=list)
     #: the Pods to create with their per-index counts (POL-20); when set, ``indexes`` is ignored
     pods: list[PodToCreate] = Field(default_factory=list)
+    job_rv: int = 0  # JOB-93: the Job's resourceVersion the workflow last read or wrote
 
 
 class CreatePodsResult(K8sModel):
