@@ -556,6 +556,25 @@ def test_describe_lists_only_the_times_that_will_run() -> None:  # CJ-MAX-RUNS, 
     assert upcoming(state(ran_previously=True, observed={"skip": ["* * * * *"]})) == []  # every time skipped
 
 
+def test_the_next_schedule_time_shown_is_one_that_runs() -> None:  # CJ-58, CJ-SKIP, CJ-WINDOW
+    def at(h: float) -> datetime:
+        return T + timedelta(hours=h)
+
+    skip = state(ran_previously=True, observed={"skip": ["0 */2 * * *"]})  # the even hours
+    assert decide.next_run(skip, at(1)) == at(1)
+    assert decide.next_run(skip, at(2)) == at(3)  # woken at a skipped time: the next that runs is shown
+    assert decide.next_run(skip, None) is None
+    assert decide.describe(skip, JUST_AFTER, wake=at(2), armed_for=None)["nextScheduleTime"] == iso(at(3))
+    assert decide.next_run(state(ran_previously=True, observed={"skip": ["* * * * *"]}), at(1)) is None
+    until = state(ran_previously=True, observed={"active_until": at(0.5)})
+    assert decide.next_run(until, at(0.5)) is None  # woken to say the window ended: nothing runs
+    assert decide.next_run(state(ran_previously=True, observed={"active_until": at(1)}), at(1)) == at(1)
+    one_left = state(ran_previously=True, observed={"skip": ["0 */2 * * *"], "max_runs": 1})
+    assert decide.next_run(one_left, at(2)) == at(3)
+    none_left = one_left.model_copy(update={"scheduled_runs": 1})
+    assert decide.next_run(none_left, at(2)) is None
+
+
 def test_a_skip_calendar_time_makes_no_job_and_enters_the_ledger_once() -> None:  # CJ-SKIP
     s = state(ran_previously=True, observed={"skip": ["0 */2 * * *"]})  # T is 10:00, an even hour
     out = sync(s, JUST_AFTER)

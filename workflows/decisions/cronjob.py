@@ -901,7 +901,8 @@ def history_deleted(state: CronJobState, res: DeleteJobsResult) -> CronJobState:
 # -- the status write --------------------------------------------------------------------------
 
 def status(state: CronJobState, wake: datetime | None, events: list[EventInput] | None = None) -> SyncCronJobInput:
-    """The status and batchd's annotations (CJ-45, CJ-58, CJ-59), and ``events`` to record after them."""
+    """The status and batchd's annotations (CJ-45, CJ-58, CJ-59), and ``events`` to record after
+    them; ``wake`` is the next schedule time to show (:func:`next_run`)."""
     o, c = state.observation, state.counters
     return SyncCronJobInput(
         namespace=o.namespace, name=o.name, uid=o.uid, active=state.active, events=events or [],
@@ -1142,7 +1143,8 @@ def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
         "suspendReason": o.suspend_reason, "suspendedAt": o.suspended_at,
         "concurrencyPolicy": spec.concurrency_policy,
         "startingDeadlineSeconds": spec.starting_deadline_seconds,
-        "nextScheduleTime": opt(wake or armed_for), "armedFor": opt(armed_for),  # armed: the pass has no wake yet
+        # armed: the pass has no wake yet; a wake at which nothing runs shows the next time that does
+        "nextScheduleTime": opt(next_run(state, wake) if wake else armed_for), "armedFor": opt(armed_for),
         "upcoming": [] if spec.suspend or o.held else _upcoming(state, now),
         "held": o.held,
         "active": [a.name for a in state.active],
@@ -1162,25 +1164,49 @@ def describe(state: CronJobState, now: datetime, *, wake: datetime | None,
 
 
 def _upcoming(state: CronJobState, now: datetime) -> list[str]:
-    """The next times that will run: none past the run limit (CJ-MAX-RUNS) or the active window
-    (CJ-WINDOW), none in the skip calendar (CJ-SKIP)."""
-    o, left = state.observation, runs_left(state)
-    upcoming: list[str] = []
-    wanted = UPCOMING if left is None else min(UPCOMING, left)
+    """``describe``'s next times that will run (at most :data:`UPCOMING`)."""
     try:
-        schedule, _ = schedule_of(o)
-        t: datetime | None = max(now, _second_before(o.active_from)) if o.active_from else now
-        for _ in range(UPCOMING_SCAN):  # bounded: a skip calendar may skip every time
-            if len(upcoming) >= wanted:
-                break
-            t = schedule.next(t) if t is not None else None
-            if t is None or (o.active_until is not None and t > o.active_until):
-                break
-            if not _skipped(o, t):
-                upcoming.append(iso(t))
+        return [iso(t) for t in _runs(state, now, UPCOMING)]
     except cron.ScheduleError as err:
         return [f"error: {err.reason}"]
-    return upcoming
+
+
+def _runs(state: CronJobState, after: datetime, wanted: int) -> list[datetime]:
+    """The first ``wanted`` schedule times after ``after`` that will run: none past the run limit
+    (CJ-MAX-RUNS) or the active window (CJ-WINDOW), none in the skip calendar (CJ-SKIP).
+
+    Raises:
+        cron.ScheduleError: the schedule does not parse.
+    """
+    o, left = state.observation, runs_left(state)
+    runs: list[datetime] = []
+    wanted = wanted if left is None else min(wanted, left)
+    schedule, _ = schedule_of(o)
+    t: datetime | None = max(after, _second_before(o.active_from)) if o.active_from else after
+    for _ in range(UPCOMING_SCAN):  # bounded: a skip calendar may skip every time
+        if len(runs) >= wanted:
+            break
+        t = schedule.next(t) if t is not None else None
+        if t is None or (o.active_until is not None and t > o.active_until):
+            break
+        if not _skipped(o, t):
+            runs.append(t)
+    return runs
+
+
+def next_run(state: CronJobState, wake: datetime | None) -> datetime | None:
+    """CJ-58: the time ``batchd.io/next-schedule-time`` and ``NextScheduleTime`` show for a pass
+    that sleeps until ``wake``: the wake-up itself, unless nothing runs then (a time the skip
+    calendar skips, or the end of the active window), when it is the next time that will run, or
+    None if none will."""
+    o = state.observation
+    if wake is None or not (_skipped(o, wake) or (o.active_until is not None and wake >= o.active_until)):
+        return wake
+    try:
+        later = _runs(state, wake - timedelta(seconds=1), 1)
+    except cron.ScheduleError:
+        return None
+    return later[0] if later else None
 
 
 def _describe_seat(state: CronJobState) -> dict[str, Any] | None:
