@@ -123,6 +123,9 @@ class SimWorld:
         key = {"Job": ("batch", "jobs"), "Pod": ("", "pods")}[kind]
         return [o for o in self.sim.objects(*key) if o["metadata"]["namespace"] == ns]
 
+    #: DELETEs done but missing from the record: none here (kubesim records each before it answers)
+    unrecorded = 0
+
     def deletes(self, resource: str, ns: str) -> int:
         """DELETE requests that were not answered with an injected fault."""
         key = AuditKey("delete", "batch" if resource == "jobs" else "", resource, "")
@@ -204,6 +207,12 @@ class PlaneWorld:
 
     def objects(self, kind: str, ns: str) -> list[dict[str, Any]]:
         return list(self.kube.list(kind, ns)["items"])
+
+    @property
+    def unrecorded(self) -> int:
+        """DELETEs done but missing from the audit log: kube-apiserver writes a request's entry once
+        it has answered, so one SIGKILLed in between has deleted in etcd and logged nothing."""
+        return self.restarted.count("kube-apiserver")
 
     def deletes(self, resource: str, ns: str) -> int:
         """Successful DELETEs by batchd's ServiceAccount, from the API server's audit log."""
@@ -313,9 +322,9 @@ async def test_two_replicas_under_chaos_lose_nothing_and_do_everything_once(
                      if n in ttls and t < finished + timedelta(seconds=ttls[n])}
             if early:
                 problems.append(f"deleted before their expiry: {early}")
-            deletes = world.deletes("jobs", ns)
-            if deletes != TTL_JOBS - len(set(ttls) & set(jobs())):
-                problems.append(f"{deletes} DELETE requests (not faulted) for {TTL_JOBS} TTL Jobs")
+            deletes, done = world.deletes("jobs", ns), TTL_JOBS - len(set(ttls) & set(jobs()))
+            if not done - world.unrecorded <= deletes <= done:
+                problems.append(f"{deletes} DELETE requests (not faulted) for {done} TTL Jobs deleted")
 
             # CronJobs: never two Jobs for one schedule time, each named for its time
             everything = jobs()
