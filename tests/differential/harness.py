@@ -242,7 +242,16 @@ class Fact:
     what: Callable[[dict[str, Any]], Any]
 
 
-Step = Call | Poll | Watch | Fact
+@dataclass(frozen=True)
+class Pause:
+    """No request: give a controller ``seconds`` to take in what came before, where nothing
+    observable says it has (the garbage collector's graph learning of a new dependent)."""
+
+    seconds: float
+    why: str
+
+
+Step = Call | Poll | Watch | Fact | Pause
 
 
 @dataclass(frozen=True)
@@ -288,6 +297,9 @@ def run(side: Side, case: Case, ns: str) -> list[dict[str, Any]]:
                      "body": step.show(reply) if step.show else reply.body}
         elif isinstance(step, Fact):
             entry = {"step": f"fact {step.name}", "value": step.what(ctx)}
+        elif isinstance(step, Pause):
+            time.sleep(step.seconds)
+            entry = {"step": f"pause: {step.why}"}
         else:
             path = resolve(step.path, ctx)
 

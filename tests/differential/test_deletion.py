@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.differential.harness import MERGE, STRATEGIC, Call, Case, Poll, Ref
+from tests.differential.harness import MERGE, STRATEGIC, Call, Case, Pause, Poll, Ref
 from tests.differential.objects import JOBS, PODS, code, deletion, gone, job, owned_by, params, pod
 
 HOLD = "example.com/hold"
@@ -21,6 +21,11 @@ def deleting(reply: object) -> bool:
 def unowned(reply: object) -> bool:
     return not getattr(reply, "body", {}).get("metadata", {}).get("ownerReferences")
 
+
+#: An orphaning delete orphans the dependents the garbage collector's graph holds; one it has not
+#: yet seen (its informer behind, on a loaded machine) is found later with its owner gone, and
+#: deleted as garbage. Both sides get the time to see the Pod first.
+SEEN = Pause(3.0, "the garbage collector sees the Pod")
 
 CASES = [
     Case("finalizers: a deleted object waits for its finalizers", (
@@ -55,6 +60,7 @@ CASES = [
     Case("delete: a Job without a policy orphans, with a warning", (
         Call("POST", JOBS, job(), label="j", show=code),
         Call("POST", PODS, pod(meta={"ownerReferences": owned_by("j")}), show=code),
+        SEEN,
         Call("DELETE", JOBS + "/j", show=deletion),
         Poll(JOBS + "/j", until=gone, show=code),
         Poll(PODS + "/p", until=unowned, show=deletion),
@@ -62,6 +68,7 @@ CASES = [
     Case("delete: Orphan", (
         Call("POST", JOBS, job(), label="j", show=code),
         Call("POST", PODS, pod(meta={"ownerReferences": owned_by("j")}), show=code),
+        SEEN,
         Call("DELETE", JOBS + "/j", query={"propagationPolicy": "Orphan"}, show=deletion),
         Poll(JOBS + "/j", until=gone, show=code),
         Poll(PODS + "/p", until=unowned, show=deletion),
