@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 import pytest
 
 from kube.client import Kube
 from tests.conftest import eventually, new_namespace
 from tests.e2e.test_worker_process import BATCHD, http_get
+from worker.cluster import log_tail
 from worker.dev import DEV_BRIDGE, dev_server_args, free_port
 from worker.upstream import KUBERNETES_VERSION, UpstreamError, bin_dir
 
@@ -100,10 +101,11 @@ def _dev_server(tmp_path: Path, log: IO[bytes]) -> tuple[subprocess.Popen[bytes]
 
 
 @contextmanager
-def dev_world(tmp_path: Path, kubeconfig: Path, namespaces: list[str]) -> Iterator[None]:
+def dev_world(tmp_path: Path, kubeconfig: Path, namespaces: list[str]) -> Iterator[Path]:
     """The Temporal dev server as ``batchd dev`` starts it, and a worker with its bridge settings
-    (on ``namespaces``), both as separate processes. The worker keeps the default Lease times: no
-    test here kills it, and a 2 s renew deadline on a saturated machine makes leadership flap."""
+    (on ``namespaces``), both as separate processes; yields the worker's log. The worker keeps the
+    default Lease times: no test here kills it, and a 2 s renew deadline on a saturated machine
+    makes leadership flap."""
     log = open(tmp_path / "temporal.log", "ab")  # noqa: SIM115 - closed below
     server: subprocess.Popen[bytes] | None = None
     worker = None
@@ -125,7 +127,7 @@ def dev_world(tmp_path: Path, kubeconfig: Path, namespaces: list[str]) -> Iterat
             if worker.poll() is None:
                 break
             assert "address already in use" in (tmp_path / "worker.log").read_text(), "the worker exited"
-        yield
+        yield tmp_path / "worker.log"
     finally:
         for proc in (worker, server):
             if proc is not None and proc.poll() is None:
@@ -138,13 +140,18 @@ def dev_world(tmp_path: Path, kubeconfig: Path, namespaces: list[str]) -> Iterat
         log.close()
 
 
+class World(NamedTuple):
+    spaces: dict[str, str]  # a namespace for each test that uses the world, by kubectl binary or name
+    log: Path  # the worker's
+
+
 @pytest.fixture(scope="module")
-def world(kube: Kube, worker_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def world(kube: Kube, worker_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """One dev world for the module (per test process), with a namespace for each test that uses it:
     a dev server and a worker are the slow part to start."""
     spaces = {key: new_namespace(kube) for key in [*KUBECTLS.values(), "cronjob"]}
-    with dev_world(tmp_path_factory.mktemp("dev"), worker_kubeconfig, list(spaces.values())):
-        yield spaces
+    with dev_world(tmp_path_factory.mktemp("dev"), worker_kubeconfig, list(spaces.values())) as log:
+        yield World(spaces, log)
 
 
 def _until(run: Callable[[], str], text: str, timeout: float = 60) -> str:
@@ -156,12 +163,15 @@ def _until(run: Callable[[], str], text: str, timeout: float = 60) -> str:
 
 
 @contextmanager
-def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path) -> Iterator[Run]:
+def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path,
+                   worker_log: Path | None = None) -> Iterator[Run]:
+    """``run(*args)``: kubectl's output; a failure says what the worker (``worker_log``) logged last."""
     def run(*args: str, ok: bool = True, timeout: float = 60, stdin: str | None = None) -> str:
         cmd = [binary, "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), "-n", namespace, *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=stdin)
         if ok and proc.returncode != 0:
-            raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+            worker = f"\nthe worker's log ends:\n{log_tail(worker_log, 40)}" if worker_log else ""
+            raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}): {proc.stderr}{worker}")
         if not ok:
             assert proc.returncode != 0, proc.stdout
             return proc.stderr
@@ -175,10 +185,10 @@ def kubectl_runner(binary: str, kubeconfig: Path, namespace: str, cache: Path) -
 @pytest.mark.xdist_group("kubectl-versions", per_backend=True)
 @pytest.mark.parametrize("binary", KUBECTL_PARAMS)
 @pytest.mark.timeout(900)
-def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, world: dict[str, str],
+def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, world: World,
                                            tmp_path: Path, backend: str) -> None:
-    namespace = world[binary]
-    with kubectl_runner(binary, kubeconfig, namespace, tmp_path / "cache") as k:
+    namespace = world.spaces[binary]
+    with kubectl_runner(binary, kubeconfig, namespace, tmp_path / "cache", world.log) as k:
         other = f"{namespace}-b"
 
         # create namespace / cronjob / job, each with both dry runs first
@@ -254,8 +264,8 @@ def test_a_newcomers_first_kubectl_commands(binary: str, kubeconfig: Path, world
 @pytest.mark.slow
 @pytest.mark.timeout(420)  # two real minutes by design
 async def test_a_kubectl_cronjob_runs_each_minute_and_keeps_the_history_its_patch_asks_for(
-        kubeconfig: Path, world: dict[str, str], tmp_path: Path) -> None:
-    with kubectl_runner("kubectl", kubeconfig, world["cronjob"], tmp_path / "cache") as k:
+        kubeconfig: Path, world: World, tmp_path: Path) -> None:
+    with kubectl_runner("kubectl", kubeconfig, world.spaces["cronjob"], tmp_path / "cache", world.log) as k:
         assert k("create", "cronjob", "tick", "--image=busybox", "--schedule=*/1 * * * *", "--", "date") == \
             "cronjob.batch/tick created\n"
         assert k("get", "cronjob", "tick", "-o", "jsonpath={.spec.successfulJobsHistoryLimit}") == "3"
