@@ -513,7 +513,7 @@ class CronJobWorkflow(WorkflowSide):
             self._advertised = shown
             workflow.upsert_search_attributes([
                 NEXT_SCHEDULE_TIME.value_set(shown) if shown else NEXT_SCHEDULE_TIME.value_unset()])
-        when = f"next runs {iso(self.wake)}" if self.wake else "suspended" if self.obs.spec.suspend else "idle"
+        when = f"next runs {iso(shown)}" if shown else "suspended" if self.obs.spec.suspend else "idle"
         queue = f"; backfill: {len(self.state.backfill)} time(s) to go, one at a time" if self.state.backfill else ""
         workflow.set_current_details(f"CronJob {self.obs.namespace}/{self.obs.name} (`{self.obs.spec.schedule}`) "
                                      f"{when}{queue}")
