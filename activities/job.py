@@ -12,6 +12,7 @@ workflow's last read and writes (JOB-93), and records a bounded window of them (
 from __future__ import annotations
 
 import copy
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -196,21 +197,24 @@ class JobCopies:
 
     The worker's watch keeps a small view of each Job, not its template and policies (memory at
     100,000 Jobs), so a sync needs the whole object from elsewhere. Upstream reads it from its
-    informer; batchd GETs it, and keeps here the last whole copy of each Job it syncs (the most
-    recently used :data:`SIZE`). A copy is used instead of a GET while the watch's view of the Job
-    is at the copy's resourceVersion (no one has changed it since, as far as the watch knows) and
-    the copy is not older than what the Job's workflow last read or wrote (a write by another
-    replica's activity). A change the watch has not delivered yet is read by the sync its event
-    pokes, as upstream's informer would; a status write from a stale copy fails its precondition,
-    and the copy is dropped.
+    informer; batchd GETs it, and keeps here the last whole copy of each Job it syncs, encoded, the
+    most recently used first, at most :data:`LIMIT_BYTES` of them (a Job may take 1.5 MB, so a
+    bound on their number would not bound the memory). A copy is used instead of a GET while the
+    watch's view of the Job is at the copy's resourceVersion (no one has changed it since, as far
+    as the watch knows) and the copy is not older than what the Job's workflow last read or wrote
+    (a write by another replica's activity). A change the watch has not delivered yet is read by
+    the sync its event pokes, as upstream's informer would; a status write from a stale copy fails
+    its precondition, and the copy is dropped.
     """
 
-    SIZE = 256
+    LIMIT_BYTES = 32 * 1024 * 1024
 
     def __init__(self, view: JobView) -> None:
         self.view = view
         self._lock = threading.Lock()
-        self._copies: dict[str, dict[str, Any]] = {}  # uid -> the whole Job, least recently used first
+        #: uid -> (the whole Job's resourceVersion, name, JSON), least recently used first
+        self._copies: dict[str, tuple[str, str, bytes]] = {}
+        self._bytes = 0
 
     def get(self, kube: Kube, namespace: str, name: str, uid: str, not_before: int) -> dict[str, Any] | None:
         """The Job named ``name``: a copy kept here if still current, else a GET (kept for next time)."""
@@ -219,10 +223,11 @@ class JobCopies:
             if kept is not None:
                 self._copies[uid] = kept
         seen = self.view(namespace, uid)
-        if (kept is not None and seen is not None and kept["metadata"].get("name") == name
-                and seen["metadata"].get("resourceVersion") == kept["metadata"].get("resourceVersion")
-                and resource_version_of(kept) >= not_before):
-            return copy.deepcopy(kept)
+        if (kept is not None and seen is not None and kept[1] == name
+                and seen["metadata"].get("resourceVersion") == kept[0]
+                and kept[0].isdigit() and int(kept[0]) >= not_before):
+            copied: dict[str, Any] = json.loads(kept[2])  # the caller's own
+            return copied
         job = kube.get("Job", namespace, name)
         if job is None or job["metadata"].get("uid") != uid:
             self.forget(uid)
@@ -232,15 +237,23 @@ class JobCopies:
 
     def keep(self, job: dict[str, Any]) -> None:
         """Keep ``job`` (as the API returned it from a GET or a write) as its uid's copy."""
+        meta = job["metadata"]
+        entry = (meta.get("resourceVersion") or "", meta.get("name") or "", json.dumps(job).encode())
         with self._lock:
-            self._copies.pop(job["metadata"]["uid"], None)
-            self._copies[job["metadata"]["uid"]] = copy.deepcopy(job)
-            while len(self._copies) > self.SIZE:
-                del self._copies[next(iter(self._copies))]
+            self._drop(meta["uid"])
+            self._copies[meta["uid"]] = entry
+            self._bytes += len(entry[2])
+            while self._bytes > self.LIMIT_BYTES:
+                self._drop(next(iter(self._copies)))
 
     def forget(self, uid: str) -> None:
         with self._lock:
-            self._copies.pop(uid, None)
+            self._drop(uid)
+
+    def _drop(self, uid: str) -> None:
+        old = self._copies.pop(uid, None)
+        if old is not None:
+            self._bytes -= len(old[2])
 
 
 def status_body(s: JobStatusView, indexed: bool) -> dict[str, Any]:

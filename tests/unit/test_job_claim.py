@@ -186,8 +186,15 @@ def test_a_kept_copy_of_the_job_stands_in_for_a_get_only_while_nothing_is_newer(
     assert read() is not None and api.gets == 6  # nothing kept for a uid it is not
 
 
-def test_the_kept_copies_are_the_most_recently_used_few() -> None:
+def test_the_kept_copies_are_the_most_recently_used_within_a_byte_bound() -> None:
     copies = JobCopies(lambda ns, uid: None)
-    for i in range(JobCopies.SIZE + 10):
-        copies.keep(_job(str(i), uid=f"u{i}"))
-    assert len(copies._copies) == JobCopies.SIZE and "u9" not in copies._copies and "u10" in copies._copies
+    big = "x" * (1024 * 1024)  # a Job near etcd's 1.5 MB
+    for i in range(JobCopies.LIMIT_BYTES // len(big) + 10):
+        job = _job(str(i), uid=f"u{i}")
+        job["metadata"]["annotations"] = {"a": big}
+        copies.keep(job)
+    assert copies._bytes <= JobCopies.LIMIT_BYTES
+    assert copies._bytes == sum(len(c[2]) for c in copies._copies.values())
+    assert "u0" not in copies._copies and f"u{JobCopies.LIMIT_BYTES // len(big) + 9}" in copies._copies
+    copies.forget(next(iter(copies._copies)))
+    assert copies._bytes == sum(len(c[2]) for c in copies._copies.values())
