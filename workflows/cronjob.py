@@ -87,10 +87,6 @@ JOB_END_TIDIED_DURING_ARMED_WAIT = "job-end-tidied-during-armed-wait"
 #: Job end of a ``*/1`` CronJob costs one local activity, activation and marker fewer (its
 #: ``SuccessfulCreate`` comes from the armed creation). Histories recorded before it replay as they ran.
 EVENTS_WITH_STATUS = "events-with-status"
-#: ``workflow.patched`` id: ``NextScheduleTime`` and ``batchd.io/next-schedule-time`` show the next
-#: time that runs (``decide.next_run``), not a wake-up at which nothing runs (a skipped time, the
-#: end of the active window). Histories recorded before it replay showing the wake-up.
-NEXT_RUN_SHOWN = "next-run-shown"
 #: An armed creation's time limit beyond its wait. It does not heartbeat: with 2,000 CronJobs on
 #: one minute the heartbeats were the dev server's most frequent call (docs/benchmarks.md), and a
 #: worker killed while it waits loses the creation only until this limit, when the retry (idempotent
@@ -351,15 +347,10 @@ class CronJobWorkflow(WorkflowSide):
         self._count_runs()
         await self._write_status(self.wake)
 
-    def _shown(self, wake: datetime | None) -> datetime | None:
-        """CJ-58: the next schedule time to show for a pass that sleeps until ``wake``."""
-        return decide.next_run(self.state, wake) if workflow.patched(NEXT_RUN_SHOWN) else wake
-
     async def _write_status(self, wake: datetime | None) -> None:
         """Record the Events still to record and write the status if it changed: in one local
         activity when there are both (EVENTS_WITH_STATUS); the Events its one try missed are
         recorded after it with the usual retries."""
-        wake = self._shown(wake)
         due = decide.status_key(self.state, wake) != self._written
         events: list[EventInput] = []
         if due and self.events and workflow.patched(EVENTS_WITH_STATUS):
@@ -508,12 +499,11 @@ class CronJobWorkflow(WorkflowSide):
     async def _sleep(self) -> datetime | None:
         """Wait for the next wake-up or a change; return the wake-up time if the next pass runs as of it (armed)."""
         now = workflow.now()
-        shown = self._shown(self.wake)
-        if self._advertised != shown:
-            self._advertised = shown
+        if self._advertised != self.wake:
+            self._advertised = self.wake
             workflow.upsert_search_attributes([
-                NEXT_SCHEDULE_TIME.value_set(shown) if shown else NEXT_SCHEDULE_TIME.value_unset()])
-        when = f"next runs {iso(shown)}" if shown else "suspended" if self.obs.spec.suspend else "idle"
+                NEXT_SCHEDULE_TIME.value_set(self.wake) if self.wake else NEXT_SCHEDULE_TIME.value_unset()])
+        when = f"next runs {iso(self.wake)}" if self.wake else "suspended" if self.obs.spec.suspend else "idle"
         queue = f"; backfill: {len(self.state.backfill)} time(s) to go, one at a time" if self.state.backfill else ""
         workflow.set_current_details(f"CronJob {self.obs.namespace}/{self.obs.name} (`{self.obs.spec.schedule}`) "
                                      f"{when}{queue}")

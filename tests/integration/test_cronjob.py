@@ -210,12 +210,9 @@ async def test_a_window_a_run_limit_and_a_skip_calendar(client, kube, namespace,
         d = await describe(client, namespace, "win")
         assert [_utc(t) for t in d["upcoming"]] == [midnight] and _utc(d["activeUntil"]) == until
         assert (await describe(client, namespace, "max"))["remainingRuns"] == 1
-        # CJ-58: the skipped midnight wakes the workflow, but the next time shown is the one that runs
+        # CJ-63: the skipped midnight wakes the workflow, but describe shows the time that runs
         d = await describe(client, namespace, "skip")
         assert _utc(d["nextScheduleTime"]) == _utc(d["upcoming"][0]) == midnight + timedelta(days=1)
-        shown = await eventually(lambda: kube.get("CronJob", namespace, "skip")["metadata"]["annotations"].get(
-            "batchd.io/next-schedule-time"), what="the next schedule time annotated")
-        assert _utc(shown) == midnight + timedelta(days=1)
         for handle in handles.values():
             await skipper.fast_forward(handle, timedelta(days=2))
         first, second_day = f"{int(midnight.timestamp()) // 60}", f"{int(midnight.timestamp()) // 60 + 24 * 60}"

@@ -902,7 +902,7 @@ def history_deleted(state: CronJobState, res: DeleteJobsResult) -> CronJobState:
 
 def status(state: CronJobState, wake: datetime | None, events: list[EventInput] | None = None) -> SyncCronJobInput:
     """The status and batchd's annotations (CJ-45, CJ-58, CJ-59), and ``events`` to record after
-    them; ``wake`` is the next schedule time to show (:func:`next_run`)."""
+    them; ``wake`` is the next wake-up, shown as the next schedule time."""
     o, c = state.observation, state.counters
     return SyncCronJobInput(
         namespace=o.namespace, name=o.name, uid=o.uid, active=state.active, events=events or [],
@@ -1195,8 +1195,8 @@ def _runs(state: CronJobState, after: datetime, wanted: int) -> list[datetime]:
 
 
 def next_run(state: CronJobState, wake: datetime | None) -> datetime | None:
-    """CJ-58: the time ``batchd.io/next-schedule-time`` and ``NextScheduleTime`` show for a pass
-    that sleeps until ``wake``: the wake-up itself, unless nothing runs then (a time the skip
+    """CJ-58: the time ``describe``'s ``nextScheduleTime`` shows for a pass that sleeps until
+    ``wake``: the wake-up itself, unless nothing runs then (a time the skip
     calendar skips, or the end of the active window), when it is the next time that will run, or
     None if none will."""
     o = state.observation
