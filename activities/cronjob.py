@@ -53,8 +53,6 @@ from workflows.models.cronjob import (
     CRONJOB_COMPONENT,
     MANUAL_INSTANTIATE_ANNOTATION,
     SCHEDULED_TIMESTAMP_ANNOTATION,
-    SUSPEND_REASON_ANNOTATION,
-    SUSPENDED_AT_ANNOTATION,
     CreateJobInput,
     CreateJobResult,
     CronJob,
@@ -551,12 +549,8 @@ class CronJobActivities:
         cj = self.kube.get_instance("CronJob", inp.namespace, inp.name, inp.uid)
         if cj is None:
             return SyncCronJobResult(gone=True)
-        notes: dict[str, str | None] = {SUSPEND_REASON_ANNOTATION: inp.reason if inp.suspend else None}
-        if inp.at is not None or not inp.suspend:
-            notes[SUSPENDED_AT_ANNOTATION] = rfc3339(inp.at) if inp.suspend else None
         try:
-            self.kube.patch("CronJob", inp.namespace, inp.name,
-                            {"metadata": {"annotations": notes}, "spec": {"suspend": inp.suspend}})
+            self.kube.patch("CronJob", inp.namespace, inp.name, inp.patch())
         except NotFound:  # deleted since the read
             return SyncCronJobResult(gone=True)
         return SyncCronJobResult()

@@ -12,6 +12,7 @@ The invariants:
 - no Pod before every Job its ``after`` names is Complete, and none while ``after`` holds the Job;
 - no scheduled Job beyond ``max-runs``, at a ``skip`` time, outside the window, or while the
   CronJob is held;
+- a backfill's Jobs only at times in the range of a value that reads, and each value run at most once;
 - a concurrency group never above its limit;
 - no object deleted while held, nor before its TTL;
 - no workflow task failure (every workflow's history is read) but the server's refusal of a
@@ -46,6 +47,7 @@ from workflows.models.cronjob import (
     SCHEDULED_TIMESTAMP_ANNOTATION,
     CronJob,
     CronJobObservation,
+    parse_backfill,
 )
 from workflows.models.job import JOB_ANNOTATIONS, JOB_MANAGED_BY, JobOptions
 
@@ -138,6 +140,7 @@ class AnnotationFuzz:
         self.seen: dict[str, datetime] = {}
         self.finished: dict[str, tuple[datetime, bool]] = {}  # TTL Jobs: when, and whether Failed
         self.pending: list[tuple[datetime, Callable[[], None]]] = []
+        self.began = datetime.now(UTC).replace(microsecond=0)  # the fuzz's backfills end minutes before
 
     def _value(self, name: str) -> str:
         valid, invalid = self.pools[name]
@@ -208,13 +211,18 @@ class AnnotationFuzz:
                   "batchd.io/active-until": (now + timedelta(seconds=9)).strftime("%Y-%m-%dT%H:%M:%SZ")}
         name = self.rng.choice(["batchd.io/max-runs", "batchd.io/skip", "batchd.io/suspend-after-failures",
                                 "batchd.io/jitter-percent", "batchd.io/catch-up", "batchd.io/schedules",
-                                "window", "batchd.io/active-from"])
+                                "window", "batchd.io/active-from", "batchd.io/backfill"])
         if name == "window":
             self.counts["values"] += 2
             return window
         value = self._value(name)
         if name == "batchd.io/max-runs" and value in self.pools[name][0]:
             value = str(self.rng.randint(1, 3))  # small enough to be reached
+        if name == "batchd.io/backfill" and value in self.pools[name][0] and self.rng.random() < 0.7:
+            # a few minutes before any CronJob of the run was created: its Jobs are the backfill's
+            start = now - timedelta(minutes=self.rng.randint(10, 20))
+            value = f"{start:%Y-%m-%dT%H:%M:%SZ}/{start + timedelta(minutes=self.rng.randint(0, 2)):%Y-%m-%dT%H:%M:%SZ}"
+            value += " one-at-a-time" if self.rng.random() < 0.3 else ""
         return {name: value}
 
     def _cron(self, case: str) -> None:
@@ -336,9 +344,11 @@ class AnnotationFuzz:
                             _ts(j["metadata"]["creationTimestamp"])) for j in jobs
                            if any(o.get("name") == name for o in j["metadata"].get("ownerReferences") or [])
                            and MANUAL not in j["metadata"]["annotations"])
-        self.counts["scheduled Jobs"] += len(scheduled)
         notes = {key[2]: tl for key, tl in self.timelines.items() if key[:2] == ("CronJob", name)}
-        broken = []
+        broken = self._check_backfill(name, [t for t, _ in scheduled if t is not None and t < self.began],
+                                      notes.get("batchd.io/backfill"))
+        scheduled = [(t, created) for t, created in scheduled if t is not None and t >= self.began]
+        self.counts["scheduled Jobs"] += len(scheduled)
         for t, created in scheduled:
             assert t is not None and created is not None
             values = {k: tl.at(created) for k, tl in notes.items()}
@@ -362,6 +372,22 @@ class AnnotationFuzz:
                 broken.append(f"CronJob {name}: {len(scheduled)} scheduled Jobs, max-runs {obs.max_runs}")
             if obs.held and scheduled:
                 broken.append(f"CronJob {name}: {len(scheduled)} scheduled Jobs, held from its creation")
+        return broken
+
+    def _check_backfill(self, name: str, times: list[datetime], timeline: Timeline | None) -> list[str]:
+        """CJ-BACKFILL-DOOR: the Jobs for times before the run began are a backfill's, each at a time
+        in the range of a value that reads, one per minute; and each value ran at most once."""
+        self.counts["backfilled Jobs"] += len(times)
+        asked = [parse_backfill(v) for _, v in (timeline.changes if timeline else []) if v is not None]
+        ranges = [(b.start, b.to) for b in asked if not isinstance(b, str)]
+        broken = [f"CronJob {name}: a Job for {t}, in no backfill's range {ranges}" for t in times
+                  if not any(start <= t <= to for start, to in ranges)]
+        if len({t.replace(second=0) for t in times}) != len(times):
+            broken.append(f"CronJob {name}: two backfilled Jobs in one minute: {times}")
+        events = [e for e in self.kube.list("Event", self.ns)["items"]
+                  if e["involvedObject"]["name"] == name and e["reason"] in ("Backfilled", "InvalidBackfill")]
+        if sum(e.get("count", 1) for e in events) > len(asked):
+            broken.append(f"CronJob {name}: {len(events)} backfill Events for {len(asked)} values set")
         return broken
 
     def _check_group(self, group: str, jobs: list[dict[str, Any]]) -> list[str]:

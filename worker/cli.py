@@ -473,7 +473,7 @@ def describe_cronjob(output: str, ref: tuple[str, str], **temporal: Any) -> None
 
 @main.group()
 def cronjob() -> None:
-    """Operate a CronJob's workflow (cronjob/NS/NAME) through Temporal Updates."""
+    """Operate a CronJob: through its workflow's Temporal Updates, or (--via kubernetes) as writes RBAC guards."""
 
 
 #: the update's input field for each update option (the CLI's own parameter names)
@@ -486,12 +486,22 @@ def _cronjob_update_command(update: str, help_text: str, *options: Callable[[cli
     @temporal_options
     @output_option
     @click.option("--timeout", type=float, default=timeout, show_default=True,
-                  help="Seconds to wait for a worker to run the update.")
+                  help="Seconds to wait for a worker to run it.")
+    @click.option("--via", type=click.Choice(["temporal", "kubernetes"]), default="temporal", show_default=True,
+                  help="temporal: the workflow's Update (needs write access to batchd's Temporal namespace). "
+                       "kubernetes: a write to the CronJob or its Jobs with --kubeconfig, which the namespace's "
+                       "RBAC guards (see docs/operations.md, 'Who may do what').")
+    @click.option("--kubeconfig", envvar="KUBECONFIG", type=click.Path(path_type=Path), default=None,
+                  help="With --via kubernetes: the kubeconfig file; inside a Pod the in-cluster config when unset.")
     @click.argument("ref", metavar="NS/NAME", callback=_ref)
-    def command(output: str, timeout: float, ref: tuple[str, str], **options: Any) -> None:
+    def command(output: str, timeout: float, via: str, kubeconfig: Path | None, ref: tuple[str, str],
+                **options: Any) -> None:
         from worker import commands
 
         arg = {field: options.pop(k) for k, field in _UPDATE_FIELDS.items() if k in options}
+        if via == "kubernetes":
+            _run_kube(kubeconfig, lambda kube: commands.cronjob_kube(kube, *ref, update, output=output, arg=arg,
+                                                                     timeout=timeout))
         _run_ops(options, lambda c: commands.cronjob_update(c, *ref, update, output=output, arg=arg), timeout=timeout)
 
     for option in options:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -36,8 +37,10 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.cronjob import build_job
 from kube.client import Kube
 from kube.errors import Conflict, KubeError, NotFound
+from workflows.decisions import cronjob as decide
 from workflows.identity import (
     EXPIRES_AT,
     K8S_KIND,
@@ -50,6 +53,14 @@ from workflows.identity import (
     group_workflow_id,
 )
 from workflows.models.common import INT64_MAX
+from workflows.models.cronjob import (
+    BACKFILL_ANNOTATION,
+    BACKFILL_TAKEN_ANNOTATION,
+    CreateJobInput,
+    CronJob,
+    CronJobObservation,
+    parse_backfill,
+)
 from workflows.models.job import TTL_AFTER_FAILURE_ANNOTATION, TTL_AFTER_SUCCESS_ANNOTATION
 from workflows.models.ttl import POD_TTL_LABEL, TTL_HOLD_ANNOTATION, parse_ttl
 from workflows.times import NEVER, iso
@@ -307,6 +318,103 @@ def _patch_annotations(kube: Kube, kind: str, namespace: str, name: str, annotat
         kube.patch(kind, namespace, name, {"metadata": {"annotations": annotations}})
     except NotFound:
         raise NotFoundError(f"{kind} {namespace}/{name} not found") from None
+
+
+# -- the Kubernetes door (docs/operations.md, "Who may do what") ------------------------------
+
+#: ``--via kubernetes``: how often a backfill reads the CronJob while it waits for batchd to take it
+TAKEN_POLL = 0.5
+
+
+def cronjob_kube(kube: Kube, namespace: str, name: str, update: str, *, output: str, arg: dict[str, Any],
+                 timeout: float) -> str:
+    """``batchd cronjob trigger|suspend|resume|backfill --via kubernetes``: the same actions as the
+    Updates, done as writes to the CronJob and its Jobs with the caller's kubeconfig, so the
+    namespace's RBAC decides who may: ``create`` ``jobs`` to trigger, ``patch`` ``cronjobs`` for the rest.
+
+    Raises:
+        NotFoundError: no such CronJob.
+        RefusedError: the backfill's range does not read, or batchd refused it (``InvalidBackfill``).
+        OpError: batchd did not take the backfill within ``timeout`` seconds.
+        KubeError: the API server refused a request (403 without the RBAC rule).
+    """
+    assert update in CRONJOB_UPDATES
+    cj = _get(kube, "CronJob", namespace, name)
+    if update == "backfill":
+        return _backfill_via_kube(kube, cj, arg, output=output, timeout=timeout)
+    state = decide.new_state(CronJobObservation.of(CronJob.model_validate(cj)))
+    now = datetime.now(UTC)
+    if update == "trigger":
+        run = decide.trigger(state, now)
+        job = build_job(cj, CreateJobInput(namespace=namespace, cronjob_name=name, cronjob_uid=state.observation.uid,
+                                           job_name=run.name, scheduled=now, manual=True))
+        # as kubectl create job --from makes it: blocking the CronJob's deletion would need update on cronjobs/finalizers
+        del job["metadata"]["ownerReferences"][0]["blockOwnerDeletion"]
+        kube.create("Job", namespace, job)
+        result: dict[str, Any] = {"jobName": run.name}
+    else:
+        patch = decide.suspend_change(state, update == "suspend", arg.get("reason"), now)
+        if patch is not None:
+            kube.patch("CronJob", namespace, name, patch.patch())
+        result = {"suspended": update == "suspend", "changed": patch is not None}
+    return _render_mapping({"cronJob": f"{namespace}/{name}", "via": "kubernetes", "update": update,
+                            "result": result}, output)
+
+
+def _backfill_via_kube(kube: Kube, cj: dict[str, Any], arg: dict[str, Any], *, output: str, timeout: float) -> str:
+    """CJ-BACKFILL-DOOR: set ``batchd.io/backfill``, wait until batchd took it, and print its Event.
+
+    A value taken before is removed first, and set again once batchd saw it go, so the same range
+    asked twice runs twice, as the Update does (the second finds its Jobs existing).
+    """
+    meta = cj["metadata"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    text = f"{arg['from']}/{arg['to']}" + (" one-at-a-time" if arg.get("oneAtATime") else "")
+    if isinstance(why := parse_backfill(text), str):
+        raise RefusedError(f"{BACKFILL_ANNOTATION}={text!r} {why}")
+    deadline = time.monotonic() + timeout
+    notes = meta.get("annotations") or {}
+    if notes.get(BACKFILL_ANNOTATION) == text:
+        _patch_annotations(kube, "CronJob", namespace, name, {BACKFILL_ANNOTATION: None})
+        _until_taken(kube, namespace, name, None, deadline)
+    asked = f"{BACKFILL_ANNOTATION}={text}"
+    before = _backfill_events(kube, namespace, uid, asked)
+    _patch_annotations(kube, "CronJob", namespace, name, {BACKFILL_ANNOTATION: text})
+    _until_taken(kube, namespace, name, text, deadline)
+    while True:  # recorded right after the status write that says it was taken: a new Event, or a count gone up
+        said = [e for key, e in _backfill_events(kube, namespace, uid, asked).items()
+                if key not in before or before[key].get("count") != e.get("count")]
+        if said or time.monotonic() > deadline:
+            break
+        time.sleep(TAKEN_POLL)
+    if not said:
+        raise OpError(f"batchd took {asked} but recorded no Event about it within the timeout")
+    event = said[-1]
+    if event["reason"] == "InvalidBackfill":
+        raise RefusedError(f"{event['message']} (CronJob {namespace}/{name})")
+    doc = {"cronJob": f"{namespace}/{name}", "via": "kubernetes", "update": "backfill", "event": event["reason"],
+           "message": event["message"]}
+    return _json(doc) if output == "json" else event["message"]
+
+
+def _backfill_events(kube: Kube, namespace: str, uid: str, asked: str) -> dict[str, dict[str, Any]]:
+    """The CronJob's Events about the backfill ``asked``, by name (an Event's count rises when it recurs)."""
+    events = kube.list("Event", namespace, field_selector=f"involvedObject.uid={uid}")["items"]
+    return {e["metadata"]["name"]: e for e in events
+            if e.get("reason") in ("Backfilled", "InvalidBackfill") and (e.get("message") or "").startswith(asked)}
+
+
+def _until_taken(kube: Kube, namespace: str, name: str, value: str | None, deadline: float) -> None:
+    """Wait until ``batchd.io/backfill-taken`` says ``value`` (None: absent)."""
+    while True:
+        notes = (_get(kube, "CronJob", namespace, name)["metadata"].get("annotations") or {})
+        if notes.get(BACKFILL_TAKEN_ANNOTATION) == value:
+            return
+        if time.monotonic() > deadline:
+            raise OpError(f"batchd did not take {BACKFILL_ANNOTATION} on CronJob {namespace}/{name} in time "
+                          f"({BACKFILL_TAKEN_ANNOTATION} says {notes.get(BACKFILL_TAKEN_ANNOTATION)!r}): "
+                          "is a batchd worker running for this namespace?")
+        time.sleep(TAKEN_POLL)
 
 
 # -- describe ------------------------------------------------------------------------------

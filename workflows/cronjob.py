@@ -87,6 +87,10 @@ JOB_END_TIDIED_DURING_ARMED_WAIT = "job-end-tidied-during-armed-wait"
 #: Job end of a ``*/1`` CronJob costs one local activity, activation and marker fewer (its
 #: ``SuccessfulCreate`` comes from the armed creation). Histories recorded before it replay as they ran.
 EVENTS_WITH_STATUS = "events-with-status"
+#: ``workflow.patched`` id: the pass takes the backfill that the annotation ``batchd.io/backfill``
+#: asks for (CJ-BACKFILL-DOOR); a worker of before it ignores the annotation, and its histories
+#: replay without it.
+BACKFILL_DOOR = "backfill-door"
 #: An armed creation's time limit beyond its wait. It does not heartbeat: with 2,000 CronJobs on
 #: one minute the heartbeats were the dev server's most frequent call (docs/benchmarks.md), and a
 #: worker killed while it waits loses the creation only until this limit, when the retry (idempotent
@@ -249,15 +253,7 @@ class CronJobWorkflow(WorkflowSide):
         times = self._backfill_times(inp)
         self._interrupt = True  # the lock may be held by an armed creation's wait
         async with self._lock:
-            result = BackfillResult(times=len(times))
-            if inp.one_at_a_time:
-                self.state = self.state.model_copy(update={"backfill": times, "backfilling": False})
-                result = await self._advance_backfill(result)
-            else:
-                for t in times:
-                    result, _ = await self._backfill_one(result, t)
-                    if self.obs.gone:
-                        break
+            result = await self._backfill(times, inp.one_at_a_time)
             self._changed = True
             return result
 
@@ -344,6 +340,8 @@ class CronJobWorkflow(WorkflowSide):
             self.wake = end.wake
             if self.state.backfill:
                 await self._advance_backfill(None)
+            if self.obs.backfill != self.state.backfill_taken and workflow.patched(BACKFILL_DOOR):
+                await self._take_backfill()
         self._count_runs()
         await self._write_status(self.wake)
 
@@ -378,6 +376,31 @@ class CronJobWorkflow(WorkflowSide):
         await execute(decide.tidy(self), self)
         self._count_runs()
         await self._write_status(due)
+
+    async def _take_backfill(self) -> None:
+        """CJ-BACKFILL-DOOR: run the backfill that ``batchd.io/backfill`` asks for, as the update runs it,
+        and say what became of it in an Event."""
+        self.state, asked = decide.backfill_asked(self.state)
+        if asked is None:
+            return
+        try:
+            times = decide.backfill_times(self.state, asked, workflow.now())
+        except decide.BackfillRefused as err:
+            self.events.append(decide.backfill_event(self.state, err))
+            return
+        self.events.append(decide.backfill_event(self.state, await self._backfill(times, asked.one_at_a_time)))
+
+    async def _backfill(self, times: list[datetime], one_at_a_time: bool) -> BackfillResult:
+        """CJ-BACKFILL: create the Jobs of ``times``, or queue them one at a time."""
+        result = BackfillResult(times=len(times))
+        if one_at_a_time:
+            self.state = self.state.model_copy(update={"backfill": times, "backfilling": False})
+            return await self._advance_backfill(result)
+        for t in times:
+            result, _ = await self._backfill_one(result, t)
+            if self.obs.gone:
+                break
+        return result
 
     async def _advance_backfill(self, result: BackfillResult | None) -> BackfillResult:
         """CJ-BACKFILL one at a time: create the queue's next Job once the one before it has ended."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -28,7 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from kube.client import Kube
-from tests.conftest import eventually, running, utcnow
+from tests.conftest import eventually, new_namespace, running, utcnow
 from tests.k8s import create_job, finish_job, second
 from workflows.identity import K8S_KIND, K8S_NAME, K8S_NAMESPACE, cronjob_workflow_id
 
@@ -410,3 +411,101 @@ async def test_cronjob_backfill_prints_what_it_created_and_what_existed_and_refu
         [entry] = [e for e in (await batchd(address, "cronjob", "history", ref, "-o", "json")).json()
                    if e["job"] == f"minutely-{m + 12}"]
         assert entry["source"] == "backfill"
+
+
+def _door_cronjob(name: str) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": name, "labels": {"batchd.io/managed": "true"}},
+            "spec": {"schedule": "* * * * *", "suspend": True, "successfulJobsHistoryLimit": 10,
+                     "jobTemplate": {"spec": {"template": {"spec": {
+                         "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}}}
+
+
+async def test_the_kubernetes_door_triggers_suspends_resumes_and_backfills_with_the_callers_kubeconfig(
+        client: Client, kube: Kube, namespace: str, task_queue: str, address: str, kubeconfig: Path) -> None:
+    # --via kubernetes: the same actions as writes to the CronJob and its Jobs; a Temporal server that
+    # cannot be reached shows the CLI never asks it
+    ref = f"{namespace}/door"
+    start = utcnow().replace(second=0, microsecond=0) - timedelta(hours=1)
+    m = int(start.timestamp()) // 60
+    span = ["--from", f"{start:%Y-%m-%dT%H:%M:%SZ}", "--to", f"{start + timedelta(minutes=2):%Y-%m-%dT%H:%M:%SZ}"]
+
+    async def door(*args: str) -> Result:
+        return await batchd("127.0.0.1:1", "cronjob", *args, "--via", "kubernetes", "--kubeconfig", str(kubeconfig))
+
+    async with running(client, kube, task_queue, namespace):
+        kube.create("CronJob", namespace, _door_cronjob("door"))
+        await eventually(lambda: client.get_workflow_handle(cronjob_workflow_id(namespace, "door")).query("describe"),
+                         what="the CronJob workflow")
+        trig = await door("trigger", ref, "-o", "json")
+        assert trig.code == 0, trig
+        job = kube.get("Job", namespace, trig.json()["result"]["jobName"]) or {}
+        assert job["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"] == "manual"
+        assert job["metadata"]["ownerReferences"][0]["name"] == "door" and job["spec"]["managedBy"] == "batchd.io/job-controller"
+
+        resumed = await door("resume", ref, "-o", "json")
+        assert resumed.json()["result"] == {"suspended": False, "changed": True}
+        suspended = await door("suspend", ref, "--reason", "quarter close", "-o", "json")
+        assert suspended.json()["result"] == {"suspended": True, "changed": True}
+        notes = (kube.get("CronJob", namespace, "door") or {})["metadata"]["annotations"]
+        assert notes["batchd.io/suspend-reason"] == "quarter close" and "batchd.io/suspended-at" in notes
+
+        first = await door("backfill", ref, *span)
+        assert first.code == 0, first
+        assert first.out.strip().endswith("3 schedule time(s): 3 created, 0 existed, 0 failed, 0 queued"), first.out
+        again = await door("backfill", ref, *span, "-o", "json")  # the same range again: taken again
+        assert again.code == 0, again
+        assert again.json()["message"].endswith("3 schedule time(s): 0 created, 3 existed, 0 failed, 0 queued")
+        future = await door("backfill", ref, "--from", f"{utcnow():%Y-%m-%dT%H:%M:%SZ}",
+                            "--to", f"{utcnow() + timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}")
+        assert future.code == 2 and "in the future" in future.err, future
+        names = sorted(j["metadata"]["name"] for j in kube.list("Job", namespace)["items"])
+        assert [n for n in names if "-m" not in n] == [f"door-{m + i}" for i in range(3)]
+
+
+async def test_a_user_bound_to_one_namespace_triggers_and_backfills_there_and_is_refused_elsewhere(
+        client: Client, kube: Kube, namespace: str, task_queue: str, address: str, kubeconfig: Path, backend: str,
+        tmp_path: Path) -> None:
+    # docs/operations.md, "Who may do what": a namespace's own Role decides, and nothing else is needed
+    if backend != "cluster":
+        pytest.skip("RBAC is kube-apiserver's (kubesim authorizes nobody)")
+    other = new_namespace(kube)
+    for ns in (namespace, other):
+        kube.create("CronJob", ns, _door_cronjob("door"))
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", body={"metadata": {"name": "operator"}})
+    kube.request("POST", f"{rbac}/namespaces/{namespace}/roles", body={"metadata": {"name": "cronjob-operator"}, "rules": [
+        {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]}]})
+    kube.request("POST", f"{rbac}/namespaces/{namespace}/rolebindings", body={
+        "metadata": {"name": "cronjob-operator"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cronjob-operator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": namespace}]})
+    token = kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/operator/token",
+                         body={"spec": {"expirationSeconds": 3600}})["status"]["token"]
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["users"] = [{"name": config["users"][0]["name"], "user": {"token": token}}]
+    operator = tmp_path / "operator.kubeconfig"
+    operator.write_text(yaml.safe_dump(config))
+    start = utcnow().replace(second=0, microsecond=0) - timedelta(hours=1)
+    span = ["--from", f"{start:%Y-%m-%dT%H:%M:%SZ}", "--to", f"{start + timedelta(minutes=1):%Y-%m-%dT%H:%M:%SZ}"]
+
+    async def door(ns: str, *args: str) -> Result:
+        return await batchd(address, "cronjob", args[0], f"{ns}/door", *args[1:], "--via", "kubernetes",
+                            "--kubeconfig", str(operator))
+
+    async with running(client, kube, task_queue, namespace):
+        await eventually(lambda: client.get_workflow_handle(cronjob_workflow_id(namespace, "door")).query("describe"),
+                         what="the CronJob workflow")
+        trig = await door(namespace, "trigger", "-o", "json")
+        assert trig.code == 0, trig
+        assert kube.get("Job", namespace, trig.json()["result"]["jobName"])
+        back = await door(namespace, "backfill", *span)
+        assert back.code == 0 and back.out.strip().endswith("2 created, 0 existed, 0 failed, 0 queued"), back
+        for args in (["trigger"], ["backfill", *span]):
+            refused = await door(other, *args)
+            assert refused.code == 1 and "forbidden" in refused.err.lower(), refused
+            assert f'system:serviceaccount:{namespace}:operator' in refused.err, refused
+        assert kube.list("Job", other)["items"] == []
+        assert "batchd.io/backfill" not in ((kube.get("CronJob", other, "door") or {})["metadata"].get("annotations") or {})

@@ -164,3 +164,49 @@ async def test_backfill_one_at_a_time_creates_each_after_the_previous_finished(
 
 async def _queue_empty(client: Any, ns: str, name: str) -> bool:
     return (await describe(client, ns, name))["backfillQueue"] == []
+
+
+def _taken(kube: Kube, ns: str, name: str) -> str | None:
+    return ((kube.get("CronJob", ns, name) or {})["metadata"].get("annotations") or {}).get("batchd.io/backfill-taken")
+
+
+async def test_the_backfill_annotation_runs_once_per_value_and_says_what_became_of_it(
+        client, kube: Kube, namespace, task_queue):
+    # CJ-BACKFILL-DOOR: the request set with the CronJob runs once its workflow starts; a pass for
+    # another change does not run it again; a refused one is a Warning; removed and set again, it runs again
+    base = minute_floor(utcnow()).replace(minute=0) - timedelta(hours=2)
+    asked = f"{stamp(base)}/{stamp(base + timedelta(minutes=30))}"
+    kube.create("CronJob", namespace, cronjob_manifest("door", "*/5 * * * *", suspend=True,
+                                                       annotations={"batchd.io/backfill": asked}))
+
+    def annotate(value: str | None, **more: str) -> None:
+        kube.patch("CronJob", namespace, "door", {"metadata": {"annotations": {"batchd.io/backfill": value, **more}}})
+
+    async with running(client, kube, task_queue, namespace):
+        handle = await started(client, namespace, "door")
+        [done] = await eventually(lambda: events_of(kube, namespace, "door", "Backfilled"), what="the Event")
+        assert done["message"] == f"batchd.io/backfill={asked}: 7 schedule time(s): 7 created, 0 existed, 0 failed, 0 queued"
+        assert len(jobs_of(kube, namespace, "door")) == 7
+        await eventually(lambda: _taken(kube, namespace, "door") == asked, what="batchd.io/backfill-taken")
+        annotate(asked, **{"batchd.io/catch-up": "all"})  # a pass, with the value already taken
+        await eventually(lambda: _catch_up_all(client, namespace, "door"), what="the change seen")
+        future = f"{stamp(utcnow())}/{stamp(utcnow() + timedelta(hours=1))}"
+        annotate(future)
+        [refused] = await eventually(lambda: events_of(kube, namespace, "door", "InvalidBackfill"), what="the refusal")
+        assert refused["type"] == "Warning" and refused["message"].startswith(f"batchd.io/backfill={future} refused: ")
+        assert "in the future" in refused["message"]
+        [done] = events_of(kube, namespace, "door", "Backfilled")
+        assert done["count"] == 1 and len(jobs_of(kube, namespace, "door")) == 7
+        await eventually(lambda: _taken(kube, namespace, "door") == future, what="the refused value taken")
+        annotate(None)
+        await eventually(lambda: _taken(kube, namespace, "door") is None, what="the record cleared")
+        annotate(asked)
+        again = await eventually(lambda: [e for e in events_of(kube, namespace, "door", "Backfilled")
+                                          if "7 existed" in e["message"]], what="the second run")
+        assert again[0]["message"].endswith("7 schedule time(s): 0 created, 7 existed, 0 failed, 0 queued")
+        history = await handle.query("history")
+        assert [(e["source"], e["outcome"]) for e in history] == [("backfill", "created")] * 7
+
+
+async def _catch_up_all(client: Any, ns: str, name: str) -> bool:
+    return (await describe(client, ns, name))["catchUp"] == "all"

@@ -375,6 +375,41 @@ def test_backfill_one_at_a_time_advances_as_each_job_ends() -> None:
     assert decide.backfilled(BackfillResult(times=3), run, None).existed == [run.name]
 
 
+WEEK = f"{iso(T - timedelta(days=7))}/{iso(T)}"
+
+
+@pytest.mark.parametrize(("asked", "written", "taken", "runs", "taken_after"), [
+    (WEEK, None, None, True, WEEK),  # a new value runs
+    (WEEK, None, WEEK, False, WEEK),  # once per value
+    (WEEK, WEEK, None, False, WEEK),  # a workflow afresh on a CronJob that took it before: the CronJob says so
+    (None, WEEK, WEEK, False, None),  # removed: the record goes, so setting it again runs it again
+    (f"{iso(T)}/{iso(T)} one-at-a-time", None, WEEK, True, f"{iso(T)}/{iso(T)} one-at-a-time"),  # another value
+    (None, None, None, False, None),
+])
+def test_the_backfill_annotation_is_taken_once_per_value(asked: str | None, written: str | None, taken: str | None,
+                                                         runs: bool, taken_after: str | None) -> None:
+    """CJ-BACKFILL-DOOR."""
+    s = state().model_copy(update={"backfill_taken": taken})
+    s = s.model_copy(update={"observation": s.observation.model_copy(update={"backfill": asked, "backfill_taken": written})})
+    s, backfill = decide.backfill_asked(s)
+    assert (backfill is not None) == runs and s.backfill_taken == taken_after
+    assert decide.status(s, None).annotations["batchd.io/backfill-taken"] == taken_after
+    if backfill is not None:
+        assert backfill.one_at_a_time == asked.endswith("one-at-a-time")  # type: ignore[union-attr]
+
+
+def test_the_backfill_annotation_says_what_became_of_it() -> None:
+    s = state()
+    s = s.model_copy(update={"observation": s.observation.model_copy(update={"backfill": WEEK})})
+    done = decide.backfill_event(s, BackfillResult(times=168, created=["a", "b"], existed=["c"]))
+    assert (done.type, done.reason) == ("Normal", "Backfilled")
+    assert done.message == f"batchd.io/backfill={WEEK}: 168 schedule time(s): 2 created, 1 existed, 0 failed, 0 queued"
+    assert decide.backfill_event(s, BackfillResult(times=1, failed=["a: Forbidden"])).type == "Warning"
+    refused = decide.backfill_event(s, decide.BackfillRefused("more than 1000 schedule times"))
+    assert (refused.type, refused.reason) == ("Warning", "InvalidBackfill")
+    assert refused.message == f"batchd.io/backfill={WEEK} refused: more than 1000 schedule times"
+
+
 def test_a_created_job_found_finished_is_not_active_again() -> None:
     """CJ-31: two runs in one minute name one Job; the finished namesake stays out of ``active``."""
     s = state()

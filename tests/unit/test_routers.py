@@ -436,11 +436,12 @@ def test_the_cronjob_decision_key_reads_every_field_but_its_own_writes() -> None
         "status": CronJobStatus(last_schedule_time=NOW), "jitter_percent": 5, "problem": "p", "lead_seconds": 1.0,
         "suspend_reason": "r", "suspended_at": "t", "catch_up": "all", "schedules": ["5 * * * *"],
         "active_from": NOW, "active_until": NOW, "max_runs": 3, "skip": ["0 0 * * 0"], "suspend_after_failures": 2,
-        "concurrency_group": "g", "concurrency_limit": 2, "cloudevents": True, "held": "h"}
+        "concurrency_group": "g", "concurrency_limit": 2, "cloudevents": True, "held": "h",
+        "backfill": "2026-01-01T00:00:00Z/2026-01-01T00:00:00Z", "backfill_taken": "x"}
     assert set(samples) == set(CronJobObservation.model_fields)  # a new field needs a sample here
     unchanged = {f for f, v in samples.items() if base.model_copy(update={f: v}).decision_key() == base.decision_key()}
     assert unchanged == set(CronJobObservation.NOT_DECIDED) == {"resource_version", "status", "lead_seconds",
-                                                                "cloudevents"}
+                                                                "cloudevents", "backfill_taken"}
 
 
 def test_the_expiry_a_ttl_workflow_starts_with() -> None:

@@ -41,7 +41,9 @@ from workflows.models.common import (
     ObjectRef,
 )
 from workflows.models.cronjob import (
+    BACKFILL_ANNOTATION,
     BACKFILL_LIMIT,
+    BACKFILL_TAKEN_ANNOTATION,
     CRONJOB_COMPONENT,
     FAILED_RUNS_ANNOTATION,
     FAILURES_SINCE_SUCCESS_ANNOTATION,
@@ -74,6 +76,7 @@ from workflows.models.cronjob import (
     SyncCronJobResult,
     create_cronjob_job,
     delete_cronjob_jobs,
+    parse_backfill,
     set_cronjob_suspend,
     tell_group,
 )
@@ -180,9 +183,7 @@ class _Edit:
         self.s = self.s.model_copy(update=update)
 
     def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
-        o = self.obs
-        self.events.append(EventInput(ref=ObjectRef(kind="CronJob", namespace=o.namespace, name=o.name, uid=o.uid),
-                                      type=type_, reason=reason, message=message, component=CRONJOB_COMPONENT))
+        self.events.append(_event(self.obs, type_, reason, message))
 
     def warn_once(self, key: str, reason: str, message: str, *,
                   type_: Literal["Normal", "Warning"] = "Warning") -> None:
@@ -914,6 +915,7 @@ def status(state: CronJobState, wake: datetime | None, events: list[EventInput] 
             FAILURES_SINCE_SUCCESS_ANNOTATION: str(c.failures_since_last_success),
             LAST_FAILURE_TIME_ANNOTATION: iso(state.last_failure_time) if state.last_failure_time else None,
             LAST_FAILED_JOB_ANNOTATION: state.last_failed_job,
+            BACKFILL_TAKEN_ANNOTATION: state.backfill_taken,
         })
 
 
@@ -921,7 +923,7 @@ def status_key(state: CronJobState, wake: datetime | None) -> tuple[Any, ...]:
     """What the status write depends on: a pass that changes none of it writes nothing."""
     c = state.counters
     return (tuple(a.uid for a in state.active), state.last_schedule_time, state.last_successful_time, wake,
-            c.succeeded, c.failed, c.failures_since_last_success, state.last_failure_time)
+            c.succeeded, c.failed, c.failures_since_last_success, state.last_failure_time, state.backfill_taken)
 
 
 # -- operator controls -------------------------------------------------------------------------
@@ -938,7 +940,12 @@ def base36(n: int) -> str:
 
 def trigger(state: CronJobState, now: datetime) -> Run:
     """CJ-61: a Job now, as ``kubectl create job --from=cronjob/NAME`` makes it, under a distinct name."""
-    return Run(f"{state.observation.name[:52]}-m{base36(int(now.timestamp()))}", now, "trigger", manual=True)
+    return Run(manual_job_name(state.observation.name, now), now, "trigger", manual=True)
+
+
+def manual_job_name(cronjob: str, now: datetime) -> str:
+    """A triggered Job's name: never a scheduled one's (those end in the minute, digits only)."""
+    return f"{cronjob[:52]}-m{base36(int(now.timestamp()))}"
 
 
 def suspend_change(state: CronJobState, suspend: bool, reason: str | None, now: datetime) -> SetSuspendInput | None:
@@ -990,6 +997,40 @@ def backfill_times(state: CronJobState, inp: BackfillInput, now: datetime) -> li
                               "split the range")
     by_name = {cron.job_name(o.name, t): t for t in reversed(times)}  # the first time of each minute
     return sorted(by_name.values())
+
+
+def backfill_asked(state: CronJobState) -> tuple[CronJobState, BackfillInput | None]:
+    """CJ-BACKFILL-DOOR: the backfill that ``batchd.io/backfill`` asks for, once per value.
+
+    The state records the value taken, and the status write copies it to
+    ``batchd.io/backfill-taken``, so a workflow that starts afresh on a CronJob it took before (its
+    state lost) does not run it again. A removed or unreadable annotation clears the record.
+    """
+    o = state.observation
+    if o.backfill == state.backfill_taken:
+        return state, None
+    state = state.model_copy(update={"backfill_taken": o.backfill})
+    if o.backfill is None or o.backfill == o.backfill_taken:
+        return state, None
+    asked = parse_backfill(o.backfill)
+    return state, None if isinstance(asked, str) else asked
+
+
+def backfill_event(state: CronJobState, result: BackfillResult | BackfillRefused) -> EventInput:
+    """CJ-BACKFILL-DOOR: what became of the annotation's backfill: ``Backfilled``, or the Warning
+    ``InvalidBackfill`` when it was refused (the update's refusals)."""
+    o = state.observation
+    asked = f"{BACKFILL_ANNOTATION}={o.backfill}"
+    if isinstance(result, BackfillRefused):
+        return _event(o, "Warning", "InvalidBackfill", f"{asked} refused: {result}")
+    counts = ", ".join(f"{len(getattr(result, k))} {k}" for k in ("created", "existed", "failed", "queued"))
+    return _event(o, "Warning" if result.failed else "Normal", "Backfilled",
+                  f"{asked}: {result.times} schedule time(s): {counts}")
+
+
+def _event(o: CronJobObservation, type_: Literal["Normal", "Warning"], reason: str, message: str) -> EventInput:
+    return EventInput(ref=ObjectRef(kind="CronJob", namespace=o.namespace, name=o.name, uid=o.uid),
+                      type=type_, reason=reason, message=message, component=CRONJOB_COMPONENT)
 
 
 def backfill_run(state: CronJobState, due: datetime) -> Run:

@@ -230,6 +230,16 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
+def parse_instant(raw: str) -> datetime | None:
+    """A time as batchd's annotations write it (``_INSTANT``, on a day the month has); None if it is not one."""
+    if _INSTANT.fullmatch(raw):
+        try:
+            return datetime.fromisoformat(raw)
+        except ValueError:
+            pass  # a day the month does not have
+    return None
+
+
 class Annotations:
     """batchd's annotations on one object (a CronJob, a Job), read one by one; what cannot be read
     is collected by what it does (FAIL-CLOSED): ``held`` for an annotation of ``effects`` marked
@@ -269,11 +279,8 @@ class Annotations:
         raw = self.annotations.get(name)
         if raw is None:
             return None
-        if _INSTANT.fullmatch(raw):
-            try:
-                return datetime.fromisoformat(raw)
-            except ValueError:
-                pass  # a day the month does not have
+        if (at := parse_instant(raw)) is not None:
+            return at
         self.refuse(name, "must be an RFC 3339 time with an offset, in the years 1970 to 2999 "
                           "(2026-01-01T00:00:00Z)")
         return None

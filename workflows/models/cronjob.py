@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic.dataclasses import dataclass
@@ -26,7 +26,9 @@ from workflows.models.common import (
     Unreadable,
     declare_activity,
     finished_condition,
+    parse_instant,
 )
+from workflows.times import rfc3339
 
 #: The component of the CronJob controller's Events (``source.component``, ``reportingComponent``).
 CRONJOB_COMPONENT = "batchd-cronjob-controller"
@@ -51,6 +53,10 @@ SUSPEND_AFTER_FAILURES_ANNOTATION = "batchd.io/suspend-after-failures"  # CJ-BRE
 CONCURRENCY_GROUP_ANNOTATION = "batchd.io/concurrency-group"  # CJ-GROUP: a DNS label, per namespace
 CONCURRENCY_LIMIT_ANNOTATION = "batchd.io/concurrency-limit"  # CJ-GROUP: 1 when absent
 MAX_GROUP_LIMIT = 10_000
+#: CJ-BACKFILL-DOOR: ``FROM/TO`` (optionally `` one-at-a-time``) asks for a backfill, taken once per
+#: value; batchd records the value it took in BACKFILL_TAKEN_ANNOTATION
+BACKFILL_ANNOTATION = "batchd.io/backfill"
+BACKFILL_TAKEN_ANNOTATION = "batchd.io/backfill-taken"
 SCHEDULED_TIMESTAMP_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 MANUAL_INSTANTIATE_ANNOTATION = "cronjob.kubernetes.io/instantiate"
 
@@ -97,8 +103,8 @@ class CronJobObservation(Observation):
 
     #: its status is the workflow's own write; ``lead_seconds`` and ``cloudevents`` are the
     #: bridge's, which the workflow takes apart from the key
-    NOT_DECIDED = frozenset({"resource_version", "status", "lead_seconds", "cloudevents"})
-    ADDED = frozenset({"held"})
+    NOT_DECIDED = frozenset({"resource_version", "status", "lead_seconds", "cloudevents", "backfill_taken"})
+    ADDED = frozenset({"held", "backfill"})
 
     namespace: str
     name: str
@@ -128,6 +134,8 @@ class CronJobObservation(Observation):
     suspend_after_failures: int | None = None  # CJ-BREAKER
     concurrency_group: str | None = None  # CJ-GROUP
     concurrency_limit: int = 1
+    backfill: str | None = None  # CJ-BACKFILL-DOOR: the request, when it reads well
+    backfill_taken: str | None = None  # what batchd last took (written by the workflow)
     #: NOTIFY-EVENTS: not the CronJob's either: whether the sending bridge's worker has a CloudEvents sink
     cloudevents: bool | None = None
 
@@ -144,6 +152,10 @@ class CronJobObservation(Observation):
         limit = read.number(CONCURRENCY_LIMIT_ANNOTATION, 1, MAX_GROUP_LIMIT)
         if CONCURRENCY_LIMIT_ANNOTATION in meta.annotations and CONCURRENCY_GROUP_ANNOTATION not in meta.annotations:
             read.refuse(CONCURRENCY_LIMIT_ANNOTATION, f"is set without {CONCURRENCY_GROUP_ANNOTATION}")
+        backfill = meta.annotations.get(BACKFILL_ANNOTATION)
+        if backfill is not None and isinstance(asked := parse_backfill(backfill), str):
+            read.refuse(BACKFILL_ANNOTATION, asked, "no backfill runs")
+            backfill = None
         return cls(
             namespace=meta.namespace, name=meta.name, uid=meta.uid, resource_version=meta.resource_version,
             generation=meta.generation or 0, creation_timestamp=meta.creation_timestamp,
@@ -157,6 +169,7 @@ class CronJobObservation(Observation):
             skip=expressions(read, SKIP_ANNOTATION),
             suspend_after_failures=read.number(SUSPEND_AFTER_FAILURES_ANNOTATION, 1, MAX_INT32),
             concurrency_group=group, concurrency_limit=limit or 1,
+            backfill=backfill, backfill_taken=meta.annotations.get(BACKFILL_TAKEN_ANNOTATION),
             problem=read.problem(),
             held=read.hold("the CronJob is held: no Job is created from its schedule"),
         )
@@ -175,6 +188,7 @@ CRONJOB_ANNOTATIONS: dict[str, Unreadable] = {
     SCHEDULES_ANNOTATION: "ignore",
     CATCH_UP_ANNOTATION: "ignore",
     JITTER_ANNOTATION: "ignore",
+    BACKFILL_ANNOTATION: "ignore",
 }
 
 #: CJ-SCHEDULES, CJ-SKIP: the most cron expressions one annotation holds
@@ -417,6 +431,8 @@ class CronJobState(K8sModel):
     #: running once ``backfilling`` is set
     backfill: list[datetime] = Field(default_factory=list)
     backfilling: bool = False
+    #: CJ-BACKFILL-DOOR: the ``batchd.io/backfill`` value taken (None once the annotation is removed)
+    backfill_taken: str | None = None
     scheduled_runs: int = 0  # CJ-MAX-RUNS: Jobs created from the schedule while a limit is set
     failures_in_a_row: int = 0  # CJ-BREAKER: scheduled Jobs Failed since the last Complete
     outbox: list[CloudEvent] = Field(default_factory=list)  # NOTIFY-EVENTS: not yet delivered, oldest first
@@ -533,6 +549,13 @@ class SetSuspendInput(K8sModel):
     #: CronJob that only gets a new reason) or, on resume, removes it
     at: datetime | None = None
 
+    def patch(self) -> dict[str, Any]:
+        """The merge patch: one, so no reader sees ``spec.suspend`` without its reason and time."""
+        notes: dict[str, str | None] = {SUSPEND_REASON_ANNOTATION: self.reason if self.suspend else None}
+        if self.at is not None or not self.suspend:
+            notes[SUSPENDED_AT_ANNOTATION] = rfc3339(self.at) if self.suspend else None
+        return {"metadata": {"annotations": notes}, "spec": {"suspend": self.suspend}}
+
 
 class TriggerInput(K8sModel):
     """Operator update ``trigger``: create a Job now (like ``kubectl create job --from=cronjob/x``)."""
@@ -562,6 +585,19 @@ class BackfillInput(K8sModel):
     start: datetime = Field(alias="from")
     to: datetime
     one_at_a_time: bool = False
+
+
+_BACKFILL = re.compile(r"([^/ ]+)/([^/ ]+)( one-at-a-time)?")
+
+
+def parse_backfill(text: str) -> BackfillInput | str:
+    """CJ-BACKFILL-DOOR: the backfill a ``batchd.io/backfill`` value asks for, or why it cannot be read."""
+    m = _BACKFILL.fullmatch(text)
+    start, to = (parse_instant(m[1]), parse_instant(m[2])) if m else (None, None)
+    if m is None or start is None or to is None or start > to:
+        return ("must be FROM/TO, two RFC 3339 times with an offset in the years 1970 to 2999, FROM not after TO "
+                "(2026-01-01T00:00:00Z/2026-01-07T00:00:00Z), optionally followed by ' one-at-a-time'")
+    return BackfillInput.model_validate({"from": start, "to": to, "one_at_a_time": m[3] is not None})
 
 
 class BackfillResult(K8sModel):
