@@ -516,10 +516,10 @@ def _activity(a: Any, now: datetime) -> dict[str, Any]:
 
 
 def _label(key: str) -> str:
-    """``nextScheduleTime`` → ``Next Schedule Time``, ``failuresInARow`` → ``Failures In A Row``, as
-    ``kubectl describe`` labels fields."""
-    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", key)
-    return words[:1].upper() + words[1:]
+    """``nextScheduleTime`` → ``Next Schedule Time``, ``failuresInARow`` → ``Failures In A Row``,
+    ``resource_version`` → ``Resource Version``, as ``kubectl describe`` labels fields."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", key).replace("_", " ").split()
+    return " ".join(w[:1].upper() + w[1:] for w in words)
 
 
 def _described(value: Any, indent: int) -> list[str]:

@@ -194,8 +194,8 @@ def _banner(kubeconfig: Path, temporal_port: int, ui_port: int, health_port: int
         "  kubectl create job hello --image=busybox -- echo hi",
         "  kubectl wait --for=condition=complete job/hello && kubectl " + (
             "logs job/hello" if kube == "kubesim" else "get pods -l job-name=hello  # kwok's Nodes keep no logs"),
-        "  kubectl create cronjob every-minute --image=busybox --schedule='*/1 * * * *' -- date",
-        "  kubectl create job --from=cronjob/every-minute manual-1",
+        "  kubectl create cronjob nightly --image=busybox --schedule='0 2 * * *' -- date",
+        "  kubectl create job --from=cronjob/nightly manual-1",
         "  kubectl get jobs,pods,cronjobs -A",
         "  kubectl get pods -w",
         f"  temporal workflow list {t} -q 'ExecutionStatus=\"Running\"'",

@@ -70,6 +70,7 @@ def test_other_refusals_and_a_lasting_one_are_not_hidden(monkeypatch: pytest.Mon
 @pytest.mark.parametrize(("key", "label"), [
     ("nextScheduleTime", "Next Schedule Time"), ("failuresInARow", "Failures In A Row"),
     ("uid", "Uid"), ("lastFailedJob", "Last Failed Job"), ("armedFor", "Armed For"),
+    ("resource_version", "Resource Version"), ("held_by", "Held By"),
 ])
 def test_describe_labels_fields_in_words(key: str, label: str) -> None:
     assert commands._label(key) == label
