@@ -522,11 +522,14 @@ class CronJobWorkflow(WorkflowSide):
     async def _sleep(self) -> datetime | None:
         """Wait for the next wake-up or a change; return the wake-up time if the next pass runs as of it (armed)."""
         now = workflow.now()
+        shown = decide.next_run(self.state, self.wake)
+        # upserted when the wake-up changes, as before the value became the next run: a history
+        # replays with its upserts where they were, and only their values differ (CJ-58)
         if self._advertised != self.wake:
             self._advertised = self.wake
             workflow.upsert_search_attributes([
-                NEXT_SCHEDULE_TIME.value_set(self.wake) if self.wake else NEXT_SCHEDULE_TIME.value_unset()])
-        when = f"next runs {iso(self.wake)}" if self.wake else "suspended" if self.obs.spec.suspend else "idle"
+                NEXT_SCHEDULE_TIME.value_set(shown) if shown else NEXT_SCHEDULE_TIME.value_unset()])
+        when = f"next runs {iso(shown)}" if shown else "suspended" if self.obs.spec.suspend else "idle"
         queue = f"; backfill: {len(self.state.backfill)} time(s) to go, one at a time" if self.state.backfill else ""
         workflow.set_current_details(f"CronJob {self.obs.namespace}/{self.obs.name} (`{self.obs.spec.schedule}`) "
                                      f"{when}{queue}")

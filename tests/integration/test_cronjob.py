@@ -24,7 +24,7 @@ from tests.conftest import eventually, idle, running, save_history, utcnow, work
 from tests.k8s import finish_job, second
 from workflows import cronjob as cronjob_workflow
 from workflows.cronjob import ARMED_SLACK, JOB_END_TIDIED_DURING_ARMED_WAIT
-from workflows.identity import cronjob_workflow_id
+from workflows.identity import NEXT_SCHEDULE_TIME, cronjob_workflow_id
 from workflows.models.job import JOB_MANAGED_BY
 
 #: Jobs these tests' CronJobs create name another controller, so they stay active until a test
@@ -210,9 +210,17 @@ async def test_a_window_a_run_limit_and_a_skip_calendar(client, kube, namespace,
         d = await describe(client, namespace, "win")
         assert [_utc(t) for t in d["upcoming"]] == [midnight] and _utc(d["activeUntil"]) == until
         assert (await describe(client, namespace, "max"))["remainingRuns"] == 1
-        # CJ-63: the skipped midnight wakes the workflow, but describe shows the time that runs
+        # CJ-58: the skipped midnight wakes the workflow, but the time shown is the one that runs
         d = await describe(client, namespace, "skip")
         assert _utc(d["nextScheduleTime"]) == _utc(d["upcoming"][0]) == midnight + timedelta(days=1)
+        shown = await eventually(lambda: kube.get("CronJob", namespace, "skip")["metadata"]["annotations"].get(
+            "batchd.io/next-schedule-time"), what="the next schedule time annotated")
+        assert _utc(shown) == midnight + timedelta(days=1)
+
+        async def advertised() -> datetime | None:
+            return (await handles["skip"].describe()).typed_search_attributes.get(NEXT_SCHEDULE_TIME)
+
+        assert await eventually(advertised, what="NextScheduleTime") == midnight + timedelta(days=1)
         for handle in handles.values():
             await skipper.fast_forward(handle, timedelta(days=2))
         first, second_day = f"{int(midnight.timestamp()) // 60}", f"{int(midnight.timestamp()) // 60 + 24 * 60}"
@@ -229,6 +237,8 @@ async def test_a_window_a_run_limit_and_a_skip_calendar(client, kube, namespace,
         ledger = await handles["skip"].query("history")
         assert [(_utc(x["scheduledTime"]), x["outcome"]) for x in ledger][:2] == [
             (midnight, "skipped-calendar"), (midnight + timedelta(days=1), "created")]
+        for name, saved in (("skip", "cronjob-skip-calendar"), ("max", "cronjob-max-runs"), ("win", "cronjob-window")):
+            await save_history(handles[name], saved)  # recorded while the annotation showed the wake-up
 
 
 async def test_the_breaker_suspends_after_two_scheduled_failures(client, kube, namespace, task_queue, skipper):

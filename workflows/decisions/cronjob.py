@@ -903,13 +903,15 @@ def history_deleted(state: CronJobState, res: DeleteJobsResult) -> CronJobState:
 
 def status(state: CronJobState, wake: datetime | None, events: list[EventInput] | None = None) -> SyncCronJobInput:
     """The status and batchd's annotations (CJ-45, CJ-58, CJ-59), and ``events`` to record after
-    them; ``wake`` is the next wake-up, shown as the next schedule time."""
+    them; ``wake`` is the next wake-up, and the next schedule time shown is the next that runs
+    (:func:`next_run`)."""
     o, c = state.observation, state.counters
+    shown = next_run(state, wake)
     return SyncCronJobInput(
         namespace=o.namespace, name=o.name, uid=o.uid, active=state.active, events=events or [],
         last_schedule_time=state.last_schedule_time, last_successful_time=state.last_successful_time,
         annotations={
-            NEXT_SCHEDULE_ANNOTATION: iso(wake) if wake else None,
+            NEXT_SCHEDULE_ANNOTATION: iso(shown) if shown else None,
             SUCCEEDED_RUNS_ANNOTATION: str(c.succeeded),
             FAILED_RUNS_ANNOTATION: str(c.failed),
             FAILURES_SINCE_SUCCESS_ANNOTATION: str(c.failures_since_last_success),
@@ -1236,10 +1238,10 @@ def _runs(state: CronJobState, after: datetime, wanted: int) -> list[datetime]:
 
 
 def next_run(state: CronJobState, wake: datetime | None) -> datetime | None:
-    """CJ-58: the time ``describe``'s ``nextScheduleTime`` shows for a pass that sleeps until
-    ``wake``: the wake-up itself, unless nothing runs then (a time the skip
-    calendar skips, or the end of the active window), when it is the next time that will run, or
-    None if none will."""
+    """CJ-58: the next schedule time shown (``describe``, ``batchd.io/next-schedule-time``,
+    ``NextScheduleTime``) for a pass that sleeps until ``wake``: the wake-up itself, unless nothing
+    runs then (a time the skip calendar skips, or the end of the active window), when it is the
+    next time that will run, or None if none will."""
     o = state.observation
     if wake is None or not (_skipped(o, wake) or (o.active_until is not None and wake >= o.active_until)):
         return wake
