@@ -459,8 +459,9 @@ async def test_the_kubernetes_door_triggers_suspends_resumes_and_backfills_with_
         future = await door("backfill", ref, "--from", f"{utcnow():%Y-%m-%dT%H:%M:%SZ}",
                             "--to", f"{utcnow() + timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}")
         assert future.code == 2 and "in the future" in future.err, future
-        names = sorted(j["metadata"]["name"] for j in kube.list("Job", namespace)["items"])
-        assert [n for n in names if "-m" not in n] == [f"door-{m + i}" for i in range(3)]
+        names = [j["metadata"]["name"] for j in kube.list("Job", namespace)["items"]]
+        # the backfill's, each once (the minute it was resumed for may have made a scheduled one too)
+        assert {f"door-{m + i}" for i in range(3)} <= set(names) and len(names) == len(set(names))
 
 
 async def test_a_user_bound_to_one_namespace_triggers_and_backfills_there_and_is_refused_elsewhere(
