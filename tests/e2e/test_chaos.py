@@ -37,7 +37,7 @@ from kubesim.server import AuditKey
 from kubesim.store import WatchEvent
 from tests.conftest import backends, eventually, identities, new_namespace, utcnow
 from tests.e2e.forked import Forked
-from tests.e2e.test_worker_process import lease_args, ready
+from tests.e2e.test_worker_process import http_get, lease_args
 from tests.integration.test_cronjob import cronjob_manifest
 from tests.integration.test_job import job_manifest
 from tests.k8s import create_job, finish_job, second
@@ -66,14 +66,23 @@ class Replicas:
         self.log_paths[i] = self.logs / f"replica{i}-{self.starts}.log"
         self.procs[i] = Forked([*self.args, "--health-port", str(self.ports[i])], self.log_paths[i])
 
-    async def ready(self, i: int) -> None:
-        """Until replica ``i`` says ready; a failure carries the end of its log (CI keeps no files)."""
-        try:
-            await ready(self.ports[i])
-        except AssertionError as err:
-            log = self.log_paths[i]
+    async def ready(self, i: int, timeout: float = 180) -> None:
+        """Until replica ``i`` says ready; a failure carries the end of its log (CI keeps no files).
+
+        Its port was picked free when the test began and may be taken since by another process (an
+        outgoing connection's, from the same range): a replica that exits because it cannot bind
+        it starts again on another."""
+        deadline = time.monotonic() + timeout
+        while (answer := http_get(self.ports[i], "/readyz"))[0] != 200:
+            proc, log = self.procs[i], self.log_paths[i]
             tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-40:]) if log else ""
-            raise AssertionError(f"{err}\n--- the end of replica {i}'s log:\n{tail}") from None
+            if proc is not None and proc.poll() is not None and "address already in use" in tail:
+                self.ports[i] = free_port()
+                self.start(i)
+            elif time.monotonic() > deadline:
+                raise AssertionError(f"replica {i} on :{self.ports[i]} not ready within {timeout:.0f} s; last "
+                                     f"answer: {answer[0]} {answer[1].strip()!r}\n--- the end of its log:\n{tail}")
+            await asyncio.sleep(0.2)
 
     async def kill(self, i: int) -> None:
         """SIGKILL replica ``i`` once the other one is ready, and start it again at once."""
