@@ -74,15 +74,21 @@ class Replicas:
         it starts again on another."""
         deadline = time.monotonic() + timeout
         while (answer := http_get(self.ports[i], "/readyz"))[0] != 200:
-            proc, log = self.procs[i], self.log_paths[i]
-            tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-40:]) if log else ""
-            if proc is not None and proc.poll() is not None and "address already in use" in tail:
+            proc = self.procs[i]
+            if proc is not None and proc.poll() is not None and "address already in use" in self._tail(i):
                 self.ports[i] = free_port()
                 self.start(i)
             elif time.monotonic() > deadline:
-                raise AssertionError(f"replica {i} on :{self.ports[i]} not ready within {timeout:.0f} s; last "
-                                     f"answer: {answer[0]} {answer[1].strip()!r}\n--- the end of its log:\n{tail}")
+                raise AssertionError(f"replica {i} on :{self.ports[i]} not ready within {timeout:.0f} s; last answer: "
+                                     f"{answer[0]} {answer[1].strip()!r}\n--- the end of its log:\n{self._tail(i)}")
             await asyncio.sleep(0.2)
+
+    def _tail(self, i: int) -> str:
+        """The last lines of replica ``i``'s log, once it has one."""
+        log = self.log_paths[i]
+        if log is None or not log.exists():
+            return ""
+        return "".join(log.read_text(errors="replace").splitlines(keepends=True)[-40:])
 
     async def kill(self, i: int) -> None:
         """SIGKILL replica ``i`` once the other one is ready, and start it again at once."""
