@@ -290,11 +290,12 @@ class AnnotationFuzz:
         jobs = self.kube.list("Job", self.ns)["items"]
         pods = self.kube.list("Pod", self.ns)["items"]
         by_name = {j["metadata"]["name"]: j for j in jobs}
+        events = self.kube.list("Event", self.ns)["items"]
         for what, name in self.cases:
             if what == "after":
                 broken += self._check_after(name, by_name, pods)
             elif what == "cronjob":
-                broken += self._check_cron(name, jobs)
+                broken += self._check_cron(name, jobs, events)
             elif what == "group":
                 broken += self._check_group(name, jobs)
             else:
@@ -336,7 +337,7 @@ class AnnotationFuzz:
                         broken.append(f"Pod {pod} of {name} created at {created} before {dep} was Complete")
         return broken
 
-    def _check_cron(self, name: str, jobs: list[dict[str, Any]]) -> list[str]:
+    def _check_cron(self, name: str, jobs: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:
         """Each scheduled Job against the annotations in force when it was created: a Job for a time
         that passed while the CronJob was held may be created once the hold ends (as after a
         suspension, CJ-25), but none while it holds."""
@@ -346,7 +347,7 @@ class AnnotationFuzz:
                            and MANUAL not in j["metadata"]["annotations"])
         notes = {key[2]: tl for key, tl in self.timelines.items() if key[:2] == ("CronJob", name)}
         broken = self._check_backfill(name, [t for t, _ in scheduled if t is not None and t < self.began],
-                                      notes.get("batchd.io/backfill"))
+                                      notes.get("batchd.io/backfill"), events)
         scheduled = [(t, created) for t, created in scheduled if t is not None and t >= self.began]
         self.counts["scheduled Jobs"] += len(scheduled)
         for t, created in scheduled:
@@ -374,7 +375,8 @@ class AnnotationFuzz:
                 broken.append(f"CronJob {name}: {len(scheduled)} scheduled Jobs, held from its creation")
         return broken
 
-    def _check_backfill(self, name: str, times: list[datetime], timeline: Timeline | None) -> list[str]:
+    def _check_backfill(self, name: str, times: list[datetime], timeline: Timeline | None,
+                        events: list[dict[str, Any]]) -> list[str]:
         """CJ-BACKFILL-DOOR: the Jobs for times before the run began are a backfill's, each at a time
         in the range of a value that reads, one per minute; and each value ran at most once."""
         self.counts["backfilled Jobs"] += len(times)
@@ -384,10 +386,10 @@ class AnnotationFuzz:
                   if not any(start <= t <= to for start, to in ranges)]
         if len({t.replace(second=0) for t in times}) != len(times):
             broken.append(f"CronJob {name}: two backfilled Jobs in one minute: {times}")
-        events = [e for e in self.kube.list("Event", self.ns)["items"]
-                  if e["involvedObject"]["name"] == name and e["reason"] in ("Backfilled", "InvalidBackfill")]
-        if sum(e.get("count", 1) for e in events) > len(asked):
-            broken.append(f"CronJob {name}: {len(events)} backfill Events for {len(asked)} values set")
+        told = [e for e in events
+                if e["involvedObject"]["name"] == name and e["reason"] in ("Backfilled", "InvalidBackfill")]
+        if sum(e.get("count", 1) for e in told) > len(asked):
+            broken.append(f"CronJob {name}: {len(told)} backfill Events for {len(asked)} values set")
         return broken
 
     def _check_group(self, group: str, jobs: list[dict[str, Any]]) -> list[str]:

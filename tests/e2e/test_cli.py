@@ -30,6 +30,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from kube.client import Kube
 from tests.conftest import eventually, new_namespace, running, utcnow
+from tests.integration.test_cronjob import cronjob_manifest
 from tests.k8s import create_job, finish_job, second
 from workflows.identity import K8S_KIND, K8S_NAME, K8S_NAMESPACE, cronjob_workflow_id
 
@@ -364,14 +365,15 @@ async def test_the_cli_operates_the_real_cronjob_workflow(
         assert rows[1].split()[1:4] == ["trigger", "created", job_name]
 
 
+def suspended_every_minute(name: str) -> dict[str, Any]:
+    """A CronJob whose schedule adds no Job while it is suspended; ten of its Jobs kept, to be counted."""
+    return cronjob_manifest(name, "* * * * *", suspend=True, limits=(10, 1), job_managed_by=None)
+
+
 async def test_cronjob_backfill_prints_what_it_created_and_what_existed_and_refuses_over_1000_with_exit_2(
         client: Client, kube: Kube, namespace: str, task_queue: str, address: str) -> None:
     # CJ-BACKFILL through the real CLI; suspended, so the schedule itself adds no Job meanwhile
-    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob",
-               "metadata": {"name": "minutely", "labels": {"batchd.io/managed": "true"}},
-               "spec": {"schedule": "* * * * *", "suspend": True, "successfulJobsHistoryLimit": 10,
-                        "jobTemplate": {"spec": {"template": {"spec": {
-                   "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}}}
+    cronjob = suspended_every_minute("minutely")
     ref = f"{namespace}/minutely"
     start = utcnow().replace(second=0, microsecond=0) - timedelta(hours=1)
     m = int(start.timestamp()) // 60
@@ -413,14 +415,6 @@ async def test_cronjob_backfill_prints_what_it_created_and_what_existed_and_refu
         assert entry["source"] == "backfill"
 
 
-def _door_cronjob(name: str) -> dict[str, Any]:
-    return {"apiVersion": "batch/v1", "kind": "CronJob",
-            "metadata": {"name": name, "labels": {"batchd.io/managed": "true"}},
-            "spec": {"schedule": "* * * * *", "suspend": True, "successfulJobsHistoryLimit": 10,
-                     "jobTemplate": {"spec": {"template": {"spec": {
-                         "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}}}
-
-
 async def test_the_kubernetes_door_triggers_suspends_resumes_and_backfills_with_the_callers_kubeconfig(
         client: Client, kube: Kube, namespace: str, task_queue: str, address: str, kubeconfig: Path) -> None:
     # --via kubernetes: the same actions as writes to the CronJob and its Jobs; a Temporal server that
@@ -434,7 +428,7 @@ async def test_the_kubernetes_door_triggers_suspends_resumes_and_backfills_with_
         return await batchd("127.0.0.1:1", "cronjob", *args, "--via", "kubernetes", "--kubeconfig", str(kubeconfig))
 
     async with running(client, kube, task_queue, namespace):
-        kube.create("CronJob", namespace, _door_cronjob("door"))
+        kube.create("CronJob", namespace, suspended_every_minute("door"))
         await eventually(lambda: client.get_workflow_handle(cronjob_workflow_id(namespace, "door")).query("describe"),
                          what="the CronJob workflow")
         trig = await door("trigger", ref, "-o", "json")
@@ -472,7 +466,7 @@ async def test_a_user_bound_to_one_namespace_triggers_and_backfills_there_and_is
         pytest.skip("RBAC is kube-apiserver's (kubesim authorizes nobody)")
     other = new_namespace(kube)
     for ns in (namespace, other):
-        kube.create("CronJob", ns, _door_cronjob("door"))
+        kube.create("CronJob", ns, suspended_every_minute("door"))
     rbac = "/apis/rbac.authorization.k8s.io/v1"
     kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", body={"metadata": {"name": "operator"}})
     kube.request("POST", f"{rbac}/namespaces/{namespace}/roles", body={"metadata": {"name": "cronjob-operator"}, "rules": [

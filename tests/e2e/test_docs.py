@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from worker.cluster import halt
 from worker.dev import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,32 +165,28 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     cwd = tmp_path_factory.mktemp("docs")
     (cwd / "deploy").symlink_to(ROOT / "deploy")
     log = cwd / "dev.log"
-    for _ in range(3):  # a port picked free may be taken before the world binds it
-        port = free_port()
-        args = [str(BIN / "batchd"), "dev", "--state-dir", ".batchd", "--temporal-port", str(port),
-                "--ui-port", str(free_port()), "--health-port", str(free_port())]
-        with open(log, "ab") as out:
-            dev = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 240
-        while dev.poll() is None and "batchd dev is running" not in log.read_text():
-            assert time.monotonic() < deadline, f"batchd dev did not start:\n{log.read_text()[-3000:]}"
-            time.sleep(0.2)
-        if dev.poll() is None:
-            break
-    else:
-        raise AssertionError(f"batchd dev exited at start three times:\n{log.read_text()[-3000:]}")
-    env = {**os.environ, "KUBECONFIG": str(cwd / ".batchd" / "kubeconfig"), "TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
-           "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    env.pop("BATCHD_UPSTREAM_CACHE", None)
+    dev: subprocess.Popen[bytes] | None = None
     try:
+        for _ in range(3):  # a port picked free may be taken before the world binds it
+            port = free_port()
+            args = [str(BIN / "batchd"), "dev", "--state-dir", ".batchd", "--temporal-port", str(port),
+                    "--ui-port", str(free_port()), "--health-port", str(free_port())]
+            with open(log, "ab") as out:  # a session of its own: halt() stops its dev server with it
+                dev = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            deadline = time.monotonic() + 240
+            while dev.poll() is None and "batchd dev is running" not in log.read_text():
+                assert time.monotonic() < deadline, f"batchd dev did not start:\n{log.read_text()[-3000:]}"
+                time.sleep(0.2)
+            if dev.poll() is None:
+                break
+        else:
+            raise AssertionError(f"batchd dev exited at start three times:\n{log.read_text()[-3000:]}")
+        env = {**os.environ, "KUBECONFIG": str(cwd / ".batchd" / "kubeconfig"),
+               "TEMPORAL_ADDRESS": f"127.0.0.1:{port}", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        env.pop("BATCHD_UPSTREAM_CACHE", None)
         yield World(cwd, env, log)
     finally:
-        dev.terminate()
-        try:
-            dev.wait(30)
-        except subprocess.TimeoutExpired:
-            dev.kill()
-            dev.wait()
+        halt(dev, timeout=30)
 
 
 def run(world: World, block: Block, step: Step) -> None:
