@@ -35,6 +35,8 @@ def test_bench_compare_runs_upstream_and_batchd_on_one_control_plane(tmp_path: P
     assert all(by[("job", f"CPU-s per Pod: {role} [postgres]")]["batchd"] > 0 for role in ("worker", "Temporal", "PostgreSQL"))
     assert "API requests per Pod [100/200 vs postgres]" in done.stdout  # the printed table
     state = done.stdout.split("state in ", 1)[1].split()[0]
+    audit = (Path(state) / "plane" / "logs" / "audit.log").read_text()
+    assert '"name":"kube-controller-manager"' in audit  # elected as it ships: its Lease is counted as batchd's is
     assert not _running_in(state), "the bench left processes running"
 
 
