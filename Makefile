@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test durations lint venv clean bench image debian-base upstream
+.PHONY: dev test durations lint venv clean image debian-base upstream
 
 # `make image` builds the Dockerfile with buildah into local container storage. BASE_IMAGE is
 # the build's base: python:3.11-slim from a registry, or $(DEBIAN_BASE) (`make debian-base`)
