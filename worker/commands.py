@@ -527,13 +527,16 @@ def _described(value: Any, indent: int) -> list[str]:
     ``<none>`` for what is empty or unset."""
     pad = " " * indent
     if isinstance(value, dict):
+        nested = {key for key, item in value.items()
+                  if isinstance(item, dict) and item or isinstance(item, list) and any(isinstance(x, dict) for x in item)}
+        # one value column for the block, at column 28 unless a label is longer
+        width = max([28 - indent, *(len(_label(key)) + 2 for key in value if key not in nested)])
         lines: list[str] = []
         for key, item in value.items():
-            if isinstance(item, dict) and item or isinstance(item, list) and any(isinstance(x, dict) for x in item):
+            if key in nested:
                 lines += [f"{pad}{_label(key)}:", *_described(item, indent + 2)]
             else:
-                label = _label(key) + ":"
-                lines.append(f"{pad}{label:<{max(28 - indent, len(label) + 1)}}{_scalar(item)}")  # one value column
+                lines.append(f"{pad}{_label(key) + ':':<{width}}{_scalar(item)}")
         return lines
     if isinstance(value, list):
         return [line for item in value for line in _block(item, indent)]

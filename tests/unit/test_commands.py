@@ -74,3 +74,12 @@ def test_other_refusals_and_a_lasting_one_are_not_hidden(monkeypatch: pytest.Mon
 ])
 def test_describe_labels_fields_in_words(key: str, label: str) -> None:
     assert commands._label(key) == label
+
+
+def test_describe_aligns_a_blocks_values_past_its_longest_label() -> None:
+    lines = commands._described({"phase": "Sleeping", "failuresSinceLastSuccess": 0,
+                                 "window": {"activeFrom": "2026-01-01T00:00:00Z"}}, 4)
+    assert lines == ["    Phase:                       Sleeping",
+                     "    Failures Since Last Success: 0",
+                     "    Window:",
+                     "      Active From:          2026-01-01T00:00:00Z"]  # a block of its own: column 28
