@@ -72,7 +72,7 @@ class TTLAfterFinishedWorkflow(WorkflowSide):
     def describe(self) -> dict[str, object]:
         """The latest observation and the pending expiry, for ``batchd describe``."""
         return {
-            "observation": self.books.observation.model_dump(mode="json", by_alias=False),
+            "observation": self.books.observation.model_dump(mode="json", by_alias=True),
             "expireAt": iso(self.books.expire_at),
             "held": self.books.observation.held_by,
         }

@@ -183,6 +183,7 @@ async def test_describe_job_shows_its_pending_ttl_timer_with_the_summary(
         assert timer["summary"] == f"TTL of Job {namespace}/etl-42 expires {wf['describe']['expireAt']}"
         assert timer["firesAt"] == wf["describe"]["expireAt"]
         assert wf["searchAttributes"]["K8sUID"] == uid
+        assert wf["describe"]["observation"]["ttlSeconds"] is not None  # camelCase, as every describe's JSON
 
         text = await batchd(address, "describe", "job", f"{namespace}/etl-42")
         assert text.code == 0, text
