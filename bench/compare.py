@@ -70,6 +70,7 @@ from bench.harness import (
     worker_process,
 )
 from kube.client import Kube, resource_path
+from kube.errors import KubeError
 from worker.cluster import UPSTREAM_CONTROLLERS, ControlPlane
 from workflows.models.common import Job, finished_condition
 
@@ -288,24 +289,34 @@ def run_phase(case: Case, plane: ControlPlane, kube: Kube, side: Side) -> dict[s
     began = time.monotonic()
     ns = f"compare-{case.workload}-{uuid.uuid4().hex[:6]}"
     kube.create("Namespace", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    figures: dict[str, float] = {}
     try:
-        return case.run(plane, kube, ns, side)
+        figures = case.run(plane, kube, ns, side)
+        return figures
     finally:
         _empty(kube, ns)
         kube.delete("Namespace", "", ns)
         deadline = time.monotonic() + 900
         while kube.get("Namespace", "", ns) is not None and time.monotonic() < deadline:
             time.sleep(2)
-        print(f"  {case.workload} {case.size}, {side.name}: {time.monotonic() - began:.0f} s", flush=True)
+        # the figures as they come: a later phase that fails loses nothing measured before it
+        print(f"  {case.workload} {case.size}, {side.name}: {time.monotonic() - began:.0f} s {json.dumps(figures)}",
+              flush=True)
 
 
 def _empty(kube: Kube, ns: str) -> None:
     """Delete the phase's objects in three requests before its namespace: left to the namespace
     controller (at kube-controller-manager's 20 QPS) and kwok's graceful Pod deletions, thousands of
     them took minutes between phases. CronJobs first, so no new Job comes; Jobs orphaning their
-    Pods, so the garbage collector has nothing to do; the Pods at once, without a grace period."""
+    Pods, so the garbage collector has nothing to do; the Pods at once, without a grace period.
+    kube-apiserver deletes a collection one object at a time (5,000 Jobs outlasted a 30 s read), so
+    each request may take minutes; one that fails leaves the rest to the namespace's deletion."""
     for kind, options in (("CronJob", {}), ("Job", {"propagationPolicy": "Orphan"}), ("Pod", {"gracePeriodSeconds": 0})):
-        kube.request("DELETE", resource_path(kind, ns), body={"kind": "DeleteOptions", "apiVersion": "v1", **options})
+        try:
+            kube.request("DELETE", resource_path(kind, ns), body={"kind": "DeleteOptions", "apiVersion": "v1", **options},
+                         timeout=(10, 900))
+        except KubeError as err:
+            print(f"  emptying {ns}: {kind}s not deleted ({err}); the namespace's deletion will", flush=True)
 
 
 def rows(case: Case, upstream: dict[str, dict[str, float]], batchd: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
