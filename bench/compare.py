@@ -71,7 +71,7 @@ from bench.harness import (
 )
 from kube.client import Kube, resource_path
 from kube.errors import KubeError
-from worker.cluster import UPSTREAM_CONTROLLERS, ControlPlane
+from worker.cluster import CONTROLLER_MANAGER_LEASE, UPSTREAM_CONTROLLERS, ControlPlane
 from workflows.models.common import Job, finished_condition
 
 WORKLOADS = ("cronjob", "job", "ttl")
@@ -279,7 +279,7 @@ def batchd_side(plane: ControlPlane, server: TemporalServer, wd: Path) -> Iterat
 
 def upstream_side(plane: ControlPlane, qps: tuple[int, int]) -> Side:
     plane.reconfigure_controller_manager(UPSTREAM_CONTROLLERS, qps)
-    return Side(f"{qps[0]}/{qps[1]}", UPSTREAM_USERS, ("kube-system", "kube-controller-manager"),
+    return Side(f"{qps[0]}/{qps[1]}", UPSTREAM_USERS, CONTROLLER_MANAGER_LEASE,
                 lambda: {"kube-controller-manager": [plane.pid("kube-controller-manager")]})
 
 

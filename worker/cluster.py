@@ -59,6 +59,8 @@ DEPLOY_POLICY = DEPLOY_BASE.parent / "policy" / "admission-policy.yaml"
 RBAC_FILES = ("namespace.yaml", "serviceaccount.yaml", "clusterrole.yaml", "clusterrolebinding.yaml",
               "role.yaml", "rolebinding.yaml")
 BATCHD_ACCOUNT = ("batchd-system", "batchd")
+#: the Lease kube-controller-manager holds when elected (its defaults): namespace, name
+CONTROLLER_MANAGER_LEASE = ("kube-system", "kube-controller-manager")
 NODES = 4
 #: The kubesim annotations kwok's stages play; a Pod with any other, or not restartPolicy Never,
 #: is kubesim's kubelet's.
@@ -166,7 +168,7 @@ class ControlPlane:
         halt(comp.proc)
         self._started.remove(comp)
         # a killed kube-controller-manager does not release its Lease: its successor would wait out the 15 s
-        self.admin().delete("Lease", "kube-system", "kube-controller-manager")
+        self.admin().delete("Lease", *CONTROLLER_MANAGER_LEASE)
         self._launch(comp)
 
     def pid(self, name: str) -> int:
@@ -293,9 +295,9 @@ class ControlPlane:
         policy.write_text(yaml.safe_dump({
             "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
             "rules": [*([{"level": "Metadata", "users": list(self.audited_users)}] if self.audited_users else []),
-                      {"level": "Metadata", "namespaces": ["kube-system"], "resources": [{
+                      {"level": "Metadata", "namespaces": [CONTROLLER_MANAGER_LEASE[0]], "resources": [{
                           "group": "coordination.k8s.io", "resources": ["leases"],
-                          "resourceNames": ["kube-controller-manager"]}]},
+                          "resourceNames": [CONTROLLER_MANAGER_LEASE[1]]}]},
                       {"level": "Metadata", "verbs": ["delete"],
                        "resources": [{"group": "batch", "resources": ["jobs"]}, {"group": "", "resources": ["pods"]}]},
                       {"level": "None"}]}))
