@@ -309,7 +309,7 @@ def _empty(kube: Kube, ns: str) -> None:
     controller (at kube-controller-manager's 20 QPS) and kwok's graceful Pod deletions, thousands of
     them took minutes between phases. CronJobs first, so no new Job comes; Jobs orphaning their
     Pods, so the garbage collector has nothing to do; the Pods at once, without a grace period.
-    kube-apiserver deletes a collection one object at a time (5,000 Jobs outlasted a 30 s read), so
+    kube-apiserver deletes a collection one object at a time (5,000 Jobs outlasted the 20 s read), so
     each request may take minutes; one that fails leaves the rest to the namespace's deletion."""
     for kind, options in (("CronJob", {}), ("Job", {"propagationPolicy": "Orphan"}), ("Pod", {"gracePeriodSeconds": 0})):
         try:
