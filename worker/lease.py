@@ -60,6 +60,7 @@ class Elector:
         self.leading = False
         self._observed: dict[str, Any] | None = None  # the Lease's spec as last read
         self._observed_at = 0.0  # monotonic time it last changed
+        self._held: dict[str, Any] | None = None  # the Lease as this replica last wrote it, while it holds it
 
     async def run(self, on_start: Callable[[], None], on_stop: Callable[[], None]) -> None:
         """Campaign until cancelled; on cancellation, give the Lease up if held.
@@ -99,17 +100,31 @@ class Elector:
                 await asyncio.to_thread(self._release)
 
     def _try_acquire_or_renew(self) -> bool:
+        """One round: renew the Lease if held, else take it if free or expired.
+
+        A holder renews with one write of the Lease as it last wrote it (its resourceVersion makes
+        the write fail if anyone else wrote since), as client-go's elector does: one request per
+        round instead of a read and a write. Only when that fails does it read the Lease again.
+        """
         s = self.settings
         now = micro_time(self.clock.now())
+        if self._held is not None and time.monotonic() - self._observed_at < s.lease_duration:
+            held = self._held
+            try:
+                return self._write({**held, "spec": {**held["spec"], "renewTime": now}})
+            except KubeError as err:
+                log.info("could not renew Lease %s/%s as last written (%s): reading it", s.namespace, s.name, err)
+        self._held = None
         lease = self.kube.get("Lease", s.namespace, s.name)
         if lease is None:
             try:
-                self.kube.create("Lease", s.namespace, {
+                self._held = self.kube.create("Lease", s.namespace, {
                     "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": s.name, "namespace": s.namespace},
                     "spec": self._spec(acquire=now, renew=now, transitions=0)})
             except AlreadyExists:
                 return False
+            self._observed, self._observed_at = self._held.get("spec") or {}, time.monotonic()
             return True
         spec = lease.get("spec") or {}
         if spec != self._observed:
@@ -122,10 +137,14 @@ class Elector:
         lease["spec"] = self._spec(acquire=spec.get("acquireTime") if mine else now, renew=now,
                                    transitions=transitions)
         try:
-            updated = self.kube.replace("Lease", s.namespace, s.name, lease)
+            return self._write(lease)
         except Conflict:  # another replica wrote it first
             return False
-        self._observed, self._observed_at = updated.get("spec") or {}, time.monotonic()
+
+    def _write(self, lease: dict[str, Any]) -> bool:
+        s = self.settings
+        self._held = self.kube.replace("Lease", s.namespace, s.name, lease)
+        self._observed, self._observed_at = self._held.get("spec") or {}, time.monotonic()
         return True
 
     def _spec(self, *, acquire: str | None, renew: str, transitions: int) -> dict[str, Any]:
@@ -135,6 +154,7 @@ class Elector:
     def _release(self) -> None:
         """Give the Lease up (an empty holder), so the next replica need not wait out the duration."""
         s = self.settings
+        self._held = None
         try:
             lease = self.kube.get("Lease", s.namespace, s.name)
             if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -166,3 +168,34 @@ async def test_a_holder_that_cannot_renew_stops_leading_before_another_may_start
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert holder(kube, namespace) == "usurper", "a replica that does not hold the Lease leaves it alone"
+
+
+class _Counting:
+    """The Kube client, counting each kind of request the elector makes."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube, self.calls = kube, Counter[str]()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.kube, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return method(*args, **kwargs)
+        return counted
+
+
+def test_a_holder_renews_with_one_write_and_reads_only_when_someone_else_wrote(kube: Kube, namespace: str) -> None:
+    counting = _Counting(kube)
+    elector = Elector(counting, lease(namespace))  # type: ignore[arg-type]
+    for _ in range(4):  # takes the free Lease, then renews it three times
+        assert elector._try_acquire_or_renew()
+    assert counting.calls == {"get": 1, "create": 1, "replace": 3}
+    obj = kube.get("Lease", namespace, "batchd")
+    assert obj is not None
+    obj["spec"]["holderIdentity"] = "usurper"
+    kube.replace("Lease", namespace, "batchd", obj)
+    # its write of the Lease as it last wrote it conflicts; it reads the Lease and leaves it alone
+    assert not elector._try_acquire_or_renew()
+    assert counting.calls == {"get": 2, "create": 1, "replace": 4}
+    assert holder(kube, namespace) == "usurper"
