@@ -90,6 +90,7 @@ async def _minute_worker(address: str, task_queue: str, count: int, seconds: flo
 if __name__ == "__main__":
     # this module by its name, as the workflow sandbox imports it (not as __main__)
     from bench import ceiling
+    from bench.harness import run_then_exit
 
     address, task_queue, count, seconds, out = sys.argv[1:6]
-    asyncio.run(ceiling._minute_worker(address, task_queue, int(count), float(seconds), Path(out)))
+    run_then_exit(ceiling._minute_worker(address, task_queue, int(count), float(seconds), Path(out)))

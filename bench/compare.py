@@ -65,6 +65,7 @@ from bench.harness import (
     percentile,
     proc_mb,
     role_cpu_seconds,
+    run_then_exit,
     temporal_server,
     workdir,
     worker_process,
@@ -418,7 +419,11 @@ def main() -> None:
     for flag, given, known in (("--workloads", args.workloads, WORKLOADS), ("--temporal", args.temporal, TEMPORAL_SERVERS)):
         if unknown := set(given) - set(known):
             ap.error(f"{flag}: unknown {sorted(unknown)}; choose from {', '.join(known)}")
-    table = asyncio.run(compare(args))
+    run_then_exit(_report(args))
+
+
+async def _report(args: argparse.Namespace) -> None:
+    table = await compare(args)
     print_table(table)
     if args.json:
         finite = [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()} for row in table]

@@ -24,7 +24,15 @@ from typing import Any
 
 from temporalio.client import Client
 
-from bench.harness import Cluster, billable_actions, cluster, new_namespace, table, worker_processes
+from bench.harness import (
+    Cluster,
+    billable_actions,
+    cluster,
+    new_namespace,
+    run_then_exit,
+    table,
+    worker_processes,
+)
 from tests.k8s import create_job, finish_job, second
 from workflows.identity import cronjob_workflow_id
 from workflows.models.cronjob import CRONJOB_MANAGED_LABEL
@@ -142,4 +150,4 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--runs", type=int, default=3)
     a = parser.parse_args()
-    asyncio.run(main(a.jobs, a.runs))
+    run_then_exit(main(a.jobs, a.runs))

@@ -49,6 +49,7 @@ from bench.harness import (
     cluster,
     new_namespace,
     percentile,
+    run_then_exit,
     start_workflows,
     table,
     worker_processes,
@@ -247,4 +248,4 @@ if __name__ == "__main__":
     extra += [] if a.max_cached_workflows is None else ["--max-cached-workflows", str(a.max_cached_workflows)]
     extra += [] if a.sticky_wait is None else ["--sticky-wait", a.sticky_wait]
     lead = BridgeSettings.cronjob_lead if a.cronjob_lead is None else a.cronjob_lead  # the worker's default
-    asyncio.run(main(a.cronjobs, a.minutes, extra, a.ceiling, lead, a.replicas, a.temporal))
+    run_then_exit(main(a.cronjobs, a.minutes, extra, a.ceiling, lead, a.replicas, a.temporal))

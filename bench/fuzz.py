@@ -36,6 +36,7 @@ from bench.harness import (
     cluster,
     cpu_seconds,
     new_namespace,
+    run_then_exit,
     table,
     worker_process,
 )
@@ -214,4 +215,4 @@ async def fuzz_annotations(seconds: float, seed: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_then_exit(main())

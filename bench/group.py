@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.cronjob import cronjob, watch_jobs
-from bench.harness import cluster, new_namespace, percentile, table, worker_process
+from bench.harness import cluster, new_namespace, percentile, run_then_exit, table, worker_process
 from kube.client import Kube
 from workflows.identity import group_workflow_id
 
@@ -114,4 +114,4 @@ if __name__ == "__main__":
     parser.add_argument("--run-seconds", type=float, default=5.0)
     parser.add_argument("--minutes", type=int, default=3)
     a = parser.parse_args()
-    asyncio.run(main(a.cronjobs, a.limit, a.run_seconds, a.minutes))
+    run_then_exit(main(a.cronjobs, a.limit, a.run_seconds, a.minutes))

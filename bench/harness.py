@@ -18,11 +18,11 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client, WorkflowHistory
@@ -39,6 +39,16 @@ BIN = Path(sys.executable).parent
 BILLABLE = frozenset(f"{event}_event_attributes" for event in (
     "workflow_execution_started", "workflow_execution_signaled", "timer_started", "activity_task_scheduled",
     "upsert_workflow_search_attributes", "marker_recorded", "workflow_properties_modified"))
+
+
+def run_then_exit(main: Coroutine[Any, Any, object]) -> NoReturn:
+    """``asyncio.run(main)``, then exit without the interpreter's teardown, as the ``batchd`` CLI does: a
+    process that opened a Temporal client can abort in it (sdk-python#300; bench.cost did, its figures
+    printed, and `python -m bench` counted it failed)."""
+    asyncio.run(main)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def billable_actions(history: WorkflowHistory) -> int:

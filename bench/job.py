@@ -42,6 +42,7 @@ from bench.harness import (
     billable_actions,
     cluster,
     new_namespace,
+    run_then_exit,
     table,
     worker_process,
 )
@@ -225,4 +226,4 @@ if __name__ == "__main__":
     parser.add_argument("--temporal", choices=TEMPORAL_SERVERS, default="dev",
                         help="the dev server, or temporal-server on PostgreSQL (bench/temporal.py)")
     a = parser.parse_args()
-    asyncio.run(main(a.completions, a.parallelism, a.run_seconds, a.per_index, a.jobs, a.kill_after, a.temporal))
+    run_then_exit(main(a.completions, a.parallelism, a.run_seconds, a.per_index, a.jobs, a.kill_after, a.temporal))

@@ -78,6 +78,7 @@ from bench.harness import (
     percentile,
     renice,
     role_cpu_seconds,
+    run_then_exit,
     table,
     worker_processes,
 )
@@ -304,6 +305,6 @@ if __name__ == "__main__":
                         help="the dev server, or temporal-server on PostgreSQL (bench/temporal.py)")
     parser.add_argument("worker", nargs="*", help="worker flags, after --")
     a = parser.parse_args()
-    asyncio.run(main(a.cronjobs, a.sleepers, a.minutes, a.sample, a.settle,
+    run_then_exit(main(a.cronjobs, a.sleepers, a.minutes, a.sample, a.settle,
                      a.worker or ["--max-cached-workflows", "2500", "--sticky-wait", "60s"], a.tracemalloc, a.heaptrack, a.replicas,
                      a.mallinfo, a.server_nice, a.history_limit, a.dynamic_config, a.temporal))

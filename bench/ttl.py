@@ -40,6 +40,7 @@ from bench.harness import (
     cpu_seconds,
     new_namespace,
     percentile,
+    run_then_exit,
     start_workflows,
     table,
     worker_process,
@@ -207,4 +208,4 @@ if __name__ == "__main__":
                         help="the dev server, or temporal-server on PostgreSQL (bench/temporal.py)")
     a = parser.parse_args()
     extra = [] if a.max_cached_workflows is None else ["--max-cached-workflows", str(a.max_cached_workflows)]
-    asyncio.run(main(a.jobs, a.sleepers, extra, a.temporal))
+    run_then_exit(main(a.jobs, a.sleepers, extra, a.temporal))
