@@ -31,6 +31,7 @@ from temporalio.testing import WorkflowEnvironment
 from bench.temporal import BENCH_DYNAMIC_CONFIG, postgres_server
 from kube.client import Kube
 from kube.config import load_access
+from worker.cli import exit_flushed
 from worker.dev import ephemeral_dev_server, free_port
 
 BIN = Path(sys.executable).parent
@@ -46,9 +47,7 @@ def run_then_exit(main: Coroutine[Any, Any, object]) -> NoReturn:
     process that opened a Temporal client can abort in it (sdk-python#300; bench.cost did, its figures
     printed, and `python -m bench` counted it failed)."""
     asyncio.run(main)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_flushed(0)
 
 
 def billable_actions(history: WorkflowHistory) -> int:

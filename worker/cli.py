@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 
-def _exit(code: int) -> NoReturn:
+def exit_flushed(code: int) -> NoReturn:
+    """Flush stdout and stderr, then leave without the interpreter's teardown (sdk-python#300)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -115,7 +116,7 @@ def _run_ops(temporal: dict[str, Any], command: Callable[[Client], Awaitable[str
         click.echo(out)
     if err:
         click.echo(f"batchd: {err}", err=True)
-    _exit(code)
+    exit_flushed(code)
 
 
 def _ref(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, str]:
@@ -263,7 +264,7 @@ def worker(task_queue: str, kubeconfig: Path | None, namespaces: str, ttl_scope:
     except Exception as err:  # report, then exit non-zero
         click.echo(f"batchd worker: {type(err).__name__}: {err}", err=True)
         code = 1
-    _exit(code)
+    exit_flushed(code)
 
 
 @main.command()
@@ -302,10 +303,10 @@ def cluster(state_dir: Path, upstream_controllers: tuple[str, ...]) -> None:
     from worker.upstream import UpstreamError
 
     try:
-        _exit(plane.run(state_dir, upstream_controllers))
+        exit_flushed(plane.run(state_dir, upstream_controllers))
     except (UpstreamError, plane.ClusterError) as err:
         click.echo(f"batchd cluster: {err}", err=True)
-        _exit(1)
+        exit_flushed(1)
 
 
 @main.command()
@@ -327,11 +328,11 @@ def dev(state_dir: Path, temporal_port: int, ui_port: int, kube_port: int, healt
     from worker import dev as devenv
 
     try:
-        _exit(asyncio.run(devenv.run(state_dir=state_dir, temporal_port=temporal_port, ui_port=ui_port,
+        exit_flushed(asyncio.run(devenv.run(state_dir=state_dir, temporal_port=temporal_port, ui_port=ui_port,
                                      kube_port=kube_port, examples=examples, health_port=health_port, kube=kube)))
     except RuntimeError as err:  # UpstreamError, ClusterError: what is missing, said once
         click.echo(f"batchd dev: {err}", err=True)
-        _exit(1)
+        exit_flushed(1)
 
 
 # -- operator commands (logic in worker/commands.py) --------------------------------------------
@@ -376,7 +377,7 @@ def _run_kube(kubeconfig: Path | None, command: Callable[[Kube], str]) -> NoRetu
         click.echo(out)
     if err:
         click.echo(f"batchd: {err}", err=True)
-    _exit(code)
+    exit_flushed(code)
 
 
 def kube_options(f: Command) -> Command:

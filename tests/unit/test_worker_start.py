@@ -232,7 +232,7 @@ def test_the_sticky_wait_flag_reaches_the_main_worker(monkeypatch: pytest.Monkey
         settings.append(given)
 
     monkeypatch.setattr(app, "run", run)
-    monkeypatch.setattr(cli, "_exit", codes.append)
+    monkeypatch.setattr(cli, "exit_flushed", codes.append)
     for args in ([], ["--sticky-wait", "60s"]):
         result = CliRunner().invoke(cli.main, ["worker", *args])
         assert result.exit_code == 0, result.output
