@@ -119,7 +119,8 @@ async def finish_each_and_kill_the_worker(
 
 async def _settled(described: Any, settled: Any) -> dict[str, Any] | None:
     d = await described
-    return d if settled(d) else None
+    assert settled(d), d  # the last state seen, if it never settles
+    return d
 
 
 @pytest.mark.timeout(900)
@@ -137,12 +138,11 @@ async def test_worker_sigkilled_during_a_one_at_a_time_backfill_creates_each_job
                                                        "oneAtATime": True})
         assert len(res["created"]) == 1 and len(res["queued"]) == 5
 
-    jobs, d = await finish_each_and_kill_the_worker(temporal_env, kube, worker_kubeconfig, namespace, task_queue,
+    jobs, _ = await finish_each_and_kill_the_worker(temporal_env, kube, worker_kubeconfig, namespace, task_queue,
                                                     tmp_path, "fill", 6, start_with=backfill,
-                                                    settled=lambda d: d["backfillQueue"] == [])
+                                                    settled=lambda d: (d["backfillQueue"], d["counters"]["succeeded"]) == ([], 6))
     m = int(base.timestamp()) // 60
     assert minutes_of(jobs) == list(range(m, m + 6))
-    assert d["backfillQueue"] == [] and d["counters"]["succeeded"] == 6
 
 
 @pytest.mark.timeout(900)
