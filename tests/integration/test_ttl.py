@@ -36,7 +36,9 @@ def wf_id(kind: str, ns: str, obj: dict) -> str:
     return ttl_workflow_id(kind, ns, obj["metadata"]["name"], obj["metadata"]["uid"])
 
 
-async def result_of(client: Client, wid: str, timeout: float = 30) -> TTLResult:
+async def result_of(client: Client, wid: str, timeout: float = 60) -> TTLResult:
+    """The TTL workflow's result. Its fields date the deletion, so no test needs a tight timeout
+    (upstream's control plane inside a full make test has taken over 10 s to delete a Job)."""
     handle = client.get_workflow_handle_for(TTLAfterFinishedWorkflow.run, wid)
     await eventually(lambda: workflow_exists(client, wid), what=f"workflow {wid} started")
     return await asyncio.wait_for(handle.result(), timeout)
@@ -64,7 +66,7 @@ async def test_failed_job_with_ttl_zero_is_deleted_right_after_finishing(client,
     async with running(client, kube, task_queue, namespace):
         job = create_job(kube, namespace, "zero", ttl=0)
         finish_job(kube, namespace, "zero", second(utcnow()), failed=True)
-        res = await result_of(client, wf_id("Job", namespace, job), timeout=10)
+        res = await result_of(client, wf_id("Job", namespace, job))
     assert res.outcome == "deleted"
 
 
@@ -95,7 +97,7 @@ async def test_lowering_the_ttl_rearms_the_timer_at_once(client, kube, namespace
     async with running(client, kube, task_queue, namespace):
         wid, finished = await finished_and_asleep(client, kube, namespace, "sooner", ttl=3600)
         kube.patch("Job", namespace, "sooner", {"spec": {"ttlSecondsAfterFinished": 1}})
-        res = await result_of(client, wid, timeout=15)
+        res = await result_of(client, wid)
     assert res.outcome == "deleted"
     assert res.expire_at == finished + timedelta(seconds=1)
 
@@ -177,7 +179,7 @@ async def test_ttl_scope_all_takes_every_job(client, kube, namespace, task_queue
     async with running(client, kube, task_queue, namespace, ttl_scope="all"):
         job = create_job(kube, namespace, "anyjob", ttl=0, managed_by=None)
         finish_job(kube, namespace, "anyjob", second(utcnow()))
-        res = await result_of(client, wf_id("Job", namespace, job), timeout=10)
+        res = await result_of(client, wf_id("Job", namespace, job))
     assert res.outcome == "deleted"
 
 
@@ -325,7 +327,7 @@ async def test_a_failed_dispatch_is_retried_in_seconds_not_at_the_next_resync(cl
         br.handle = flaky  # type: ignore[method-assign]
         job = create_job(kube, namespace, "flaky", ttl=1)
         finish_job(kube, namespace, "flaky", second(utcnow()))
-        res = await result_of(client, wf_id("Job", namespace, job), timeout=60)
+        res = await result_of(client, wf_id("Job", namespace, job))
     assert res.outcome == "deleted" and len(failed) == 3
 
 
