@@ -28,7 +28,7 @@ from workflows.models.jobpods import (
 
 #: How long the last worker may take to finish a Job of these tests. Alone each takes under a
 #: minute on either backend; on upstream's control plane inside a full `make test` on this 2-core
-#: machine, 3-4 minutes (the control plane's Pod writes share the cores with 14 test processes),
+#: machine, 3-4 minutes (the control plane's Pod writes share the cores with the other tests),
 #: and once over 5 in CI: the bound is the machine, not batchd.
 RESTARTED_RUN = 540.0
 
