@@ -117,7 +117,7 @@ async def finish_each_and_kill_the_worker(
         proc_cm.__exit__(None, None, None)
 
 
-async def _settled(described: Any, settled: Any) -> dict[str, Any] | None:
+async def _settled(described: Any, settled: Any) -> dict[str, Any]:
     d = await described
     assert settled(d), d  # the last state seen, if it never settles
     return d
